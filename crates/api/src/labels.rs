@@ -1,0 +1,35 @@
+//! Label and annotation keys: the operator's part of object metadata.
+//!
+//! Everything under `tusk.dev/` is the operator's; users cannot set these
+//! keys through `spec.podTemplate`.
+
+/// Name of the cluster an object belongs to.
+pub const CLUSTER: &str = "tusk.dev/cluster";
+/// Name of the instance (pod and volume) an object belongs to.
+pub const INSTANCE: &str = "tusk.dev/instance";
+/// Role of an instance pod: `primary` or `replica`. Services select on it.
+pub const ROLE: &str = "tusk.dev/role";
+/// Set on volumes kept after their cluster was deleted (`deletionPolicy: Retain`).
+pub const RETAINED: &str = "tusk.dev/retained";
+/// Marks objects created and managed by the operator.
+pub const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
+/// Value of [`MANAGED_BY`].
+pub const MANAGED_BY_VALUE: &str = "tusk-operator";
+
+/// Annotation on a cluster listing fenced instances (`*` for all): their
+/// PostgreSQL is stopped and stays stopped until removed from the list.
+pub const FENCED_INSTANCES: &str = "tusk.dev/fenced-instances";
+/// Annotation on a cluster requesting a switchover to the named instance.
+pub const PROMOTE: &str = "tusk.dev/promote";
+/// Annotation on a cluster approving a failover that may lose data.
+pub const APPROVE_DATA_LOSS: &str = "tusk.dev/approve-data-loss";
+/// Annotation on a cluster letting a stuck deletion finish without cleanup.
+pub const FORCE_DELETE: &str = "tusk.dev/force-delete";
+
+/// Values of [`ROLE`].
+pub mod role {
+    /// The read-write instance.
+    pub const PRIMARY: &str = "primary";
+    /// A streaming standby.
+    pub const REPLICA: &str = "replica";
+}

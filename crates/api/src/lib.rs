@@ -1,0 +1,36 @@
+//! The Tusk API: the public contract users declare.
+//!
+//! - [`v1alpha1`]: the `PostgresCluster` and `PostgresBackup` custom
+//!   resources, their defaults and CEL validation rules.
+//! - [`admission`]: the checks the API server applies to a manifest
+//!   (structure, schema constraints, CEL rules), evaluated locally from the
+//!   same generated CRDs.
+//! - [`conditions`]: setting status conditions the Kubernetes way.
+//! - [`labels`], [`parameters`]: keys and PostgreSQL parameters the
+//!   operator owns.
+//!
+//! This crate does no I/O.
+
+pub mod admission;
+pub mod conditions;
+pub mod labels;
+pub mod parameters;
+pub mod v1alpha1;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::CustomResourceExt;
+
+/// API group of every Tusk resource.
+pub const GROUP: &str = "postgres.tusk.dev";
+
+/// The oldest Kubernetes minor version Tusk supports: the CRDs' CEL rules use
+/// the quantity library and `messageExpression`, and kube-rs is built for it.
+pub const MIN_KUBERNETES_VERSION: &str = "1.33";
+
+/// Every CRD Tusk defines, in a stable order.
+pub fn crds() -> Vec<CustomResourceDefinition> {
+    vec![
+        v1alpha1::PostgresCluster::crd(),
+        v1alpha1::PostgresBackup::crd(),
+    ]
+}

@@ -1,0 +1,187 @@
+//! CEL rules (`x-kubernetes-validations`) of the v1alpha1 API.
+//!
+//! Each rule is declared once, here, and attached to its field with
+//! `x_kube(validation = ...)`. The API server evaluates them at admission;
+//! `crate::admission` evaluates the very same CRD schema locally for
+//! `tusk validate`. Messages name the rule so that a user who reads only the
+//! error knows what to change.
+
+use kube::core::{Message, Reason, Rule};
+
+use crate::parameters::{OWNED_PARAMETER_PREFIXES, OWNED_PARAMETERS};
+
+/// `spec.instances >= 1` (R3).
+pub fn at_least_one_instance() -> Rule {
+    Rule::new("self >= 1").message("must be at least 1: a cluster needs a primary")
+}
+
+/// Storage sizes are quantities, and positive.
+pub fn size_is_quantity() -> Rule {
+    Rule::new("isQuantity(self) && quantity(self).isGreaterThan(quantity('0'))")
+        .message("must be a positive Kubernetes quantity, such as 10Gi or 500Gi")
+}
+
+/// Storage may grow, never shrink (R26). Compared as quantities, so `1Gi`
+/// and `1024Mi` are equal.
+pub fn size_never_shrinks() -> Rule {
+    Rule::new(
+        "!isQuantity(self) || !isQuantity(oldSelf) || quantity(self).compareTo(quantity(oldSelf)) >= 0",
+    )
+    .message("storage may grow but never shrink")
+    .reason(Reason::FieldValueForbidden)
+}
+
+/// `storageClassName` cannot be added, changed or removed after creation.
+pub fn storage_class_is_immutable() -> Rule {
+    Rule::new(
+        "has(self.storageClassName) == has(oldSelf.storageClassName) && \
+         (!has(self.storageClassName) || self.storageClassName == oldSelf.storageClassName)",
+    )
+    .message("storageClassName is immutable")
+    .field_path(".storageClassName")
+    .reason(Reason::FieldValueForbidden)
+}
+
+/// The PostgreSQL major version never goes down (R27).
+pub fn version_never_decreases() -> Rule {
+    Rule::new("self >= oldSelf")
+        .message("PostgreSQL version downgrades are not supported")
+        .reason(Reason::FieldValueForbidden)
+}
+
+/// A version change must be approved in the same update (R27, R29).
+///
+/// Chosen over accept-and-hold: the apply that changes the version fails at
+/// once with this message, so the declared spec never describes a version
+/// that is not running and not approved.
+pub fn version_change_needs_approval() -> Rule {
+    Rule::new(
+        "self.postgres.version == oldSelf.postgres.version || \
+         (has(self.upgrade) && has(self.upgrade.approvedVersion) && \
+          self.upgrade.approvedVersion == self.postgres.version)",
+    )
+    .message(
+        "changing the PostgreSQL version is a major upgrade: set spec.upgrade.approvedVersion \
+         to the new version in the same update to approve it",
+    )
+    .field_path(".postgres.version")
+    .reason(Reason::FieldValueForbidden)
+}
+
+/// The bootstrap method only matters at creation; changing it later would
+/// suggest a re-bootstrap that never happens.
+pub fn bootstrap_is_immutable() -> Rule {
+    Rule::new(
+        "has(self.bootstrap) == has(oldSelf.bootstrap) && \
+         (!has(self.bootstrap) || self.bootstrap == oldSelf.bootstrap)",
+    )
+    .message("bootstrap is immutable after creation")
+    .field_path(".bootstrap")
+    .reason(Reason::FieldValueForbidden)
+}
+
+/// Synchronous replication can only wait for standbys that exist.
+pub fn synchronous_standbys_fit() -> Rule {
+    Rule::new(
+        "!has(self.replication) || !has(self.replication.synchronous) || \
+         self.replication.synchronous.number < self.instances",
+    )
+    .message(
+        "replication.synchronous.number must be lower than instances: \
+         a commit cannot wait for more standbys than the cluster has",
+    )
+    .field_path(".replication.synchronous.number")
+}
+
+/// `bootstrap` names exactly one method.
+pub fn exactly_one_bootstrap_method() -> Rule {
+    Rule::new("has(self.initdb) != has(self.recovery)")
+        .message("set exactly one of bootstrap.initdb or bootstrap.recovery")
+}
+
+/// Parameters the operator owns cannot be set by users (DESIGN: Configuration).
+/// PostgreSQL parameter names are case-insensitive, so the check is too.
+pub fn no_operator_owned_parameters() -> Rule {
+    let owned = format!(
+        "(k.lowerAscii() in [{}] || {})",
+        OWNED_PARAMETERS
+            .iter()
+            .map(|p| format!("'{p}'"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        OWNED_PARAMETER_PREFIXES
+            .iter()
+            .map(|p| format!("k.lowerAscii().startsWith('{p}')"))
+            .collect::<Vec<_>>()
+            .join(" || "),
+    );
+    Rule::new(format!("self.all(k, !{owned})"))
+        .message(Message::Expression(format!(
+            "'parameters managed by the operator cannot be set: ' + self.filter(k, {owned}).join(', ')"
+        )))
+        .reason(Reason::FieldValueForbidden)
+}
+
+/// Labels and annotations under `tusk.dev/` belong to the operator.
+pub fn no_operator_keys(what: &str) -> Rule {
+    Rule::new("self.all(k, !k.startsWith('tusk.dev/') && !k.contains('.tusk.dev/'))").message(
+        Message::Expression(format!(
+            "'{what} under tusk.dev/ belong to the operator and cannot be set: ' + \
+             self.filter(k, k.startsWith('tusk.dev/') || k.contains('.tusk.dev/')).join(', ')"
+        )),
+    )
+}
+
+/// Five-field cron expressions, or the usual shorthands.
+pub fn cron_schedule() -> Rule {
+    Rule::new(
+        "self in ['@hourly', '@daily', '@weekly', '@monthly'] || \
+         self.matches('^[0-9*/,-]+( [0-9A-Za-z*/,?-]+){4}$')",
+    )
+    .message(
+        "must be a cron expression with five fields (minute hour day-of-month month day-of-week), \
+         or @hourly, @daily, @weekly, @monthly",
+    )
+}
+
+/// Object store URLs name a supported scheme and a bucket or path.
+pub fn object_store_url() -> Rule {
+    Rule::new("self.matches('^(s3|gs|az)://[^/]+(/.*)?$') || self.matches('^file:///.+$')")
+        .message("must be s3://bucket[/prefix], gs://bucket[/prefix], az://container[/prefix] or file:///path")
+}
+
+/// Service endpoints are HTTP(S) URLs.
+pub fn http_endpoint() -> Rule {
+    Rule::new("self.matches('^https?://[^/]+')")
+        .message("must be an http:// or https:// URL, such as https://minio.example:9000")
+}
+
+/// RFC 3339 timestamps, like Kubernetes' own.
+pub fn rfc3339_time() -> Rule {
+    Rule::new(
+        "self.matches('^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\\\\.[0-9]+)?(Z|[+-][0-9]{2}:[0-9]{2})$')",
+    )
+    .message("must be an RFC 3339 time, such as 2026-05-01T12:00:00Z")
+}
+
+/// A backup request is a record of what happened: it is never edited.
+pub fn backup_spec_is_immutable() -> Rule {
+    Rule::new("self == oldSelf")
+        .message("a PostgresBackup's spec is immutable: create a new PostgresBackup instead")
+        .reason(Reason::FieldValueForbidden)
+}
+
+/// Cluster names become pod, volume and Service names (`<cluster>-rw`,
+/// `<cluster>-<serial>`) and label values, so they must be DNS labels with
+/// room for a suffix.
+pub fn cluster_name_fits() -> Rule {
+    Rule::new(
+        "!has(self.metadata.name) || \
+         (size(self.metadata.name) <= 50 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$'))",
+    )
+    .message(
+        "the cluster name must be at most 50 characters of lower-case letters, digits and '-', \
+         starting with a letter: it names the cluster's pods, volumes and Services",
+    )
+    .field_path(".metadata.name")
+}

@@ -1,0 +1,209 @@
+//! `PostgresCluster` status: what the operator observes (R2, R4, R5, R25, R28).
+//!
+//! Written only by the operator, through the status subresource.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Observed state of a PostgresCluster.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct PostgresClusterStatus {
+    /// Lifecycle phase: Pending, Provisioning, Ready, Degraded, Scaling,
+    /// Upgrading or Deleting.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<ClusterPhase>,
+
+    /// Conditions: Ready, Progressing and Degraded, plus FailoverBlocked and
+    /// others when they apply. A condition's reason tells a transient
+    /// problem (the operator retries) from a permanent one (the spec must
+    /// change).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+
+    /// The `metadata.generation` of the spec this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+
+    /// Every instance, as last observed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub instances: Vec<InstanceStatus>,
+
+    /// Number of instances ready to serve.
+    #[serde(default)]
+    pub ready_instances: i32,
+
+    /// Instance that reports itself as primary.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current_primary: Option<String>,
+
+    /// Instance the operator has chosen to be primary; instance managers
+    /// converge to it (promote or follow).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_primary: Option<String>,
+
+    /// Highest instance serial handed out; serials are never reused, so a
+    /// new instance never inherits an old one's name.
+    #[serde(default)]
+    pub latest_instance_serial: i32,
+
+    /// The most recent failover or switchover.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_failover: Option<FailoverRecord>,
+
+    /// Progress of a major-version upgrade.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upgrade: Option<UpgradeStatus>,
+
+    /// Backups and WAL archiving as observed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup: Option<BackupStatus>,
+
+    /// The most recent restore rehearsal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_restore_verification: Option<RestoreVerification>,
+
+    /// When the operator last finished a reconcile of this cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_reconcile_time: Option<Time>,
+}
+
+/// Lifecycle phase (R4).
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClusterPhase {
+    /// Accepted; nothing created yet.
+    Pending,
+    /// Creating instances until all are ready.
+    Provisioning,
+    /// Every declared instance is ready and replicating.
+    Ready,
+    /// Something failed; the conditions say what and whether it is retried.
+    Degraded,
+    /// Adding or removing instances.
+    Scaling,
+    /// Running an approved major-version upgrade.
+    Upgrading,
+    /// Being deleted; waiting for cleanup.
+    Deleting,
+}
+
+/// One instance as observed.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct InstanceStatus {
+    /// Instance name (also its pod's and volume's name).
+    pub name: String,
+    /// `primary`, `replica`, or `unknown` when the instance cannot be reached.
+    pub role: String,
+    /// Ready to serve: accepting connections and, for a replica, streaming.
+    pub ready: bool,
+    /// PostgreSQL timeline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeline: Option<i64>,
+    /// Current WAL position (primary) or last replayed position (replica).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lsn: Option<String>,
+    /// Bytes of WAL the replica has still to replay.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lag_bytes: Option<i64>,
+}
+
+/// A failover or switchover, and what it may have cost (R25).
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct FailoverRecord {
+    /// When the new primary was promoted.
+    pub time: Time,
+    /// The former primary.
+    pub from: String,
+    /// The promoted instance.
+    pub to: String,
+    /// Why: `Failover` (the primary failed), `Switchover` (requested) or
+    /// `ApprovedFailover` (a blocked failover approved by a person).
+    pub reason: String,
+    /// Bytes of WAL the former primary had that the promoted one did not
+    /// receive: the most that may have been lost (0 means nothing).
+    pub lsn_gap_bytes: i64,
+    /// Where the promoted instance's history ends and the new timeline starts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recovery_point: Option<RecoveryPoint>,
+    /// Seconds from detecting the failure to the promotion.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_seconds: Option<f64>,
+}
+
+/// A position in the WAL history.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct RecoveryPoint {
+    /// WAL position, e.g. `0/3000148`.
+    pub lsn: String,
+    /// Commit time of the last transaction at that position, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time: Option<Time>,
+}
+
+/// Progress of an approved major-version upgrade (R27).
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct UpgradeStatus {
+    /// Version before the upgrade.
+    pub from_version: i32,
+    /// Version being upgraded to.
+    pub to_version: i32,
+    /// Current step: CheckingCompatibility, CheckingBackup, ReadOnly,
+    /// UpgradingReplicas, SwitchingPrimary, Completed or Failed.
+    pub step: String,
+    /// When the upgrade started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<Time>,
+    /// What the current step is doing or why it stopped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// Backups and WAL archiving as observed (R28).
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct BackupStatus {
+    /// Id of the newest completed base backup.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_successful_backup: Option<String>,
+    /// When the newest completed base backup finished.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_successful_backup_time: Option<Time>,
+    /// Earliest moment the cluster can be restored to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_recoverability_point: Option<Time>,
+    /// Name of the newest archived WAL segment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_archived_wal: Option<String>,
+    /// When it was archived.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_archived_wal_time: Option<Time>,
+    /// The newest archiving failure, if archiving is failing now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_failed_archive: Option<String>,
+}
+
+/// The outcome of a restore rehearsal (R28).
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct RestoreVerification {
+    /// When the rehearsal finished.
+    pub time: Time,
+    /// The backup that was restored.
+    pub backup_id: String,
+    /// Whether the restored data passed its checks.
+    pub succeeded: bool,
+    /// Seconds the restore took.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_seconds: Option<f64>,
+    /// The point the restore reached.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recovery_point: Option<RecoveryPoint>,
+    /// What was checked, or why it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}

@@ -1,0 +1,23 @@
+//! One module per subcommand.
+
+pub mod crds;
+pub mod validate;
+
+/// Why a command could not run (as opposed to input it checked and refused).
+#[derive(Debug, thiserror::Error)]
+pub enum CommandError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("cannot write {path}: {source}")]
+    Write {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{path}: {message}")]
+    Parse { path: String, message: String },
+    #[error("cannot render YAML: {0}")]
+    Render(#[from] serde_yaml_ng::Error),
+}

@@ -1,0 +1,46 @@
+//! `tusk`: one binary for every Tusk role.
+//!
+//! Subcommands live in `commands/`, one module each; this file only parses
+//! arguments and maps outcomes to exit codes (0 success, 1 the input was
+//! checked and refused, 2 the command itself could not run).
+
+mod commands;
+mod manifests;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "tusk",
+    version,
+    about = "Tusk: a PostgreSQL operator for Kubernetes"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Print the CustomResourceDefinitions as YAML, or write one file per CRD.
+    Crds(commands::crds::Args),
+    /// Check manifests the way the API server admits them.
+    Validate(commands::validate::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let outcome = match cli.command {
+        Command::Crds(args) => commands::crds::run(&args),
+        Command::Validate(args) => commands::validate::run(&args),
+    };
+    match outcome {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("error: {error}");
+            ExitCode::from(2)
+        }
+    }
+}
