@@ -1,0 +1,1 @@
+//! The instance manager (PID 1 of every PostgreSQL pod).

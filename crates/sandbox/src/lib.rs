@@ -1,0 +1,1 @@
+//! A local Kubernetes-compatible control plane for one machine.
