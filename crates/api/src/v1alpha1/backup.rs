@@ -1,5 +1,8 @@
 //! `PostgresBackup`: one on-demand base backup of a cluster (R28).
 
+// kube's `printcolumn(...)` attributes repeat the same keys by design.
+#![allow(clippy::duplicated_attributes)]
+
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;

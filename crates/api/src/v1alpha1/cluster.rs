@@ -5,6 +5,9 @@
 //! admission are declared with `x_kube(validation = ...)` next to the field
 //! they protect; `crate::admission` evaluates the same declarations locally.
 
+// kube's `printcolumn(...)` attributes repeat the same keys by design.
+#![allow(clippy::duplicated_attributes)]
+
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Affinity, ResourceRequirements, Toleration};

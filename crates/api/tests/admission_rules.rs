@@ -1,0 +1,619 @@
+//! Every admission rule of the v1alpha1 API, with manifests that pass and
+//! manifests that fail, including updates checked against the old object
+//! (R3, R26, R27, R29). The checks run from the generated CRDs, exactly as
+//! the API server runs them.
+
+use serde_json::{Value, json};
+use tusk_api::admission::{Violation, validate};
+
+fn cluster(spec: Value) -> Value {
+    cluster_named("orders", spec)
+}
+
+fn cluster_named(name: &str, spec: Value) -> Value {
+    json!({
+        "apiVersion": "postgres.tusk.dev/v1alpha1",
+        "kind": "PostgresCluster",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": spec,
+    })
+}
+
+/// A minimal valid spec, with `changes` merged in (JSON merge patch rules).
+fn spec_with(changes: Value) -> Value {
+    let mut spec = json!({
+        "instances": 3,
+        "postgres": {"version": 15},
+        "storage": {"size": "500Gi"},
+    });
+    merge(&mut spec, changes);
+    spec
+}
+
+fn merge(target: &mut Value, patch: Value) {
+    match (target, patch) {
+        (Value::Object(target), Value::Object(patch)) => {
+            for (key, value) in patch {
+                if value.is_null() {
+                    target.remove(&key);
+                } else {
+                    merge(target.entry(key).or_insert(Value::Null), value);
+                }
+            }
+        }
+        (target, patch) => *target = patch,
+    }
+}
+
+enum Expect {
+    Valid,
+    /// A violation on this field whose message contains this text.
+    Invalid(&'static str, &'static str),
+}
+
+struct Case {
+    name: &'static str,
+    old: Option<Value>,
+    new: Value,
+    expect: Expect,
+}
+
+fn create(name: &'static str, changes: Value, expect: Expect) -> Case {
+    Case {
+        name,
+        old: None,
+        new: cluster(spec_with(changes)),
+        expect,
+    }
+}
+
+fn update(name: &'static str, old: Value, new: Value, expect: Expect) -> Case {
+    Case {
+        name,
+        old: Some(cluster(spec_with(old))),
+        new: cluster(spec_with(new)),
+        expect,
+    }
+}
+
+fn check(cases: Vec<Case>) {
+    let crds = tusk_api::crds();
+    let mut failures = Vec::new();
+    for case in cases {
+        let violations = validate(&crds, &case.new, case.old.as_ref());
+        let ok = match &case.expect {
+            Expect::Valid => violations.is_empty(),
+            Expect::Invalid(field, message) => violations
+                .iter()
+                .any(|v: &Violation| v.field == *field && v.message.contains(message)),
+        };
+        if !ok {
+            let got: Vec<String> = violations.iter().map(ToString::to_string).collect();
+            failures.push(format!("{}: got {got:?}", case.name));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "cases failed:\n{}",
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn instances_must_be_at_least_one() {
+    check(vec![
+        create("one instance", json!({"instances": 1}), Expect::Valid),
+        create(
+            "zero instances",
+            json!({"instances": 0}),
+            Expect::Invalid("spec.instances", "must be at least 1"),
+        ),
+        create(
+            "negative",
+            json!({"instances": -2}),
+            Expect::Invalid("spec.instances", "must be at least 1"),
+        ),
+        create(
+            "too many",
+            json!({"instances": 65}),
+            Expect::Invalid("spec.instances", "maximum of 64"),
+        ),
+        create(
+            "not a number",
+            json!({"instances": "three"}),
+            Expect::Invalid("spec.instances", "not of type"),
+        ),
+    ]);
+}
+
+#[test]
+fn storage_size_is_a_positive_quantity() {
+    check(vec![
+        create(
+            "gibibytes",
+            json!({"storage": {"size": "500Gi"}}),
+            Expect::Valid,
+        ),
+        create(
+            "decimal",
+            json!({"storage": {"size": "1.5T"}}),
+            Expect::Valid,
+        ),
+        create(
+            "words",
+            json!({"storage": {"size": "lots"}}),
+            Expect::Invalid("spec.storage.size", "positive Kubernetes quantity"),
+        ),
+        create(
+            "zero",
+            json!({"storage": {"size": "0"}}),
+            Expect::Invalid("spec.storage.size", "positive Kubernetes quantity"),
+        ),
+        create(
+            "negative",
+            json!({"storage": {"size": "-1Gi"}}),
+            Expect::Invalid("spec.storage.size", "positive Kubernetes quantity"),
+        ),
+        create(
+            "missing",
+            json!({"storage": {"size": null}}),
+            Expect::Invalid("spec.storage", "\"size\" is a required property"),
+        ),
+    ]);
+}
+
+#[test]
+fn shrinking_storage_is_rejected_and_growing_is_accepted() {
+    check(vec![
+        update(
+            "grow 500Gi to 800Gi",
+            json!({"storage": {"size": "500Gi"}}),
+            json!({"storage": {"size": "800Gi"}}),
+            Expect::Valid,
+        ),
+        update(
+            "1Gi equals 1024Mi",
+            json!({"storage": {"size": "1Gi"}}),
+            json!({"storage": {"size": "1024Mi"}}),
+            Expect::Valid,
+        ),
+        update("unchanged", json!({}), json!({}), Expect::Valid),
+        update(
+            "shrink 500Gi to 200Gi",
+            json!({"storage": {"size": "500Gi"}}),
+            json!({"storage": {"size": "200Gi"}}),
+            Expect::Invalid("spec.storage.size", "storage may grow but never shrink"),
+        ),
+        update(
+            "1000Mi is less than 1Gi",
+            json!({"storage": {"size": "1Gi"}}),
+            json!({"storage": {"size": "1000Mi"}}),
+            Expect::Invalid("spec.storage.size", "never shrink"),
+        ),
+    ]);
+}
+
+#[test]
+fn storage_class_is_immutable() {
+    let fast = json!({"storage": {"storageClassName": "fast"}});
+    check(vec![
+        update("same class", fast.clone(), fast.clone(), Expect::Valid),
+        update(
+            "changed class",
+            fast.clone(),
+            json!({"storage": {"storageClassName": "slow"}}),
+            Expect::Invalid("spec.storage.storageClassName", "immutable"),
+        ),
+        update(
+            "class added",
+            json!({}),
+            fast.clone(),
+            Expect::Invalid("spec.storage.storageClassName", "immutable"),
+        ),
+        update(
+            "class removed",
+            fast,
+            json!({"storage": {"storageClassName": null}}),
+            Expect::Invalid("spec.storage.storageClassName", "immutable"),
+        ),
+    ]);
+}
+
+#[test]
+fn version_changes_need_approval_and_never_go_down() {
+    check(vec![
+        create(
+            "supported version",
+            json!({"postgres": {"version": 18}}),
+            Expect::Valid,
+        ),
+        create(
+            "too old",
+            json!({"postgres": {"version": 14}}),
+            Expect::Invalid("spec.postgres.version", "minimum of 15"),
+        ),
+        create(
+            "too new",
+            json!({"postgres": {"version": 19}}),
+            Expect::Invalid("spec.postgres.version", "maximum of 18"),
+        ),
+        update(
+            "approved upgrade",
+            json!({}),
+            json!({"postgres": {"version": 16}, "upgrade": {"approvedVersion": 16}}),
+            Expect::Valid,
+        ),
+        update(
+            "unapproved upgrade",
+            json!({}),
+            json!({"postgres": {"version": 16}}),
+            Expect::Invalid("spec.postgres.version", "set spec.upgrade.approvedVersion"),
+        ),
+        update(
+            "approval for another version",
+            json!({}),
+            json!({"postgres": {"version": 17}, "upgrade": {"approvedVersion": 16}}),
+            Expect::Invalid("spec.postgres.version", "set spec.upgrade.approvedVersion"),
+        ),
+        update(
+            "downgrade, even approved",
+            json!({"postgres": {"version": 16}}),
+            json!({"postgres": {"version": 15}, "upgrade": {"approvedVersion": 15}}),
+            Expect::Invalid("spec.postgres.version", "downgrades are not supported"),
+        ),
+        update(
+            "approval without a version change",
+            json!({}),
+            json!({"upgrade": {"approvedVersion": 16}}),
+            Expect::Valid,
+        ),
+    ]);
+}
+
+#[test]
+fn operator_owned_parameters_cannot_be_set() {
+    let params = |p: Value| json!({"postgres": {"version": 15, "parameters": p}});
+    check(vec![
+        create(
+            "user parameters",
+            params(json!({"shared_buffers": "1GB", "work_mem": "8MB"})),
+            Expect::Valid,
+        ),
+        create(
+            "wal_level in upper case",
+            params(json!({"WAL_LEVEL": "minimal"})),
+            Expect::Invalid("spec.postgres.parameters", "cannot be set: WAL_LEVEL"),
+        ),
+        create(
+            "port",
+            params(json!({"port": "6543"})),
+            Expect::Invalid("spec.postgres.parameters", "cannot be set: port"),
+        ),
+        create(
+            "ssl",
+            params(json!({"ssl": "off"})),
+            Expect::Invalid("spec.postgres.parameters", "cannot be set: ssl"),
+        ),
+        create(
+            "a TLS file",
+            params(json!({"ssl_key_file": "/k"})),
+            Expect::Invalid("spec.postgres.parameters", "cannot be set: ssl_key_file"),
+        ),
+        create(
+            "a recovery target",
+            params(json!({"recovery_target_time": "now"})),
+            Expect::Invalid(
+                "spec.postgres.parameters",
+                "cannot be set: recovery_target_time",
+            ),
+        ),
+        create(
+            "replication wiring",
+            params(json!({"primary_conninfo": "host=x"})),
+            Expect::Invalid(
+                "spec.postgres.parameters",
+                "cannot be set: primary_conninfo",
+            ),
+        ),
+    ]);
+}
+
+#[test]
+fn bootstrap_names_one_method_and_is_immutable() {
+    let recovery = json!({"bootstrap": {"recovery": {"source": {"url": "s3://old/orders"}}}});
+    check(vec![
+        create(
+            "initdb",
+            json!({"bootstrap": {"initdb": {"database": "shop", "owner": "shop"}}}),
+            Expect::Valid,
+        ),
+        create("recovery", recovery.clone(), Expect::Valid),
+        create(
+            "both",
+            json!({"bootstrap": {"initdb": {}, "recovery": {"source": {"url": "s3://old/orders"}}}}),
+            Expect::Invalid("spec.bootstrap", "exactly one"),
+        ),
+        create(
+            "neither",
+            json!({"bootstrap": {}}),
+            Expect::Invalid("spec.bootstrap", "exactly one"),
+        ),
+        create(
+            "bad database name",
+            json!({"bootstrap": {"initdb": {"database": "Shop DB"}}}),
+            Expect::Invalid("spec.bootstrap.initdb.database", "does not match"),
+        ),
+        update(
+            "unchanged",
+            recovery.clone(),
+            recovery.clone(),
+            Expect::Valid,
+        ),
+        update(
+            "added later",
+            json!({}),
+            recovery.clone(),
+            Expect::Invalid("spec.bootstrap", "immutable"),
+        ),
+        update(
+            "switched method",
+            recovery,
+            json!({"bootstrap": {"initdb": {}, "recovery": null}}),
+            Expect::Invalid("spec.bootstrap", "immutable"),
+        ),
+    ]);
+}
+
+#[test]
+fn recovery_target_time_is_rfc3339() {
+    let at = |t: &str| json!({"bootstrap": {"recovery": {"source": {"url": "s3://old/o"}, "targetTime": t}}});
+    check(vec![
+        create("utc", at("2026-05-01T12:00:00Z"), Expect::Valid),
+        create(
+            "offset and fraction",
+            at("2026-05-01T12:00:00.25+02:00"),
+            Expect::Valid,
+        ),
+        create(
+            "words",
+            at("yesterday"),
+            Expect::Invalid("spec.bootstrap.recovery.targetTime", "RFC 3339"),
+        ),
+        create(
+            "date only",
+            at("2026-05-01"),
+            Expect::Invalid("spec.bootstrap.recovery.targetTime", "RFC 3339"),
+        ),
+    ]);
+}
+
+#[test]
+fn deletion_policy_is_retain_or_delete() {
+    check(vec![
+        create("retain", json!({"deletionPolicy": "Retain"}), Expect::Valid),
+        create("delete", json!({"deletionPolicy": "Delete"}), Expect::Valid),
+        create(
+            "unknown policy",
+            json!({"deletionPolicy": "Destroy"}),
+            Expect::Invalid(
+                "spec.deletionPolicy",
+                "is not one of \"Retain\" or \"Delete\"",
+            ),
+        ),
+    ]);
+}
+
+#[test]
+fn synchronous_standbys_must_exist() {
+    check(vec![
+        create(
+            "one of two standbys",
+            json!({"replication": {"synchronous": {"mode": "any", "number": 1}}}),
+            Expect::Valid,
+        ),
+        create(
+            "first two of two",
+            json!({"replication": {"synchronous": {"mode": "first", "number": 2}}}),
+            Expect::Valid,
+        ),
+        create(
+            "as many as instances",
+            json!({"replication": {"synchronous": {"number": 3}}}),
+            Expect::Invalid(
+                "spec.replication.synchronous.number",
+                "must be lower than instances",
+            ),
+        ),
+        create(
+            "unknown mode",
+            json!({"replication": {"synchronous": {"mode": "all"}}}),
+            Expect::Invalid("spec.replication.synchronous.mode", "is not one of"),
+        ),
+    ]);
+}
+
+#[test]
+fn backup_schedule_and_destination_are_checked() {
+    let backup = |b: Value| json!({"backup": b});
+    let s3 = json!({"url": "s3://backups/orders"});
+    check(vec![
+        create(
+            "daily cron",
+            backup(json!({"destination": s3, "schedule": "0 3 * * *", "retentionDays": 14})),
+            Expect::Valid,
+        ),
+        create(
+            "shorthand",
+            backup(json!({"destination": s3, "schedule": "@daily"})),
+            Expect::Valid,
+        ),
+        create(
+            "local files",
+            backup(json!({"destination": {"url": "file:///var/backups"}})),
+            Expect::Valid,
+        ),
+        create(
+            "S3-compatible endpoint",
+            backup(json!({"destination": {"url": "s3://b", "endpoint": "http://127.0.0.1:9000"}})),
+            Expect::Valid,
+        ),
+        create(
+            "words",
+            backup(json!({"destination": s3, "schedule": "daily"})),
+            Expect::Invalid("spec.backup.schedule", "five fields"),
+        ),
+        create(
+            "four fields",
+            backup(json!({"destination": s3, "schedule": "0 3 * *"})),
+            Expect::Invalid("spec.backup.schedule", "five fields"),
+        ),
+        create(
+            "verify schedule",
+            backup(json!({"destination": s3, "verify": {"schedule": "weekly"}})),
+            Expect::Invalid("spec.backup.verify.schedule", "five fields"),
+        ),
+        create(
+            "http URL",
+            backup(json!({"destination": {"url": "http://b/x"}})),
+            Expect::Invalid("spec.backup.destination.url", "must be s3://"),
+        ),
+        create(
+            "no bucket",
+            backup(json!({"destination": {"url": "s3://"}})),
+            Expect::Invalid("spec.backup.destination.url", "must be s3://"),
+        ),
+        create(
+            "endpoint without scheme",
+            backup(json!({"destination": {"url": "s3://b", "endpoint": "minio:9000"}})),
+            Expect::Invalid("spec.backup.destination.endpoint", "http:// or https://"),
+        ),
+        create(
+            "retention of zero days",
+            backup(json!({"destination": s3, "retentionDays": 0})),
+            Expect::Invalid("spec.backup.retentionDays", "minimum of 1"),
+        ),
+    ]);
+}
+
+#[test]
+fn operator_label_and_annotation_keys_are_reserved() {
+    let template = |t: Value| json!({"podTemplate": t});
+    check(vec![
+        create(
+            "team label",
+            template(json!({"labels": {"team": "payments"}})),
+            Expect::Valid,
+        ),
+        create(
+            "role label",
+            template(json!({"labels": {"tusk.dev/role": "primary"}})),
+            Expect::Invalid("spec.podTemplate.labels", "cannot be set: tusk.dev/role"),
+        ),
+        create(
+            "subdomain annotation",
+            template(json!({"annotations": {"backup.tusk.dev/skip": "true"}})),
+            Expect::Invalid(
+                "spec.podTemplate.annotations",
+                "cannot be set: backup.tusk.dev/skip",
+            ),
+        ),
+    ]);
+}
+
+#[test]
+fn cluster_names_must_fit_in_child_names() {
+    let crds = tusk_api::crds();
+    let spec = spec_with(json!({}));
+    assert!(validate(&crds, &cluster_named("orders-eu-1", spec.clone()), None).is_empty());
+    for bad in ["Orders", "1orders", "orders_db", &"o".repeat(51)] {
+        let violations = validate(&crds, &cluster_named(bad, spec.clone()), None);
+        assert!(
+            violations
+                .iter()
+                .any(|v| v.field == "metadata.name" && v.message.contains("at most 50 characters")),
+            "{bad}: {violations:?}"
+        );
+    }
+}
+
+#[test]
+fn unknown_fields_are_reported_not_dropped() {
+    check(vec![
+        create(
+            "typo in storage",
+            json!({"storage": {"sise": "1Gi"}}),
+            Expect::Invalid("spec.storage.sise", "unknown field"),
+        ),
+        create(
+            "field at the wrong level",
+            json!({"size": "1Gi"}),
+            Expect::Invalid("spec.size", "unknown field"),
+        ),
+        create(
+            "unknown parameter name is fine (a map)",
+            json!({"postgres": {"version": 15, "parameters": {"my.custom": "1"}}}),
+            Expect::Valid,
+        ),
+    ]);
+}
+
+#[test]
+fn a_backup_request_is_immutable() {
+    let crds = tusk_api::crds();
+    let backup = |cluster: &str, target: &str| {
+        json!({
+            "apiVersion": "postgres.tusk.dev/v1alpha1",
+            "kind": "PostgresBackup",
+            "metadata": {"name": "nightly"},
+            "spec": {"cluster": cluster, "target": target},
+        })
+    };
+    let old = backup("orders", "preferReplica");
+    assert!(validate(&crds, &old, None).is_empty());
+    assert!(validate(&crds, &old, Some(&old)).is_empty());
+    let changed = validate(&crds, &backup("billing", "preferReplica"), Some(&old));
+    assert!(
+        changed
+            .iter()
+            .any(|v| v.field == "spec" && v.message.contains("immutable")),
+        "{changed:?}"
+    );
+    let bad_target = validate(&crds, &backup("orders", "anyone"), None);
+    assert!(
+        bad_target.iter().any(|v| v.field == "spec.target"),
+        "{bad_target:?}"
+    );
+}
+
+#[test]
+fn wrong_api_version_or_kind_is_named() {
+    let crds = tusk_api::crds();
+    let mut object = cluster(spec_with(json!({})));
+    object["apiVersion"] = json!("postgres.tusk.dev/v1");
+    let violations = validate(&crds, &object, None);
+    assert_eq!(violations.len(), 1);
+    assert_eq!(violations[0].field, "apiVersion");
+    assert!(violations[0].message.contains("postgres.tusk.dev/v1alpha1"));
+
+    object["apiVersion"] = json!("postgres.tusk.dev/v1alpha1");
+    object["kind"] = json!("Postgres");
+    let violations = validate(&crds, &object, None);
+    assert_eq!(violations[0].field, "kind");
+}
+
+#[test]
+fn several_violations_are_all_reported() {
+    let crds = tusk_api::crds();
+    let object = cluster(spec_with(
+        json!({"instances": 0, "deletionPolicy": "Destroy"}),
+    ));
+    let fields: Vec<String> = validate(&crds, &object, None)
+        .into_iter()
+        .map(|v| v.field)
+        .collect();
+    assert!(fields.contains(&"spec.instances".to_owned()), "{fields:?}");
+    assert!(
+        fields.contains(&"spec.deletionPolicy".to_owned()),
+        "{fields:?}"
+    );
+}

@@ -1,0 +1,151 @@
+//! `tusk validate` end to end: the shipped examples pass, every invalid
+//! fixture is refused with a message naming the field and the rule, and
+//! the command's own failures are told apart from refused input.
+//!
+//! Fixtures live in `tests/fixtures/invalid/`. Each starts with one or more
+//! `# expect: TEXT` lines that must all appear in the output; a sibling
+//! `NAME.old.yaml` makes the check an update of that earlier object.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn tusk(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tusk"))
+        .args(args)
+        .current_dir(repo_root())
+        .output()
+        .expect("tusk runs")
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+#[test]
+fn the_examples_are_valid() {
+    let examples: Vec<PathBuf> = std::fs::read_dir(repo_root().join("deploy/examples"))
+        .expect("deploy/examples exists")
+        .map(|entry| entry.expect("readable entry").path())
+        .filter(|path| path.extension().is_some_and(|e| e == "yaml"))
+        .collect();
+    assert!(
+        examples.len() >= 2,
+        "expected the orders and small examples"
+    );
+    for example in examples {
+        let path = example.to_string_lossy().into_owned();
+        let output = tusk(&["validate", "-f", &path]);
+        assert!(output.status.success(), "{path}: {}", stdout(&output));
+        assert!(stdout(&output).contains(": valid"), "{}", stdout(&output));
+    }
+}
+
+#[test]
+fn every_invalid_fixture_is_refused_with_its_message() {
+    let dir = repo_root().join("crates/cli/tests/fixtures/invalid");
+    let mut fixtures: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("fixtures exist")
+        .map(|entry| entry.expect("readable entry").path())
+        .filter(|p| {
+            p.to_string_lossy().ends_with(".yaml") && !p.to_string_lossy().ends_with(".old.yaml")
+        })
+        .collect();
+    fixtures.sort();
+    assert!(
+        fixtures.len() >= 20,
+        "found only {} fixtures",
+        fixtures.len()
+    );
+    let mut failures = Vec::new();
+    for fixture in fixtures {
+        let text = std::fs::read_to_string(&fixture).expect("fixture is readable");
+        let expected: Vec<&str> = text
+            .lines()
+            .filter_map(|line| line.strip_prefix("# expect: "))
+            .collect();
+        assert!(
+            !expected.is_empty(),
+            "{} has no '# expect:' line",
+            fixture.display()
+        );
+        let path = fixture.to_string_lossy().into_owned();
+        let old = path.replace(".yaml", ".old.yaml");
+        let mut args = vec!["validate", "-f", path.as_str()];
+        if Path::new(&old).exists() {
+            args.extend(["--old", old.as_str()]);
+        }
+        let output = tusk(&args);
+        let out = stdout(&output);
+        if output.status.code() != Some(1) {
+            failures.push(format!(
+                "{path}: exit {:?}, output {out}",
+                output.status.code()
+            ));
+        }
+        for text in expected {
+            if !out.contains(text) {
+                failures.push(format!("{path}: missing {text:?} in {out}"));
+            }
+        }
+        // One line per violation, each naming the file and the object.
+        for line in out.lines() {
+            if !line.starts_with(&path) {
+                failures.push(format!("{path}: line without the file name: {line}"));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn a_valid_update_passes_with_old() {
+    let dir = "crates/cli/tests/fixtures/invalid";
+    // Growing storage is an update the shrink fixture's old object allows.
+    let scratch = tempfile::tempdir().expect("temp dir");
+    let grown = scratch.path().join("grown.yaml");
+    let old = std::fs::read_to_string(repo_root().join(dir).join("storage-shrink.old.yaml"))
+        .expect("fixture");
+    std::fs::write(&grown, old.replace("500Gi", "800Gi")).expect("temp file");
+    let output = tusk(&[
+        "validate",
+        "-f",
+        &grown.to_string_lossy(),
+        "--old",
+        &format!("{dir}/storage-shrink.old.yaml"),
+    ]);
+    assert!(output.status.success(), "{}", stdout(&output));
+    assert!(stdout(&output).contains("valid update"));
+}
+
+#[test]
+fn a_missing_file_is_an_error_not_a_verdict() {
+    let output = tusk(&["validate", "-f", "no/such/file.yaml"]);
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("cannot read no/such/file.yaml"), "{stderr}");
+}
+
+#[test]
+fn broken_yaml_is_reported_with_the_file() {
+    let scratch = tempfile::tempdir().expect("temp dir");
+    let broken = scratch.path().join("broken.yaml");
+    std::fs::write(&broken, "kind: [unclosed\n").expect("temp file");
+    let output = tusk(&["validate", "-f", &broken.to_string_lossy()]);
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("not valid YAML"), "{stderr}");
+}
+
+#[test]
+fn validate_requires_a_file() {
+    let output = tusk(&["validate"]);
+    assert_eq!(
+        output.status.code(),
+        Some(2),
+        "clap reports usage errors with exit 2"
+    );
+}
