@@ -6,6 +6,8 @@
 //!   (structure, schema constraints, CEL rules), evaluated locally from the
 //!   same generated CRDs.
 //! - [`conditions`]: setting status conditions the Kubernetes way.
+//! - [`instance`]: the instance manager's HTTP API (`/status`), shared by
+//!   the operator and the instance manager.
 //! - [`labels`], [`parameters`]: keys and PostgreSQL parameters the
 //!   operator owns.
 //!
@@ -13,6 +15,7 @@
 
 pub mod admission;
 pub mod conditions;
+pub mod instance;
 pub mod labels;
 pub mod parameters;
 pub mod v1alpha1;

@@ -1,1 +1,30 @@
-//! The instance manager (PID 1 of every PostgreSQL pod).
+//! The instance manager: the program inside every PostgreSQL pod. The
+//! operator decides (`status.targetPrimary`, fencing, parameters); the
+//! instance manager acts: it bootstraps, configures, supervises, promotes
+//! and rejoins PostgreSQL, and reports the truth over HTTP.
+//!
+//! - [`postgres`]: PostgreSQL knowledge with no Kubernetes in it
+//!   (configuration rendering, LSNs, version rules).
+//! - [`desired`]: the desired state and the trait it arrives through.
+//! - [`convergence`]: the loop that makes PostgreSQL match it.
+//! - [`bootstrap`], [`rewind`], [`supervisor`]: the mechanics.
+//! - [`http`], [`report`], [`metrics`]: what the instance tells the world.
+
+pub mod bootstrap;
+pub mod context;
+pub mod convergence;
+pub mod datadir;
+pub mod desired;
+pub mod http;
+pub mod metrics;
+pub mod observe;
+pub mod postgres;
+pub mod process_user;
+pub mod report;
+pub mod rewind;
+pub mod run;
+pub mod settings;
+pub mod sql;
+pub mod state;
+pub mod supervisor;
+pub mod tools;

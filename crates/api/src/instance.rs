@@ -1,0 +1,187 @@
+//! The instance manager's HTTP API: what `GET /status` on every PostgreSQL
+//! pod returns. The operator polls it; the instance manager serves it.
+//!
+//! Pure serde types. WAL positions are PostgreSQL's text form (`0/3000148`)
+//! so that a person reading the JSON sees what `psql` would show.
+
+use serde::{Deserialize, Serialize};
+
+/// Port of the instance manager's HTTP API on the pod IP.
+pub const DEFAULT_HTTP_PORT: u16 = 8000;
+
+/// Path of the status endpoint.
+pub const STATUS_PATH: &str = "/status";
+/// Path of the liveness endpoint.
+pub const HEALTHZ_PATH: &str = "/healthz";
+/// Path of the readiness endpoint.
+pub const READYZ_PATH: &str = "/readyz";
+/// Path of the Prometheus metrics endpoint.
+pub const METRICS_PATH: &str = "/metrics";
+
+/// What an instance is doing right now, as its manager sees it.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub enum InstanceRole {
+    /// Read-write primary.
+    Primary,
+    /// Hot standby streaming (or trying to stream) from the primary.
+    Replica,
+    /// PostgreSQL is not running (bootstrapping, fenced, restarting or
+    /// waiting for a primary to clone from).
+    Stopped,
+}
+
+/// Why PostgreSQL is in its current lifecycle state.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub enum InstancePhase {
+    /// Creating the data directory (initdb or a clone of the primary).
+    Bootstrapping,
+    /// No data yet and no primary known to clone from.
+    WaitingForPrimary,
+    /// PostgreSQL is starting or running.
+    Running,
+    /// Promoting this standby to primary.
+    Promoting,
+    /// Turning a former primary into a standby of the new one (pg_rewind or
+    /// a fresh clone).
+    Rejoining,
+    /// Restarting PostgreSQL to apply settings that need a restart.
+    Restarting,
+    /// PostgreSQL exited unexpectedly and is restarted after a back-off.
+    CrashRecovery,
+    /// Stopped on purpose: the instance is fenced.
+    Fenced,
+    /// The manager is shutting down.
+    ShuttingDown,
+}
+
+/// `GET /status`: the instance as observed by its manager. Holds no
+/// credentials and no row data.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct InstanceReport {
+    /// Instance (pod) name.
+    pub name: String,
+    /// Current role.
+    pub role: InstanceRole,
+    /// Lifecycle phase of the manager.
+    pub phase: InstancePhase,
+    /// True when PostgreSQL accepts connections (and a standby is streaming).
+    pub ready: bool,
+    /// True when the instance is fenced and PostgreSQL is kept stopped.
+    pub fenced: bool,
+    /// The instance the manager was last told should be primary.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_primary: Option<String>,
+    /// Server version, e.g. `15.8`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub postgres_version: Option<String>,
+    /// Database system identifier; equal on every member of one cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system_identifier: Option<String>,
+    /// Timeline this instance writes (primary) or replays (standby).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeline: Option<u32>,
+    /// Current WAL write position (primary only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current_lsn: Option<String>,
+    /// Last WAL position received and flushed from the primary (standby only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub received_lsn: Option<String>,
+    /// Last WAL position replayed (standby only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replayed_lsn: Option<String>,
+    /// Received but not yet replayed WAL, in bytes (standby only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lag_bytes: Option<u64>,
+    /// Seconds since the last replayed transaction was committed on the
+    /// primary; 0 when everything received is replayed (standby only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lag_seconds: Option<f64>,
+    /// True when a standby's WAL receiver is streaming.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub streaming: Option<bool>,
+    /// Host the standby streams from (an IP address, never a password).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upstream: Option<String>,
+    /// Settings changed in the configuration that take effect only after a
+    /// restart; the manager restarts PostgreSQL to apply them.
+    #[serde(default)]
+    pub pending_restart: Vec<String>,
+    /// Standbys connected to this primary.
+    #[serde(default)]
+    pub standbys: Vec<StandbyReport>,
+    /// Times PostgreSQL exited unexpectedly since the manager started.
+    #[serde(default)]
+    pub crash_count: u32,
+    /// The last error the manager met while converging, if it is still
+    /// failing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+}
+
+/// A standby as its primary sees it (`pg_stat_replication`).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct StandbyReport {
+    /// The standby's `application_name`: its instance name.
+    pub name: String,
+    /// Its address.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_address: Option<String>,
+    /// `streaming`, `catchup`, `backup`, ...
+    pub state: String,
+    /// `async`, `potential`, `sync` or `quorum`.
+    pub sync_state: String,
+    /// WAL sent to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sent_lsn: Option<String>,
+    /// WAL it has flushed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flush_lsn: Option<String>,
+    /// WAL it has replayed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay_lsn: Option<String>,
+    /// Bytes between the primary's current position and what it replayed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay_lag_bytes: Option<u64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn report_uses_camel_case_and_round_trips() {
+        let report = InstanceReport {
+            name: "db-1".into(),
+            role: InstanceRole::Replica,
+            phase: InstancePhase::Running,
+            ready: true,
+            fenced: false,
+            target_primary: Some("db-2".into()),
+            postgres_version: Some("15.8".into()),
+            system_identifier: Some("7300000000000000000".into()),
+            timeline: Some(2),
+            current_lsn: None,
+            received_lsn: Some("0/3000148".into()),
+            replayed_lsn: Some("0/3000148".into()),
+            lag_bytes: Some(0),
+            lag_seconds: Some(0.0),
+            streaming: Some(true),
+            upstream: Some("10.0.0.2".into()),
+            pending_restart: vec![],
+            standbys: vec![],
+            crash_count: 0,
+            last_error: None,
+        };
+        let json = serde_json::to_value(&report).expect("serialises");
+        assert_eq!(json["role"], "replica");
+        assert_eq!(json["receivedLsn"], "0/3000148");
+        assert_eq!(json["targetPrimary"], "db-2");
+        assert!(json.get("currentLsn").is_none());
+        let back: InstanceReport = serde_json::from_value(json).expect("deserialises");
+        assert_eq!(back, report);
+    }
+}

@@ -1,0 +1,419 @@
+//! The convergence loop: turns the desired state into a running PostgreSQL
+//! of the right role, one step at a time, and supervises it.
+//!
+//! Each step looks at the desired state and at the data directory, and does
+//! the one thing that brings them closer: bootstrap, start, reload, restart,
+//! promote, stop and rejoin, or stop because fenced. A failed step is
+//! recorded and retried on the next tick.
+
+use std::future::Future;
+use std::net::IpAddr;
+use std::time::Duration;
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use tokio::time::Instant;
+use tusk_api::instance::InstancePhase;
+
+use crate::bootstrap::{self, BootstrapError};
+use crate::context::InstanceContext;
+use crate::datadir::{self, DataDirError};
+use crate::desired::{DesiredState, DesiredStateSource};
+use crate::postgres::config::ReplicationRole;
+use crate::postgres::version::{self, VersionError};
+use crate::rewind::{self, RewindError};
+use crate::sql::{self, SqlError};
+use crate::state::SharedState;
+use crate::supervisor::{Backoff, Postmaster, SupervisorError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConvergenceError {
+    #[error("bootstrap failed: {0}")]
+    Bootstrap(#[from] BootstrapError),
+    #[error(transparent)]
+    DataDir(#[from] DataDirError),
+    #[error(transparent)]
+    Supervisor(#[from] SupervisorError),
+    #[error(transparent)]
+    Sql(#[from] SqlError),
+    #[error("rejoining the new primary failed: {0}")]
+    Rewind(#[from] RewindError),
+    #[error("promotion did not finish in time")]
+    PromotionTimedOut,
+    #[error("cannot read the PostgreSQL version: {0}")]
+    Version(#[from] VersionError),
+    #[error("cannot run postgres --version: {0}")]
+    VersionCommand(std::io::Error),
+    #[error(
+        "the data directory holds PostgreSQL {data} but the binaries are PostgreSQL {binary}; a major-version upgrade is needed"
+    )]
+    VersionMismatch { data: u32, binary: u32 },
+}
+
+/// How long a crashed PostgreSQL must have run before its restart delay
+/// starts over from the shortest.
+const STABLE_AFTER: Duration = Duration::from_secs(30);
+/// How often the loop looks again without being woken.
+const TICK: Duration = Duration::from_secs(1);
+
+/// The instance manager's convergence loop.
+pub struct Manager<S> {
+    ctx: InstanceContext,
+    source: S,
+    state: SharedState,
+    postmaster: Option<Postmaster>,
+    backoff: Backoff,
+    restart_not_before: Option<Instant>,
+    started_at: Option<Instant>,
+}
+
+impl<S: DesiredStateSource> Manager<S> {
+    pub fn new(ctx: InstanceContext, source: S, state: SharedState) -> Self {
+        Manager {
+            ctx,
+            source,
+            state,
+            postmaster: None,
+            backoff: Backoff::new(Duration::from_millis(500), Duration::from_secs(30)),
+            restart_not_before: None,
+            started_at: None,
+        }
+    }
+
+    /// Runs until `shutdown` resolves, then stops PostgreSQL (fast, then
+    /// immediate after the stop timeout) and returns.
+    pub async fn run(mut self, shutdown: impl Future<Output = ()>) -> Result<(), ConvergenceError> {
+        self.check_version().await?;
+        tokio::pin!(shutdown);
+        let mut source_open = true;
+        loop {
+            let desired = self.source.latest();
+            let step = tokio::select! {
+                result = self.step(desired.as_ref()) => Some(result),
+                () = &mut shutdown => None,
+            };
+            match step {
+                None => break,
+                Some(Ok(())) => self.state.lock().last_error = None,
+                Some(Err(error)) => {
+                    tracing::warn!(%error, "convergence step failed; retrying");
+                    self.state.lock().last_error = Some(error.to_string());
+                }
+            }
+            tokio::select! {
+                () = &mut shutdown => break,
+                changed = self.source.changed(), if source_open => {
+                    if changed.is_err() {
+                        tracing::warn!("desired state source closed; keeping the last state");
+                        source_open = false;
+                    }
+                }
+                exit = exited(&mut self.postmaster) => self.on_unexpected_exit(exit),
+                () = tokio::time::sleep(TICK) => {}
+            }
+        }
+        self.state.set_phase(InstancePhase::ShuttingDown);
+        self.stop_postgres().await;
+        Ok(())
+    }
+
+    /// Refuses to run a data directory of another major version.
+    async fn check_version(&self) -> Result<(), ConvergenceError> {
+        let pgdata = &self.ctx.settings.pgdata;
+        if !datadir::is_initialized(pgdata) {
+            return Ok(());
+        }
+        let output = self
+            .ctx
+            .user
+            .command(&self.ctx.settings.binary("postgres"))
+            .arg("--version")
+            .output()
+            .await
+            .map_err(ConvergenceError::VersionCommand)?;
+        let binary = version::parse_version_output(&String::from_utf8_lossy(&output.stdout))?;
+        let data = datadir::data_major_version(pgdata)?;
+        if !version::can_run(binary.major, data) {
+            return Err(ConvergenceError::VersionMismatch {
+                data,
+                binary: binary.major,
+            });
+        }
+        Ok(())
+    }
+
+    fn on_unexpected_exit(&mut self, exit: Result<std::process::ExitStatus, SupervisorError>) {
+        self.postmaster = None;
+        if self
+            .started_at
+            .is_some_and(|started| started.elapsed() > STABLE_AFTER)
+        {
+            self.backoff.reset();
+        }
+        let delay = self.backoff.next_delay();
+        self.restart_not_before = Some(Instant::now() + delay);
+        let mut state = self.state.lock();
+        state.crash_count += 1;
+        state.postmaster_pid = None;
+        state.phase = InstancePhase::CrashRecovery;
+        tracing::error!(
+            exit = ?exit.map(|s| s.to_string()),
+            restart_in_ms = delay.as_millis() as u64,
+            crashes = state.crash_count,
+            "postgres exited unexpectedly; restarting after a back-off"
+        );
+    }
+
+    async fn step(&mut self, desired: Option<&DesiredState>) -> Result<(), ConvergenceError> {
+        let Some(desired) = desired else {
+            // Nothing is started before the operator's intent is known: a
+            // former primary started blindly could accept writes.
+            return Ok(());
+        };
+        {
+            let mut state = self.state.lock();
+            state.fenced = desired.fenced;
+            state.target_primary = desired.target_primary.clone();
+        }
+        if desired.fenced {
+            self.stop_postgres().await;
+            self.state.set_phase(InstancePhase::Fenced);
+            return Ok(());
+        }
+        let pgdata = self.ctx.settings.pgdata.clone();
+        let is_target = desired.target_primary.as_deref() == Some(&self.ctx.settings.pod_name);
+        if !datadir::is_initialized(&pgdata) {
+            return self.bootstrap(desired, is_target).await;
+        }
+        match (is_target, datadir::is_standby(&pgdata)) {
+            (true, false) => {
+                self.ensure_running(desired, Some(ReplicationRole::Primary))
+                    .await
+            }
+            (true, true) => {
+                self.ensure_running(desired, None).await?;
+                self.promote(desired).await
+            }
+            (false, false) if desired.target_primary.is_some() => self.demote(desired).await,
+            (false, false) => {
+                // A primary with no target chosen: keep what runs, start nothing.
+                if self.postmaster.is_none() {
+                    self.state.set_phase(InstancePhase::WaitingForPrimary);
+                }
+                Ok(())
+            }
+            (false, true) => {
+                let role = desired
+                    .primary_address
+                    .map(|address| ReplicationRole::Standby(self.ctx.upstream(address)));
+                self.ensure_running(desired, role).await
+            }
+        }
+    }
+
+    async fn bootstrap(
+        &mut self,
+        desired: &DesiredState,
+        is_target: bool,
+    ) -> Result<(), ConvergenceError> {
+        if is_target {
+            self.state.set_phase(InstancePhase::Bootstrapping);
+            bootstrap::initdb(&self.ctx, desired).await?;
+        } else if let (Some(_), Some(address)) = (&desired.target_primary, desired.primary_address)
+        {
+            self.state.set_phase(InstancePhase::Bootstrapping);
+            bootstrap::clone_from(&self.ctx, desired, address).await?;
+        } else {
+            self.state.set_phase(InstancePhase::WaitingForPrimary);
+        }
+        Ok(())
+    }
+
+    /// Writes the configuration for `role` (when known), starts PostgreSQL
+    /// if it is not running, reloads it when the configuration changed and
+    /// restarts it when a changed setting needs a restart.
+    async fn ensure_running(
+        &mut self,
+        desired: &DesiredState,
+        role: Option<ReplicationRole>,
+    ) -> Result<(), ConvergenceError> {
+        let pgdata = self.ctx.settings.pgdata.clone();
+        let changed = match role {
+            Some(role) => self.ctx.write_config(&pgdata, desired, role)?,
+            None => false,
+        };
+        if self.postmaster.is_some() {
+            if changed {
+                self.reload().await?;
+            }
+            if self
+                .started_at
+                .is_some_and(|started| started.elapsed() > STABLE_AFTER)
+            {
+                self.backoff.reset();
+            }
+            self.state.set_phase(InstancePhase::Running);
+            return Ok(());
+        }
+        if self
+            .restart_not_before
+            .is_some_and(|not_before| Instant::now() < not_before)
+        {
+            return Ok(());
+        }
+        self.start()?;
+        self.state.set_phase(InstancePhase::Running);
+        Ok(())
+    }
+
+    fn start(&mut self) -> Result<(), ConvergenceError> {
+        self.ctx.prepare_run_dir()?;
+        let postmaster = Postmaster::start(
+            &self.ctx.user,
+            &self.ctx.settings.bin_dir,
+            &self.ctx.settings.pgdata,
+            &[],
+        )?;
+        self.state.lock().postmaster_pid = Some(postmaster.pid());
+        self.postmaster = Some(postmaster);
+        self.started_at = Some(Instant::now());
+        self.restart_not_before = None;
+        Ok(())
+    }
+
+    /// Signals a reload, then restarts PostgreSQL if a changed setting
+    /// takes effect only at restart (`pg_settings.pending_restart`).
+    async fn reload(&mut self) -> Result<(), ConvergenceError> {
+        let client = sql::connect(&self.ctx.local_target(), "postgres").await?;
+        client
+            .query_one("SELECT pg_reload_conf()", &[])
+            .await
+            .map_err(SqlError::from)?;
+        // The reload is asynchronous; a new session sees the outcome.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let client = sql::connect(&self.ctx.local_target(), "postgres").await?;
+        let pending: Vec<String> = client
+            .query(
+                "SELECT name FROM pg_settings WHERE pending_restart ORDER BY name",
+                &[],
+            )
+            .await
+            .map_err(SqlError::from)?
+            .iter()
+            .filter_map(|row| row.try_get(0).ok())
+            .collect();
+        tracing::info!(?pending, "configuration reloaded");
+        if !pending.is_empty() {
+            self.state.set_phase(InstancePhase::Restarting);
+            tracing::info!(?pending, "restarting to apply settings that need a restart");
+            self.stop_postgres().await;
+            self.start()?;
+        }
+        Ok(())
+    }
+
+    /// Promotes this standby and renders its configuration as primary.
+    async fn promote(&mut self, desired: &DesiredState) -> Result<(), ConvergenceError> {
+        if self.postmaster.is_none() {
+            return Ok(());
+        }
+        self.state.set_phase(InstancePhase::Promoting);
+        let client = sql::wait_ready(&self.ctx.local_target(), Duration::from_secs(60)).await?;
+        let started = Instant::now();
+        let promoted: bool = client
+            .query_one("SELECT pg_promote(true, 60)", &[])
+            .await
+            .map_err(SqlError::from)?
+            .try_get(0)
+            .map_err(SqlError::from)?;
+        if !promoted {
+            return Err(ConvergenceError::PromotionTimedOut);
+        }
+        tracing::info!(
+            seconds = started.elapsed().as_secs_f64(),
+            "promoted to primary"
+        );
+        let pgdata = self.ctx.settings.pgdata.clone();
+        if self
+            .ctx
+            .write_config(&pgdata, desired, ReplicationRole::Primary)?
+        {
+            self.reload().await?;
+        }
+        self.state.set_phase(InstancePhase::Running);
+        Ok(())
+    }
+
+    /// A former primary: stop at once (no more writes here), then, once the
+    /// new primary has finished its promotion, rewind and follow it.
+    async fn demote(&mut self, desired: &DesiredState) -> Result<(), ConvergenceError> {
+        self.state.set_phase(InstancePhase::Rejoining);
+        self.stop_postgres().await;
+        let Some(address) = desired.primary_address else {
+            return Ok(());
+        };
+        if !self.is_writable_primary(address).await {
+            tracing::info!(%address, "waiting for the new primary to finish its promotion");
+            return Ok(());
+        }
+        let started = Instant::now();
+        let method = rewind::rejoin(&self.ctx, desired, address).await?;
+        tracing::info!(
+            ?method,
+            seconds = started.elapsed().as_secs_f64(),
+            "rejoined as a standby of the new primary"
+        );
+        self.ensure_running(
+            desired,
+            Some(ReplicationRole::Standby(self.ctx.upstream(address))),
+        )
+        .await
+    }
+
+    /// True when the server at `address` accepts connections and is not in
+    /// recovery.
+    async fn is_writable_primary(&self, address: IpAddr) -> bool {
+        let replication = &self.ctx.settings.credentials.replication;
+        let mut config = tokio_postgres::Config::new();
+        config
+            .host(address.to_string())
+            .port(self.ctx.settings.postgres_port)
+            .user(&replication.username)
+            .password(replication.password.expose())
+            .dbname("postgres")
+            .application_name("tusk-instance-manager")
+            .connect_timeout(Duration::from_secs(3));
+        let Ok((client, connection)) = config.connect(tokio_postgres::NoTls).await else {
+            return false;
+        };
+        tokio::spawn(connection);
+        match client.query_one("SELECT pg_is_in_recovery()", &[]).await {
+            Ok(row) => row
+                .try_get::<_, bool>(0)
+                .is_ok_and(|in_recovery| !in_recovery),
+            Err(_) => false,
+        }
+    }
+
+    async fn stop_postgres(&mut self) {
+        if let Some(postmaster) = self.postmaster.take() {
+            postmaster.stop(self.ctx.settings.stop_timeout).await;
+        }
+        self.state.lock().postmaster_pid = None;
+    }
+}
+
+/// Resolves when the supervised postmaster exits; never when there is none.
+async fn exited(
+    postmaster: &mut Option<Postmaster>,
+) -> Result<std::process::ExitStatus, SupervisorError> {
+    match postmaster {
+        Some(postmaster) => postmaster.exited().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Sends SIGHUP-free liveness probe: true when `pid` exists.
+pub fn process_alive(pid: i32) -> bool {
+    kill(Pid::from_raw(pid), None::<Signal>).is_ok()
+}

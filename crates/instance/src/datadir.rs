@@ -1,0 +1,144 @@
+//! The data directory on disk: whether it holds a cluster, which role its
+//! files say it has, and writing the rendered configuration into it.
+
+use std::path::{Path, PathBuf};
+
+use crate::postgres::config::{self, ConfigError, ServerConfig};
+use crate::postgres::version::{VersionError, parse_pg_version_file};
+use crate::process_user::{ProcessUser, ProcessUserError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum DataDirError {
+    #[error("cannot render the configuration: {0}")]
+    Config(#[from] ConfigError),
+    #[error("cannot access {path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    User(#[from] ProcessUserError),
+    #[error("unreadable PG_VERSION: {0}")]
+    Version(#[from] VersionError),
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> DataDirError + '_ {
+    move |source| DataDirError::Io {
+        path: path.to_owned(),
+        source,
+    }
+}
+
+/// True when `pgdata` holds a database cluster (not merely exists).
+pub fn is_initialized(pgdata: &Path) -> bool {
+    pgdata.join("PG_VERSION").is_file() && pgdata.join("global").is_dir()
+}
+
+/// Major version of the cluster in `pgdata`.
+pub fn data_major_version(pgdata: &Path) -> Result<u32, DataDirError> {
+    let path = pgdata.join("PG_VERSION");
+    let text = std::fs::read_to_string(&path).map_err(io(&path))?;
+    Ok(parse_pg_version_file(&text)?)
+}
+
+/// True when the data directory starts as a standby.
+pub fn is_standby(pgdata: &Path) -> bool {
+    pgdata.join("standby.signal").is_file()
+}
+
+/// Creates or removes `standby.signal`.
+pub fn set_standby_signal(
+    pgdata: &Path,
+    user: &ProcessUser,
+    standby: bool,
+) -> Result<(), DataDirError> {
+    let path = pgdata.join("standby.signal");
+    if standby {
+        user.private_file(&path, "")?;
+    } else if path.exists() {
+        std::fs::remove_file(&path).map_err(io(&path))?;
+    }
+    Ok(())
+}
+
+/// The files the manager renders into a data directory.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RenderedFiles {
+    pub postgresql_conf: String,
+    pub pg_hba: String,
+    pub pg_ident: String,
+}
+
+impl RenderedFiles {
+    pub fn render(
+        server: &ServerConfig,
+        superuser: &str,
+        replication_user: &str,
+        os_users: &[&str],
+    ) -> Result<Self, DataDirError> {
+        Ok(RenderedFiles {
+            postgresql_conf: config::render_postgresql_conf(server)?,
+            pg_hba: config::render_pg_hba(superuser, replication_user),
+            pg_ident: config::render_pg_ident(os_users, superuser),
+        })
+    }
+
+    /// Writes the files that differ; true when anything changed.
+    pub fn write(&self, pgdata: &Path, user: &ProcessUser) -> Result<bool, DataDirError> {
+        let mut changed = false;
+        for (name, content) in [
+            ("postgresql.conf", &self.postgresql_conf),
+            ("pg_hba.conf", &self.pg_hba),
+            ("pg_ident.conf", &self.pg_ident),
+        ] {
+            let path = pgdata.join(name);
+            if std::fs::read_to_string(&path).ok().as_deref() == Some(content.as_str()) {
+                continue;
+            }
+            user.private_file(&path, content)?;
+            changed = true;
+        }
+        Ok(changed)
+    }
+}
+
+/// Removes a directory tree if it exists.
+pub fn remove_dir(path: &Path) -> Result<(), DataDirError> {
+    match std::fs::remove_dir_all(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(source) => Err(DataDirError::Io {
+            path: path.to_owned(),
+            source,
+        }),
+    }
+}
+
+/// Moves a finished staging directory into place as PGDATA. An empty
+/// PGDATA directory (e.g. a fresh volume's subdirectory) is replaced.
+pub fn promote_staging(staging: &Path, pgdata: &Path) -> Result<(), DataDirError> {
+    if pgdata.is_dir() && !is_initialized(pgdata) {
+        let empty = std::fs::read_dir(pgdata)
+            .map_err(io(pgdata))?
+            .next()
+            .is_none();
+        if empty {
+            std::fs::remove_dir(pgdata).map_err(io(pgdata))?;
+        }
+    }
+    std::fs::rename(staging, pgdata).map_err(io(pgdata))
+}
+
+/// Moves a data directory aside before it is replaced by a fresh clone.
+/// One such copy is kept (`<pgdata>.replaced`) for inspection of what the
+/// former primary had; an older one is removed so the volume does not fill.
+pub fn move_aside(pgdata: &Path) -> Result<PathBuf, DataDirError> {
+    let name = pgdata
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "pgdata".into());
+    let aside = pgdata.with_file_name(format!("{name}.replaced"));
+    remove_dir(&aside)?;
+    std::fs::rename(pgdata, &aside).map_err(io(pgdata))?;
+    Ok(aside)
+}

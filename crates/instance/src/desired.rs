@@ -1,0 +1,73 @@
+//! The desired state of one instance, as the operator declares it through
+//! the PostgresCluster (targetPrimary, the primary's pod IP, fencing,
+//! parameters, synchronous replication), behind a small trait so that the
+//! PostgreSQL logic runs the same with the API watch and in tests.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::net::IpAddr;
+
+use tokio::sync::watch;
+
+use crate::postgres::config::Synchronous;
+
+/// What the cluster declares about this instance.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DesiredState {
+    /// The instance that must be primary; `None` while the operator has not
+    /// chosen one (nothing is promoted or demoted then).
+    pub target_primary: Option<String>,
+    /// Pod IP of the target primary, once known.
+    pub primary_address: Option<IpAddr>,
+    /// PostgreSQL must be stopped and stay stopped.
+    pub fenced: bool,
+    /// `spec.postgres.parameters`.
+    pub parameters: BTreeMap<String, String>,
+    /// `spec.replication.synchronous`, with the other instances' names.
+    pub synchronous: Option<Synchronous>,
+    /// Application database and its owner (`spec.bootstrap.initdb`).
+    pub database: String,
+    pub owner: String,
+}
+
+impl DesiredState {
+    /// A primary-less state with default database names; tests and the API
+    /// watch fill in the rest.
+    pub fn new(target_primary: Option<&str>) -> Self {
+        DesiredState {
+            target_primary: target_primary.map(str::to_owned),
+            primary_address: None,
+            fenced: false,
+            parameters: BTreeMap::new(),
+            synchronous: None,
+            database: "app".into(),
+            owner: "app".into(),
+        }
+    }
+}
+
+/// The source of desired state ended for good.
+#[derive(Debug, thiserror::Error)]
+#[error("the source of desired state has closed")]
+pub struct SourceClosed;
+
+/// Where the instance manager learns what it should be.
+pub trait DesiredStateSource: Send {
+    /// The latest desired state; `None` until the first one is known.
+    fn latest(&mut self) -> Option<DesiredState>;
+
+    /// Resolves when the desired state may have changed. Cancel-safe.
+    fn changed(&mut self) -> impl Future<Output = Result<(), SourceClosed>> + Send;
+}
+
+impl DesiredStateSource for watch::Receiver<Option<DesiredState>> {
+    fn latest(&mut self) -> Option<DesiredState> {
+        self.borrow_and_update().clone()
+    }
+
+    async fn changed(&mut self) -> Result<(), SourceClosed> {
+        watch::Receiver::changed(self)
+            .await
+            .map_err(|_| SourceClosed)
+    }
+}

@@ -1,0 +1,132 @@
+//! The instance manager's HTTP API on the pod IP: `/healthz`, `/readyz`,
+//! `/status` and `/metrics` (types in `tusk_api::instance`).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Json, Response};
+use axum::routing::get;
+use tusk_api::instance::{
+    HEALTHZ_PATH, InstancePhase, InstanceReport, METRICS_PATH, READYZ_PATH, STATUS_PATH,
+};
+
+use crate::context::InstanceContext;
+use crate::convergence::process_alive;
+use crate::state::SharedState;
+use crate::{metrics, observe, report, sql};
+
+#[derive(Debug, thiserror::Error)]
+pub enum HttpError {
+    #[error("cannot listen on {address}: {source}")]
+    Bind {
+        address: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("the HTTP server failed: {0}")]
+    Serve(std::io::Error),
+}
+
+#[derive(Clone)]
+struct AppState {
+    ctx: Arc<InstanceContext>,
+    state: SharedState,
+}
+
+/// The routes, for serving or testing.
+pub fn router(ctx: Arc<InstanceContext>, state: SharedState) -> Router {
+    Router::new()
+        .route(HEALTHZ_PATH, get(healthz))
+        .route(READYZ_PATH, get(readyz))
+        .route(STATUS_PATH, get(status))
+        .route(METRICS_PATH, get(metrics_text))
+        .with_state(AppState { ctx, state })
+}
+
+/// Binds the API's address (separately from serving, so that a port in
+/// use is reported before anything else starts).
+pub async fn bind(address: SocketAddr) -> Result<tokio::net::TcpListener, HttpError> {
+    tokio::net::TcpListener::bind(address)
+        .await
+        .map_err(|source| HttpError::Bind { address, source })
+}
+
+/// Serves on `listener` until `shutdown` resolves.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    ctx: Arc<InstanceContext>,
+    state: SharedState,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<(), HttpError> {
+    if let Ok(address) = listener.local_addr() {
+        tracing::info!(%address, "HTTP API listening");
+    }
+    axum::serve(listener, router(ctx, state))
+        .with_graceful_shutdown(shutdown)
+        .await
+        .map_err(HttpError::Serve)
+}
+
+async fn current_report(app: &AppState) -> InstanceReport {
+    let observation = report::observe_local(&app.ctx).await;
+    let state = app.state.snapshot();
+    report::build(&app.ctx.settings.pod_name, &state, observation.as_ref())
+}
+
+/// Liveness: the manager answers, and PostgreSQL either runs or is stopped
+/// on purpose (fenced, bootstrapping, restarting after a crash, ...).
+async fn healthz(State(app): State<AppState>) -> Response {
+    let state = app.state.snapshot();
+    let alive = match (state.phase, state.postmaster_pid) {
+        (InstancePhase::Running, Some(pid)) => process_alive(pid),
+        (InstancePhase::Running, None) => false,
+        _ => true,
+    };
+    if alive {
+        (StatusCode::OK, "ok\n").into_response()
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "postgres is not running\n").into_response()
+    }
+}
+
+/// Readiness: accepting connections, and a standby must be streaming.
+async fn readyz(State(app): State<AppState>) -> Response {
+    let report = current_report(&app).await;
+    if report.ready {
+        (StatusCode::OK, "ready\n").into_response()
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "not ready\n").into_response()
+    }
+}
+
+async fn status(State(app): State<AppState>) -> Json<InstanceReport> {
+    Json(current_report(&app).await)
+}
+
+async fn metrics_text(State(app): State<AppState>) -> Response {
+    let report = current_report(&app).await;
+    let figures = if report.role == tusk_api::instance::InstanceRole::Stopped {
+        None
+    } else {
+        let work = async {
+            let client = sql::connect(&app.ctx.local_target(), "postgres")
+                .await
+                .ok()?;
+            observe::database_figures(&client).await.ok()
+        };
+        tokio::time::timeout(report::QUERY_TIMEOUT, work)
+            .await
+            .ok()
+            .flatten()
+    };
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        metrics::render(&report, figures.as_ref()),
+    )
+        .into_response()
+}

@@ -1,0 +1,125 @@
+//! What PostgreSQL itself says about the instance: role, timeline, WAL
+//! positions, lag, standbys, settings waiting for a restart.
+
+use tokio_postgres::Client;
+use tusk_api::instance::StandbyReport;
+
+use crate::postgres::lsn::Lsn;
+use crate::sql::SqlError;
+
+/// One observation of a running PostgreSQL.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Observation {
+    pub in_recovery: bool,
+    pub version: String,
+    pub system_identifier: String,
+    pub timeline: Option<u32>,
+    pub current_lsn: Option<Lsn>,
+    pub received_lsn: Option<Lsn>,
+    pub replayed_lsn: Option<Lsn>,
+    pub lag_seconds: Option<f64>,
+    pub streaming: bool,
+    pub upstream: Option<String>,
+    pub pending_restart: Vec<String>,
+    pub standbys: Vec<StandbyReport>,
+}
+
+impl Observation {
+    /// Received but not yet replayed WAL on a standby.
+    pub fn lag_bytes(&self) -> Option<u64> {
+        Some(self.received_lsn?.bytes_since(self.replayed_lsn?))
+    }
+}
+
+const STATE_QUERY: &str = "
+SELECT pg_is_in_recovery(),
+       current_setting('server_version'),
+       (SELECT system_identifier::text FROM pg_control_system()),
+       CASE WHEN pg_is_in_recovery() THEN NULL ELSE pg_current_wal_lsn()::text END,
+       pg_last_wal_receive_lsn()::text,
+       pg_last_wal_replay_lsn()::text,
+       CASE WHEN pg_is_in_recovery()
+            THEN COALESCE((SELECT received_tli FROM pg_stat_wal_receiver),
+                          (SELECT timeline_id FROM pg_control_checkpoint()))::text
+            ELSE (('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::int)::text
+       END,
+       CASE WHEN NOT pg_is_in_recovery() THEN NULL
+            WHEN pg_last_wal_receive_lsn() = pg_last_wal_replay_lsn() THEN '0'
+            ELSE COALESCE(EXTRACT(EPOCH FROM now() - pg_last_xact_replay_timestamp()), 0)::text
+       END,
+       (SELECT status FROM pg_stat_wal_receiver),
+       (SELECT sender_host FROM pg_stat_wal_receiver),
+       ARRAY(SELECT name FROM pg_settings WHERE pending_restart ORDER BY name)";
+
+const STANDBYS_QUERY: &str = "
+SELECT application_name, client_addr::text, state, sync_state,
+       sent_lsn::text, flush_lsn::text, replay_lsn::text,
+       pg_wal_lsn_diff(pg_current_wal_lsn(), replay_lsn)::bigint
+FROM pg_stat_replication ORDER BY application_name";
+
+fn lsn(text: Option<String>) -> Option<Lsn> {
+    text.and_then(|t| t.parse().ok())
+}
+
+/// Observes PostgreSQL through `client`.
+pub async fn observe(client: &Client) -> Result<Observation, SqlError> {
+    let row = client.query_one(STATE_QUERY, &[]).await?;
+    let in_recovery: bool = row.try_get(0)?;
+    let timeline: Option<String> = row.try_get(6)?;
+    let lag_seconds: Option<String> = row.try_get(7)?;
+    let receiver_status: Option<String> = row.try_get(8)?;
+    let mut observation = Observation {
+        in_recovery,
+        version: row.try_get(1)?,
+        system_identifier: row.try_get(2)?,
+        timeline: timeline.and_then(|t| t.parse().ok()),
+        current_lsn: lsn(row.try_get(3)?),
+        received_lsn: lsn(row.try_get(4)?),
+        replayed_lsn: lsn(row.try_get(5)?),
+        lag_seconds: lag_seconds.and_then(|t| t.parse().ok()),
+        streaming: receiver_status.as_deref() == Some("streaming"),
+        upstream: row.try_get(9)?,
+        pending_restart: row.try_get(10)?,
+        standbys: Vec::new(),
+    };
+    if !in_recovery {
+        for row in client.query(STANDBYS_QUERY, &[]).await? {
+            let lag: Option<i64> = row.try_get(7)?;
+            observation.standbys.push(StandbyReport {
+                name: row.try_get(0)?,
+                client_address: row.try_get(1)?,
+                state: row.try_get(2)?,
+                sync_state: row.try_get(3)?,
+                sent_lsn: row.try_get(4)?,
+                flush_lsn: row.try_get(5)?,
+                replay_lsn: row.try_get(6)?,
+                replay_lag_bytes: lag.and_then(|l| u64::try_from(l).ok()),
+            });
+        }
+    }
+    Ok(observation)
+}
+
+/// Figures only the metrics endpoint needs.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct DatabaseFigures {
+    pub connections: i64,
+    pub database_size_bytes: i64,
+    pub transaction_id_age: i64,
+}
+
+pub async fn database_figures(client: &Client) -> Result<DatabaseFigures, SqlError> {
+    let row = client
+        .query_one(
+            "SELECT (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend'),
+                    (SELECT COALESCE(sum(pg_database_size(oid)), 0)::bigint FROM pg_database WHERE datallowconn),
+                    (SELECT COALESCE(max(age(datfrozenxid)), 0)::bigint FROM pg_database)",
+            &[],
+        )
+        .await?;
+    Ok(DatabaseFigures {
+        connections: row.try_get(0)?,
+        database_size_bytes: row.try_get(1)?,
+        transaction_id_age: row.try_get(2)?,
+    })
+}

@@ -1,0 +1,432 @@
+//! Rendering PostgreSQL's configuration files from what the instance must
+//! be: `postgresql.conf`, `pg_hba.conf`, `pg_ident.conf`, the password file
+//! used for replication. Pure functions; the callers write the files.
+//!
+//! Operator-owned settings come first and cannot be overridden: user
+//! parameters naming one of them are refused (the API already rejects them;
+//! this is the last line of defence). User parameters come after the
+//! defaults they may override (`wal_keep_size`, `max_wal_senders`, ...);
+//! PostgreSQL applies the last occurrence of a setting.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::net::IpAddr;
+use std::path::Path;
+
+use tusk_api::parameters::is_operator_owned;
+
+/// Line prefix of PostgreSQL's log lines; `supervisor` parses it into
+/// structured fields.
+pub const LOG_LINE_PREFIX: &str = "%m [%p] ";
+
+/// A configuration that cannot be rendered.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ConfigError {
+    #[error("parameter `{0}` is owned by the operator and cannot be set")]
+    OwnedParameter(String),
+    #[error("`{0}` is not a valid parameter name")]
+    InvalidName(String),
+    #[error("the value of parameter `{0}` contains a line break or control character")]
+    InvalidValue(String),
+    #[error("user or password for {0} contains a line break")]
+    InvalidCredential(&'static str),
+}
+
+/// Which side of replication the configuration is for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ReplicationRole {
+    /// Read-write primary.
+    Primary,
+    /// Hot standby streaming from `upstream`.
+    Standby(Upstream),
+}
+
+/// Where a standby streams from, and as whom. The password is read from
+/// `passfile`, so it never appears in `postgresql.conf`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Upstream {
+    pub host: IpAddr,
+    pub port: u16,
+    pub user: String,
+    pub passfile: String,
+}
+
+/// Synchronous replication as declared in the cluster spec.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Synchronous {
+    /// `ANY` (quorum) when true, `FIRST` (priority) when false.
+    pub quorum: bool,
+    /// Standbys that must confirm each commit.
+    pub number: u32,
+    /// Candidate standbys' application names (instance names); any standby
+    /// when empty.
+    pub standby_names: Vec<String>,
+}
+
+/// Everything `postgresql.conf` is rendered from.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ServerConfig {
+    pub instance_name: String,
+    pub listen_address: IpAddr,
+    pub port: u16,
+    pub socket_dir: String,
+    pub role: ReplicationRole,
+    pub synchronous: Option<Synchronous>,
+    pub parameters: BTreeMap<String, String>,
+}
+
+/// Operator defaults that users may override.
+const OVERRIDABLE_DEFAULTS: &[(&str, &str)] = &[
+    ("max_replication_slots", "10"),
+    ("max_wal_senders", "10"),
+    ("wal_keep_size", "512MB"),
+];
+
+/// `postgresql.conf` for `config`.
+pub fn render_postgresql_conf(config: &ServerConfig) -> Result<String, ConfigError> {
+    let mut owned: Vec<(&str, String)> = vec![
+        ("listen_addresses", config.listen_address.to_string()),
+        ("port", config.port.to_string()),
+        ("unix_socket_directories", config.socket_dir.clone()),
+        ("unix_socket_permissions", "0700".into()),
+        ("cluster_name", config.instance_name.clone()),
+        ("wal_level", "replica".into()),
+        ("hot_standby", "on".into()),
+        ("wal_log_hints", "on".into()),
+        ("full_page_writes", "on".into()),
+        ("logging_collector", "off".into()),
+        ("log_destination", "stderr".into()),
+        ("log_line_prefix", LOG_LINE_PREFIX.into()),
+        (
+            "synchronous_standby_names",
+            config
+                .synchronous
+                .as_ref()
+                .map(synchronous_standby_names)
+                .unwrap_or_default(),
+        ),
+    ];
+    if let ReplicationRole::Standby(upstream) = &config.role {
+        owned.push((
+            "primary_conninfo",
+            primary_conninfo(upstream, &config.instance_name),
+        ));
+    }
+    for (name, value) in &config.parameters {
+        check_parameter(name, value)?;
+    }
+
+    let mut out = String::from(
+        "# Rendered by the Tusk instance manager from the PostgresCluster spec.\n\
+         # Changes made here are overwritten; set spec.postgres.parameters instead.\n\n\
+         # Owned by the operator\n",
+    );
+    for (name, value) in &owned {
+        line(&mut out, name, value);
+    }
+    out.push_str("\n# Operator defaults\n");
+    for (name, value) in OVERRIDABLE_DEFAULTS {
+        line(&mut out, name, value);
+    }
+    if !config.parameters.is_empty() {
+        out.push_str("\n# From spec.postgres.parameters\n");
+        for (name, value) in &config.parameters {
+            line(&mut out, name, value);
+        }
+    }
+    Ok(out)
+}
+
+fn check_parameter(name: &str, value: &str) -> Result<(), ConfigError> {
+    let valid_name = !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.');
+    if !valid_name {
+        return Err(ConfigError::InvalidName(name.to_owned()));
+    }
+    if is_operator_owned(name) {
+        return Err(ConfigError::OwnedParameter(name.to_owned()));
+    }
+    if value.chars().any(char::is_control) {
+        return Err(ConfigError::InvalidValue(name.to_owned()));
+    }
+    Ok(())
+}
+
+fn line(out: &mut String, name: &str, value: &str) {
+    let _ = writeln!(out, "{name} = '{}'", value.replace('\'', "''"));
+}
+
+/// `synchronous_standby_names` for the declared synchronous replication.
+pub fn synchronous_standby_names(sync: &Synchronous) -> String {
+    let method = if sync.quorum { "ANY" } else { "FIRST" };
+    let names = if sync.standby_names.is_empty() {
+        "*".to_owned()
+    } else {
+        sync.standby_names
+            .iter()
+            .map(|name| format!("\"{}\"", name.replace('"', "\"\"")))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    format!("{method} {} ({names})", sync.number)
+}
+
+/// libpq connection string a standby uses to stream from `upstream`; its
+/// `application_name` is the instance name, which `pg_stat_replication`
+/// and `synchronous_standby_names` refer to.
+pub fn primary_conninfo(upstream: &Upstream, application_name: &str) -> String {
+    [
+        ("host", upstream.host.to_string()),
+        ("port", upstream.port.to_string()),
+        ("user", upstream.user.clone()),
+        ("passfile", upstream.passfile.clone()),
+        ("application_name", application_name.to_owned()),
+        ("sslmode", "prefer".to_owned()),
+        ("connect_timeout", "5".to_owned()),
+    ]
+    .iter()
+    .map(|(key, value)| format!("{key}={}", conninfo_value(value)))
+    .collect::<Vec<_>>()
+    .join(" ")
+}
+
+fn conninfo_value(value: &str) -> String {
+    format!("'{}'", value.replace('\\', "\\\\").replace('\'', "\\'"))
+}
+
+/// Who may connect how. Every network connection authenticates with a
+/// SCRAM password; the local superuser connection of the instance manager
+/// uses peer authentication through the `tusk` ident map.
+pub fn render_pg_hba(superuser: &str, replication_user: &str) -> String {
+    format!(
+        "# Rendered by the Tusk instance manager; changes are overwritten.\n\
+         # TYPE  DATABASE     USER  ADDRESS  METHOD\n\
+         local   all          {superuser}  peer map=tusk\n\
+         local   all          all   scram-sha-256\n\
+         host    replication  {replication_user}  all  scram-sha-256\n\
+         host    all          all   all      scram-sha-256\n"
+    )
+}
+
+/// Maps the operating-system users that run the instance manager and
+/// PostgreSQL to the database superuser, for peer authentication.
+pub fn render_pg_ident(os_users: &[&str], superuser: &str) -> String {
+    let mut out =
+        String::from("# Rendered by the Tusk instance manager; changes are overwritten.\n");
+    let mut seen: Vec<&str> = Vec::new();
+    for user in os_users {
+        if !seen.contains(user) {
+            seen.push(user);
+            let _ = writeln!(out, "tusk {user} {superuser}");
+        }
+    }
+    out
+}
+
+/// A libpq password file admitting `user` on any host.
+pub fn render_pgpass(user: &str, password: &str) -> Result<String, ConfigError> {
+    if user.contains(['\n', '\r']) || password.contains(['\n', '\r']) {
+        return Err(ConfigError::InvalidCredential("replication"));
+    }
+    let escape = |text: &str| text.replace('\\', "\\\\").replace(':', "\\:");
+    Ok(format!("*:*:*:{}:{}\n", escape(user), escape(password)))
+}
+
+/// The socket directory as PostgreSQL expects it in the configuration.
+pub fn socket_dir_setting(path: &Path) -> String {
+    path.display().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::Ipv4Addr;
+
+    use super::*;
+
+    fn base() -> ServerConfig {
+        ServerConfig {
+            instance_name: "db-1".into(),
+            listen_address: IpAddr::V4(Ipv4Addr::new(10, 0, 0, 5)),
+            port: 5432,
+            socket_dir: "/tmp/tusk".into(),
+            role: ReplicationRole::Primary,
+            synchronous: None,
+            parameters: BTreeMap::new(),
+        }
+    }
+
+    fn standby() -> ServerConfig {
+        ServerConfig {
+            role: ReplicationRole::Standby(Upstream {
+                host: IpAddr::V4(Ipv4Addr::new(10, 0, 0, 7)),
+                port: 5432,
+                user: "streaming_replica".into(),
+                passfile: "/tmp/tusk/pgpass".into(),
+            }),
+            ..base()
+        }
+    }
+
+    /// The last value a setting gets in a rendered file, as PostgreSQL reads it.
+    fn setting(conf: &str, name: &str) -> Option<String> {
+        conf.lines()
+            .filter_map(|l| l.split_once(" = "))
+            .filter(|(n, _)| *n == name)
+            .map(|(_, v)| {
+                let inner = v.strip_prefix('\'').and_then(|v| v.strip_suffix('\''));
+                inner.unwrap_or(v).replace("''", "'")
+            })
+            .next_back()
+    }
+
+    #[test]
+    fn operator_owned_settings_are_rendered() {
+        let conf = render_postgresql_conf(&base()).expect("renders");
+        let cases = [
+            ("listen_addresses", "10.0.0.5"),
+            ("port", "5432"),
+            ("unix_socket_directories", "/tmp/tusk"),
+            ("wal_level", "replica"),
+            ("hot_standby", "on"),
+            ("wal_log_hints", "on"),
+            ("wal_keep_size", "512MB"),
+            ("max_wal_senders", "10"),
+            ("max_replication_slots", "10"),
+            ("cluster_name", "db-1"),
+            ("logging_collector", "off"),
+            ("synchronous_standby_names", ""),
+        ];
+        for (name, value) in cases {
+            assert_eq!(setting(&conf, name).as_deref(), Some(value), "{name}");
+        }
+        assert_eq!(setting(&conf, "primary_conninfo"), None);
+    }
+
+    #[test]
+    fn a_standby_streams_from_the_primary_address_without_a_password() {
+        let conf = render_postgresql_conf(&standby()).expect("renders");
+        let conninfo = setting(&conf, "primary_conninfo").expect("standby has primary_conninfo");
+        assert_eq!(
+            conninfo,
+            "host='10.0.0.7' port='5432' user='streaming_replica' passfile='/tmp/tusk/pgpass' \
+             application_name='db-1' sslmode='prefer' connect_timeout='5'"
+        );
+        assert!(!conf.contains("password"));
+        // The default `recovery_target_timeline = 'latest'` lets a standby
+        // follow a promotion; setting it would make promotion need a restart.
+        assert_eq!(setting(&conf, "recovery_target_timeline"), None);
+    }
+
+    #[test]
+    fn user_parameters_follow_and_may_override_defaults() {
+        let mut config = base();
+        config
+            .parameters
+            .insert("shared_buffers".into(), "16MB".into());
+        config
+            .parameters
+            .insert("wal_keep_size".into(), "1GB".into());
+        config
+            .parameters
+            .insert("search_path".into(), "\"$user\", it's".into());
+        let conf = render_postgresql_conf(&config).expect("renders");
+        assert_eq!(setting(&conf, "shared_buffers").as_deref(), Some("16MB"));
+        assert_eq!(setting(&conf, "wal_keep_size").as_deref(), Some("1GB"));
+        assert!(conf.contains("search_path = '\"$user\", it''s'"));
+    }
+
+    #[test]
+    fn bad_user_parameters_are_refused() {
+        let cases: [(&str, &str, ConfigError); 4] = [
+            (
+                "wal_level",
+                "minimal",
+                ConfigError::OwnedParameter("wal_level".into()),
+            ),
+            (
+                "SSL_cert_file",
+                "x",
+                ConfigError::OwnedParameter("SSL_cert_file".into()),
+            ),
+            (
+                "work mem",
+                "4MB",
+                ConfigError::InvalidName("work mem".into()),
+            ),
+            (
+                "work_mem",
+                "4MB\nwal_level = minimal",
+                ConfigError::InvalidValue("work_mem".into()),
+            ),
+        ];
+        for (name, value, expected) in cases {
+            let mut config = base();
+            config.parameters.insert(name.into(), value.into());
+            assert_eq!(render_postgresql_conf(&config), Err(expected), "{name}");
+        }
+    }
+
+    #[test]
+    fn synchronous_standby_names_follow_the_replication_spec() {
+        let cases = [
+            (true, 1, vec![], "ANY 1 (*)"),
+            (true, 2, vec!["db-2", "db-3"], "ANY 2 (\"db-2\", \"db-3\")"),
+            (false, 1, vec!["db-2"], "FIRST 1 (\"db-2\")"),
+        ];
+        for (quorum, number, names, expected) in cases {
+            let sync = Synchronous {
+                quorum,
+                number,
+                standby_names: names.into_iter().map(String::from).collect(),
+            };
+            assert_eq!(synchronous_standby_names(&sync), expected);
+            let conf = render_postgresql_conf(&ServerConfig {
+                synchronous: Some(sync),
+                ..base()
+            })
+            .expect("renders");
+            assert_eq!(
+                setting(&conf, "synchronous_standby_names").as_deref(),
+                Some(expected)
+            );
+        }
+    }
+
+    #[test]
+    fn hba_admits_network_clients_only_with_passwords() {
+        let hba = render_pg_hba("postgres", "streaming_replica");
+        let rules: Vec<Vec<&str>> = hba
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .map(|l| l.split_whitespace().collect())
+            .collect();
+        for rule in rules.iter().filter(|r| r[0].starts_with("host")) {
+            assert_eq!(rule.last(), Some(&"scram-sha-256"), "{rule:?}");
+        }
+        assert!(
+            rules
+                .iter()
+                .any(|r| r[..3] == ["host", "replication", "streaming_replica"])
+        );
+        assert!(!hba.contains("trust"));
+        assert!(hba.contains("local   all          postgres  peer map=tusk"));
+    }
+
+    #[test]
+    fn ident_map_lists_each_os_user_once() {
+        let ident = render_pg_ident(&["root", "postgres", "postgres"], "postgres");
+        let entries: Vec<&str> = ident.lines().filter(|l| !l.starts_with('#')).collect();
+        assert_eq!(entries, ["tusk root postgres", "tusk postgres postgres"]);
+    }
+
+    #[test]
+    fn pgpass_escapes_separators() {
+        assert_eq!(
+            render_pgpass("repl", "a:b\\c").expect("renders"),
+            "*:*:*:repl:a\\:b\\\\c\n"
+        );
+        assert!(render_pgpass("repl", "x\ny").is_err());
+    }
+}

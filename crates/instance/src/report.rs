@@ -1,0 +1,127 @@
+//! Building the `/status` report from the manager's state and what
+//! PostgreSQL says.
+
+use std::time::Duration;
+
+use tusk_api::instance::{InstancePhase, InstanceReport, InstanceRole};
+
+use crate::context::InstanceContext;
+use crate::observe::{self, Observation};
+use crate::sql;
+use crate::state::ManagerState;
+
+/// How long one status query may take.
+pub const QUERY_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Observes the local PostgreSQL, if it runs and answers in time.
+pub async fn observe_local(ctx: &InstanceContext) -> Option<Observation> {
+    let work = async {
+        let client = sql::connect(&ctx.local_target(), "postgres").await.ok()?;
+        observe::observe(&client).await.ok()
+    };
+    tokio::time::timeout(QUERY_TIMEOUT, work)
+        .await
+        .ok()
+        .flatten()
+}
+
+/// The report for `state` and `observation`.
+pub fn build(
+    name: &str,
+    state: &ManagerState,
+    observation: Option<&Observation>,
+) -> InstanceReport {
+    let running = state.postmaster_pid.is_some();
+    let observed = observation.filter(|_| running);
+    let role = match observed {
+        Some(o) if o.in_recovery => InstanceRole::Replica,
+        Some(_) => InstanceRole::Primary,
+        None => InstanceRole::Stopped,
+    };
+    let ready = state.phase == InstancePhase::Running
+        && observed.is_some_and(|o| !o.in_recovery || o.streaming);
+    let standby = observed.filter(|o| o.in_recovery);
+    InstanceReport {
+        name: name.to_owned(),
+        role,
+        phase: state.phase,
+        ready,
+        fenced: state.fenced,
+        target_primary: state.target_primary.clone(),
+        postgres_version: observed.map(|o| o.version.clone()),
+        system_identifier: observed.map(|o| o.system_identifier.clone()),
+        timeline: observed.and_then(|o| o.timeline),
+        current_lsn: observed.and_then(|o| o.current_lsn).map(|l| l.to_string()),
+        received_lsn: standby.and_then(|o| o.received_lsn).map(|l| l.to_string()),
+        replayed_lsn: standby.and_then(|o| o.replayed_lsn).map(|l| l.to_string()),
+        lag_bytes: standby.and_then(Observation::lag_bytes),
+        lag_seconds: standby.and_then(|o| o.lag_seconds),
+        streaming: standby.map(|o| o.streaming),
+        upstream: standby.and_then(|o| o.upstream.clone()),
+        pending_restart: observed
+            .map(|o| o.pending_restart.clone())
+            .unwrap_or_default(),
+        standbys: observed.map(|o| o.standbys.clone()).unwrap_or_default(),
+        crash_count: state.crash_count,
+        last_error: state.last_error.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::postgres::lsn::Lsn;
+
+    fn running() -> ManagerState {
+        ManagerState {
+            phase: InstancePhase::Running,
+            postmaster_pid: Some(42),
+            ..ManagerState::default()
+        }
+    }
+
+    fn standby(streaming: bool) -> Observation {
+        Observation {
+            in_recovery: true,
+            received_lsn: Some(Lsn(0x3000)),
+            replayed_lsn: Some(Lsn(0x2000)),
+            streaming,
+            ..Observation::default()
+        }
+    }
+
+    #[test]
+    fn a_standby_is_ready_only_while_streaming() {
+        let report = build("db-2", &running(), Some(&standby(true)));
+        assert_eq!(report.role, InstanceRole::Replica);
+        assert!(report.ready);
+        assert_eq!(report.lag_bytes, Some(0x1000));
+        assert!(!build("db-2", &running(), Some(&standby(false))).ready);
+    }
+
+    #[test]
+    fn a_primary_is_ready_when_it_answers() {
+        let primary = Observation {
+            current_lsn: Some(Lsn(0x5000)),
+            ..Observation::default()
+        };
+        let report = build("db-1", &running(), Some(&primary));
+        assert_eq!(report.role, InstanceRole::Primary);
+        assert!(report.ready);
+        assert_eq!(report.current_lsn.as_deref(), Some("0/5000"));
+        assert_eq!(report.lag_bytes, None);
+    }
+
+    #[test]
+    fn a_stopped_or_fenced_instance_is_not_ready() {
+        let fenced = ManagerState {
+            phase: InstancePhase::Fenced,
+            fenced: true,
+            ..ManagerState::default()
+        };
+        let report = build("db-1", &fenced, Some(&standby(true)));
+        assert_eq!(report.role, InstanceRole::Stopped);
+        assert!(!report.ready);
+        assert!(report.fenced);
+    }
+}

@@ -1,0 +1,154 @@
+//! What the instance manager is given: its identity and paths (from the
+//! environment, filled in by the CLI) and credentials (from mounted secret
+//! files).
+
+use std::fmt;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// A credential file that cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum SettingsError {
+    #[error("cannot read credential file {path}: {source}")]
+    ReadSecret {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("credential file {0} is empty")]
+    EmptySecret(PathBuf),
+}
+
+/// Identity, paths and ports of one instance.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// Pod (instance) name.
+    pub pod_name: String,
+    pub namespace: String,
+    pub cluster_name: String,
+    /// The pod IP: PostgreSQL and the HTTP API listen on it.
+    pub pod_ip: IpAddr,
+    pub pgdata: PathBuf,
+    /// Directory holding `postgres`, `initdb`, `pg_basebackup`, `pg_rewind`.
+    pub bin_dir: PathBuf,
+    /// Short directory (under /tmp) for PostgreSQL's unix socket and the
+    /// replication password file, owned by the PostgreSQL user.
+    pub run_dir: PathBuf,
+    pub postgres_port: u16,
+    pub http_port: u16,
+    /// Operating-system user PostgreSQL runs as when the manager is root.
+    pub os_user: String,
+    /// How long a fast shutdown may take before it becomes immediate.
+    pub stop_timeout: Duration,
+    pub credentials: Credentials,
+}
+
+impl Settings {
+    /// Where the staging directory of a restartable bootstrap lives: next to
+    /// PGDATA, on the same file system, so that the final rename is atomic.
+    pub fn staging_dir(&self) -> PathBuf {
+        let name = self
+            .pgdata
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "pgdata".into());
+        self.pgdata.with_file_name(format!("{name}.tusk-staging"))
+    }
+
+    /// The libpq password file used for replication, pg_basebackup and
+    /// pg_rewind.
+    pub fn passfile(&self) -> PathBuf {
+        self.run_dir.join("pgpass")
+    }
+
+    pub fn binary(&self, name: &str) -> PathBuf {
+        self.bin_dir.join(name)
+    }
+}
+
+/// The three database users the instance manager works with.
+#[derive(Clone, Debug)]
+pub struct Credentials {
+    pub superuser: UserSecret,
+    pub app_owner: UserSecret,
+    pub replication: UserSecret,
+}
+
+/// A user name and its password. The password never appears in `Debug`
+/// output or logs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UserSecret {
+    pub username: String,
+    pub password: Password,
+}
+
+/// A password; `Debug` prints it redacted.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Password(String);
+
+impl Password {
+    pub fn new(value: impl Into<String>) -> Self {
+        Password(value.into())
+    }
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Password {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Password(<redacted>)")
+    }
+}
+
+impl UserSecret {
+    /// Reads a mounted `kubernetes.io/basic-auth` Secret: a directory with
+    /// files `username` and `password`. A trailing newline is not part of
+    /// either.
+    pub fn from_dir(dir: &Path) -> Result<Self, SettingsError> {
+        Ok(UserSecret {
+            username: read_secret(&dir.join("username"))?,
+            password: Password(read_secret(&dir.join("password"))?),
+        })
+    }
+}
+
+fn read_secret(path: &Path) -> Result<String, SettingsError> {
+    let text = std::fs::read_to_string(path).map_err(|source| SettingsError::ReadSecret {
+        path: path.to_owned(),
+        source,
+    })?;
+    let value = text.trim_end_matches(['\n', '\r']).to_owned();
+    if value.is_empty() {
+        return Err(SettingsError::EmptySecret(path.to_owned()));
+    }
+    Ok(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_are_read_from_mounted_files_and_never_printed() {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        std::fs::write(dir.path().join("username"), "app\n").expect("write");
+        std::fs::write(dir.path().join("password"), "s3cret-value\n").expect("write");
+        let secret = UserSecret::from_dir(dir.path()).expect("reads");
+        assert_eq!(secret.username, "app");
+        assert_eq!(secret.password.expose(), "s3cret-value");
+        assert!(!format!("{secret:?}").contains("s3cret-value"));
+    }
+
+    #[test]
+    fn an_empty_or_missing_secret_is_an_error() {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        assert!(UserSecret::from_dir(dir.path()).is_err());
+        std::fs::write(dir.path().join("username"), "").expect("write");
+        std::fs::write(dir.path().join("password"), "x").expect("write");
+        assert!(matches!(
+            UserSecret::from_dir(dir.path()),
+            Err(SettingsError::EmptySecret(_))
+        ));
+    }
+}

@@ -1,0 +1,52 @@
+//! What the convergence loop tells the HTTP API: its phase, the last error,
+//! the postmaster's process id. Shared behind a mutex; never holds secrets.
+
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use tusk_api::instance::InstancePhase;
+
+/// The manager's view of itself.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ManagerState {
+    pub phase: InstancePhase,
+    pub fenced: bool,
+    pub target_primary: Option<String>,
+    pub postmaster_pid: Option<i32>,
+    pub crash_count: u32,
+    pub last_error: Option<String>,
+}
+
+impl Default for ManagerState {
+    fn default() -> Self {
+        ManagerState {
+            phase: InstancePhase::WaitingForPrimary,
+            fenced: false,
+            target_primary: None,
+            postmaster_pid: None,
+            crash_count: 0,
+            last_error: None,
+        }
+    }
+}
+
+/// A handle on the shared [`ManagerState`].
+#[derive(Clone, Debug, Default)]
+pub struct SharedState(Arc<Mutex<ManagerState>>);
+
+impl SharedState {
+    pub fn lock(&self) -> MutexGuard<'_, ManagerState> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub fn snapshot(&self) -> ManagerState {
+        self.lock().clone()
+    }
+
+    pub fn set_phase(&self, phase: InstancePhase) {
+        let mut state = self.lock();
+        if state.phase != phase {
+            tracing::info!(from = ?state.phase, to = ?phase, "phase changed");
+            state.phase = phase;
+        }
+    }
+}
