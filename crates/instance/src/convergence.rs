@@ -183,7 +183,10 @@ impl<S: DesiredStateSource> Manager<S> {
         let pgdata = self.ctx.settings.pgdata.clone();
         let is_target = desired.target_primary.as_deref() == Some(&self.ctx.settings.pod_name);
         if !datadir::is_initialized(&pgdata) {
-            return self.bootstrap(desired, is_target).await;
+            self.bootstrap(desired, is_target).await?;
+            if !datadir::is_initialized(&pgdata) {
+                return Ok(());
+            }
         }
         match (is_target, datadir::is_standby(&pgdata)) {
             (true, false) => {
@@ -333,6 +336,13 @@ impl<S: DesiredStateSource> Manager<S> {
             seconds = started.elapsed().as_secs_f64(),
             "promoted to primary"
         );
+        // Until a checkpoint records the new timeline in pg_control,
+        // pg_rewind against this server sees the old timeline and decides
+        // that the former primary needs no rewind.
+        client
+            .batch_execute("CHECKPOINT")
+            .await
+            .map_err(SqlError::from)?;
         let pgdata = self.ctx.settings.pgdata.clone();
         if self
             .ctx

@@ -1,0 +1,275 @@
+//! Bootstrap, streaming replication, switchover and rejoin with real
+//! PostgreSQL 15 (R24, the mechanics of R25).
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{TestCluster, desired, init_logs};
+use tusk_api::instance::{InstancePhase, InstanceRole};
+
+const STARTUP: Duration = Duration::from_secs(60);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_primary_is_initialised_with_checksums_roles_and_password_only_access() {
+    init_logs();
+    let mut cluster = TestCluster::new();
+    let mut primary = cluster.instance("db-1");
+    // A half-finished earlier attempt must not block the bootstrap.
+    let staging = primary.settings.staging_dir();
+    std::fs::create_dir_all(staging.join("base")).expect("leftover staging directory");
+    std::fs::write(staging.join("PG_VERSION"), "15\n").expect("leftover file");
+
+    let started = Instant::now();
+    primary.start(desired("db-1", primary.address));
+    let report = primary
+        .wait_status("a ready primary", STARTUP, |r| r.ready)
+        .await;
+    println!("primary bootstrap to ready: {:?}", started.elapsed());
+    assert_eq!(report.role, InstanceRole::Primary);
+    assert_eq!(report.phase, InstancePhase::Running);
+    assert_eq!(report.timeline, Some(1));
+    assert!(
+        report
+            .postgres_version
+            .as_deref()
+            .is_some_and(|v| v.starts_with("15"))
+    );
+    assert!(
+        !staging.exists(),
+        "the staging directory was moved into place"
+    );
+
+    let superuser = primary.superuser().await;
+    let checksums: String = superuser
+        .query_one("SHOW data_checksums", &[])
+        .await
+        .expect("query")
+        .get(0);
+    assert_eq!(checksums, "on");
+    let owner: String = superuser
+        .query_one(
+            "SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = 'app'",
+            &[],
+        )
+        .await
+        .expect("the application database exists")
+        .get(0);
+    assert_eq!(owner, "app");
+    let replication: bool = superuser
+        .query_one(
+            "SELECT rolreplication FROM pg_roles WHERE rolname = 'streaming_replica'",
+            &[],
+        )
+        .await
+        .expect("the replication role exists")
+        .get(0);
+    assert!(replication);
+    let listen: String = superuser
+        .query_one("SHOW listen_addresses", &[])
+        .await
+        .expect("query")
+        .get(0);
+    assert_eq!(listen, primary.address.to_string());
+
+    // Passwords are required and checked over the network.
+    let app = primary.app().await;
+    app.batch_execute("CREATE TABLE t (id int primary key)")
+        .await
+        .expect("the owner can create tables in its database");
+    assert!(primary.connect("app", "wrong", "app").await.is_err());
+
+    // The report never carries credentials.
+    let (_, body) = primary.http_get("/status").await;
+    for secret in [
+        common::SUPERUSER_PASSWORD,
+        common::APP_PASSWORD,
+        common::REPLICATION_PASSWORD,
+    ] {
+        assert!(!body.contains(secret));
+    }
+    let (code, _) = primary.http_get("/healthz").await;
+    assert_eq!(code, 200);
+    let (code, _) = primary.http_get("/readyz").await;
+    assert_eq!(code, 200);
+    let (code, metrics) = primary.http_get("/metrics").await;
+    assert_eq!(code, 200);
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l == "tusk_postgres_role{role=\"primary\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("tusk_postgres_database_size_bytes ")),
+        "{metrics}"
+    );
+    primary.stop(Duration::from_secs(30)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_clones_streams_and_switchover_rewinds_the_former_primary() {
+    init_logs();
+    let mut cluster = TestCluster::new();
+    let mut a = cluster.instance("db-1");
+    let mut b = cluster.instance("db-2");
+    let on_a = desired("db-1", a.address);
+    a.start(on_a.clone());
+    a.wait_status("a ready primary", STARTUP, |r| r.ready).await;
+    let app_a = a.app().await;
+    app_a
+        .batch_execute(
+            "CREATE TABLE t (id int primary key); INSERT INTO t SELECT generate_series(1, 100)",
+        )
+        .await
+        .expect("rows on the primary");
+
+    // Clone and stream.
+    let started = Instant::now();
+    b.start(on_a.clone());
+    let report_b = b
+        .wait_status("a streaming replica", STARTUP, |r| r.ready)
+        .await;
+    println!("replica clone to streaming: {:?}", started.elapsed());
+    assert_eq!(report_b.role, InstanceRole::Replica);
+    assert_eq!(report_b.streaming, Some(true));
+    assert_eq!(
+        report_b.upstream.as_deref(),
+        Some(a.address.to_string().as_str())
+    );
+    app_a
+        .batch_execute("INSERT INTO t SELECT generate_series(101, 200)")
+        .await
+        .expect("more rows");
+    let app_b = b.app().await;
+    common::eventually(
+        "rows streamed to the replica",
+        Duration::from_secs(20),
+        || async {
+            let count: i64 = app_b
+                .query_one("SELECT count(*) FROM t", &[])
+                .await
+                .ok()?
+                .get(0);
+            (count == 200).then_some(())
+        },
+    )
+    .await;
+
+    // /status agrees with pg_stat_replication once the standby caught up.
+    let report_a = a
+        .wait_status("the standby caught up", Duration::from_secs(20), |r| {
+            r.standbys.len() == 1 && r.standbys[0].replay_lsn == r.current_lsn
+        })
+        .await;
+    let row = a
+        .superuser()
+        .await
+        .query_one(
+            "SELECT application_name, state, sync_state, replay_lsn::text FROM pg_stat_replication",
+            &[],
+        )
+        .await
+        .expect("pg_stat_replication");
+    let standby = &report_a.standbys[0];
+    assert_eq!(standby.name, row.get::<_, String>(0));
+    assert_eq!(standby.name, "db-2");
+    assert_eq!(standby.state, row.get::<_, String>(1));
+    assert_eq!(standby.sync_state, row.get::<_, String>(2));
+    assert_eq!(
+        standby.replay_lsn.as_deref(),
+        Some(row.get::<_, String>(3).as_str())
+    );
+    assert_eq!(standby.replay_lag_bytes, Some(0));
+    let report_b = b.status().await;
+    assert_eq!(report_b.replayed_lsn, report_a.current_lsn);
+    assert_eq!(report_b.lag_bytes, Some(0));
+    assert_eq!(report_b.system_identifier, report_a.system_identifier);
+
+    // Switchover: db-2 becomes the target primary. db-1 is told late, and
+    // meanwhile accepts a write that the new primary never sees.
+    let on_b = desired("db-2", b.address);
+    let started = Instant::now();
+    b.set_desired(on_b.clone());
+    let promoted = b
+        .wait_status("db-2 promoted", Duration::from_secs(30), |r| {
+            r.role == InstanceRole::Primary && r.ready
+        })
+        .await;
+    println!(
+        "promotion, target change to writable primary: {:?}",
+        started.elapsed()
+    );
+    assert_eq!(promoted.timeline, Some(2));
+    app_a
+        .batch_execute("INSERT INTO t VALUES (999999)")
+        .await
+        .expect("the old primary still accepts a write until told");
+
+    let started = Instant::now();
+    a.set_desired(on_b.clone());
+    let rejoined = a
+        .wait_status("db-1 streaming from db-2", Duration::from_secs(60), |r| {
+            r.ready
+        })
+        .await;
+    println!(
+        "former primary stop, rewind and streaming again: {:?}",
+        started.elapsed()
+    );
+    assert_eq!(rejoined.role, InstanceRole::Replica);
+    assert_eq!(
+        rejoined.upstream.as_deref(),
+        Some(b.address.to_string().as_str())
+    );
+    assert_eq!(rejoined.timeline, Some(2));
+
+    // Every acknowledged row before the switch is on both; the diverged
+    // write is gone; new writes flow from db-2 to db-1.
+    let app_b = b.app().await;
+    app_b
+        .batch_execute("INSERT INTO t VALUES (201)")
+        .await
+        .expect("the new primary is writable");
+    let app_a = a.app().await;
+    common::eventually(
+        "the new write reached db-1",
+        Duration::from_secs(20),
+        || async {
+            let ids: Vec<i32> = app_a
+                .query("SELECT id FROM t ORDER BY id", &[])
+                .await
+                .ok()?
+                .iter()
+                .map(|r| r.get(0))
+                .collect();
+            (ids == (1..=201).collect::<Vec<_>>()).then_some(())
+        },
+    )
+    .await;
+    let ids_b: Vec<i32> = app_b
+        .query("SELECT id FROM t ORDER BY id", &[])
+        .await
+        .expect("rows")
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(ids_b, (1..=201).collect::<Vec<_>>());
+    let report_b = b
+        .wait_status(
+            "db-2 sees db-1 as its standby",
+            Duration::from_secs(20),
+            |r| {
+                r.standbys
+                    .iter()
+                    .any(|s| s.name == "db-1" && s.state == "streaming")
+            },
+        )
+        .await;
+    assert_eq!(report_b.role, InstanceRole::Primary);
+
+    a.stop(Duration::from_secs(30)).await;
+    b.stop(Duration::from_secs(30)).await;
+}
