@@ -1,0 +1,56 @@
+//! Pure builders: the validated cluster in, the Kubernetes objects it should
+//! have out. No I/O here; the apply step sends these with server-side apply
+//! under one field manager, so every field a builder sets is a field the
+//! operator owns (R14).
+
+mod disruption;
+mod pod;
+mod rbac;
+mod secrets;
+mod services;
+mod storage;
+
+pub use disruption::{primary_pdb, replicas_pdb};
+pub use pod::{CONTROLLER_DIR, InstanceEnv, PGDATA, POSTGRES_PORT, SECRETS_DIR, instance_pod};
+pub use rbac::{instance_role, instance_role_binding, instance_service_account};
+pub use secrets::{Credential, credentials_secret};
+pub use services::{r_service, ro_service, rw_service};
+pub use storage::instance_pvc;
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use tusk_api::labels;
+
+use crate::validate::ValidatedCluster;
+
+/// Labels every child carries: which cluster, and who manages it.
+pub fn cluster_labels(cluster: &ValidatedCluster) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (labels::CLUSTER.to_owned(), cluster.name.to_string()),
+        (
+            labels::MANAGED_BY.to_owned(),
+            labels::MANAGED_BY_VALUE.to_owned(),
+        ),
+    ])
+}
+
+/// Metadata of a child named `name`, owned by the cluster.
+fn child_meta(cluster: &ValidatedCluster, name: &str) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name.to_owned()),
+        namespace: Some(cluster.namespace.clone()),
+        labels: Some(cluster_labels(cluster)),
+        owner_references: Some(vec![cluster.owner.clone()]),
+        ..ObjectMeta::default()
+    }
+}
+
+#[cfg(test)]
+pub(crate) fn validated(spec: serde_json::Value) -> ValidatedCluster {
+    crate::validate::validate(
+        &crate::validate::tests::cluster(spec),
+        &crate::config::OperatorConfig::default(),
+    )
+    .expect("valid cluster")
+}

@@ -1,0 +1,33 @@
+//! What every reconcile shares: the API client, settings, metrics and the
+//! HTTP client that polls instance managers.
+
+use std::sync::Arc;
+
+use kube::Client;
+use kube::runtime::events::Reporter;
+
+use crate::config::OperatorConfig;
+use crate::metrics::Metrics;
+
+pub struct Context {
+    pub client: Client,
+    pub config: OperatorConfig,
+    pub metrics: Arc<Metrics>,
+    pub http: reqwest::Client,
+    pub reporter: Reporter,
+}
+
+impl Context {
+    pub fn new(client: Client, config: OperatorConfig, metrics: Arc<Metrics>) -> Self {
+        Self {
+            client,
+            config,
+            metrics,
+            http: reqwest::Client::new(),
+            reporter: Reporter {
+                controller: "tusk-operator".to_owned(),
+                instance: std::env::var("POD_NAME").ok(),
+            },
+        }
+    }
+}

@@ -1,0 +1,513 @@
+//! One reconcile of one PostgresCluster: the pipeline of STYLE.md.
+//!
+//! fetch -> validate -> plan -> apply (fixed order) -> observe -> status.
+//! Deletion goes through the finalizer's cleanup instead (R8, R16).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret, Service, ServiceAccount};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::finalizer::{Event as Finalizer, finalizer};
+use kube::{Resource, ResourceExt};
+use rand::distr::{Alphanumeric, SampleString};
+use serde_json::json;
+use tusk_api::instance::{InstanceReport, InstanceRole};
+use tusk_api::labels;
+use tusk_api::v1alpha1::{DeletionPolicy, PostgresCluster, PostgresClusterStatus};
+
+use crate::apply::{FIELD_MANAGER, apply, create_once};
+use crate::builders::{self, Credential};
+use crate::children::{Children, named};
+use crate::cleanup;
+use crate::context::Context;
+use crate::error::{Error, ErrorCategory};
+use crate::names::InstanceName;
+use crate::observe::poll_instances;
+use crate::plan::{InstancePlan, InstanceStep, ObservedInstance, plan_instances};
+use crate::status::{self, StatusInput};
+use crate::validate::{ValidatedCluster, quantity_bytes, validate};
+
+/// Finalizer guarding volumes and backups kept by `deletionPolicy: Retain`.
+pub const FINALIZER: &str = "postgres.tusk.dev/cleanup";
+
+/// How soon to look again while the cluster is still converging.
+const PROGRESS_REQUEUE: Duration = Duration::from_secs(5);
+/// Periodic resync of a converged cluster (R7).
+const RESYNC: Duration = Duration::from_secs(60);
+
+/// Entry point used by the controller.
+pub async fn reconcile(cluster: Arc<PostgresCluster>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let started = Instant::now();
+    let namespace = cluster.namespace().unwrap_or_default();
+    let api: Api<PostgresCluster> = Api::namespaced(ctx.client.clone(), &namespace);
+    let result = finalizer(&api, FINALIZER, cluster, |event| async {
+        match event {
+            Finalizer::Apply(cluster) => converge(&cluster, &ctx).await,
+            Finalizer::Cleanup(cluster) => cleanup::run(&cluster, &ctx).await,
+        }
+    })
+    .await
+    .map_err(|error| match error {
+        kube::runtime::finalizer::Error::ApplyFailed(inner)
+        | kube::runtime::finalizer::Error::CleanupFailed(inner) => inner,
+        kube::runtime::finalizer::Error::AddFinalizer(source)
+        | kube::runtime::finalizer::Error::RemoveFinalizer(source) => Error::Kube {
+            action: "update the finalizer".to_owned(),
+            source,
+        },
+        other => Error::Finalizer(other.to_string()),
+    });
+    ctx.metrics
+        .reconciled(started, result.as_ref().err().map(Error::category));
+    result
+}
+
+/// Back-off by category: permanent errors wait for a spec change (the
+/// status already says what to fix), transient ones retry.
+pub fn error_policy(_cluster: Arc<PostgresCluster>, error: &Error, _ctx: Arc<Context>) -> Action {
+    tracing::warn!(%error, category = error.category().reason(), "reconcile failed");
+    match error.category() {
+        ErrorCategory::InvalidSpec | ErrorCategory::RefusedChange => Action::await_change(),
+        ErrorCategory::Conflict => Action::requeue(Duration::from_millis(200)),
+        ErrorCategory::Throttled => Action::requeue(Duration::from_secs(10)),
+        _ => Action::requeue(Duration::from_secs(5)),
+    }
+}
+
+async fn converge(cluster: &PostgresCluster, ctx: &Context) -> Result<Action, Error> {
+    let name = cluster.name_any();
+    let namespace = cluster.namespace().unwrap_or_default();
+    let span = tracing::info_span!("reconcile", cluster = %name, namespace = %namespace);
+    let _guard = span.enter();
+
+    let valid = match validate(cluster, &ctx.config) {
+        Ok(valid) => valid,
+        Err(error) => {
+            let error = Error::from(error);
+            let nothing = BTreeMap::new();
+            report(
+                cluster,
+                ctx,
+                &Children::default(),
+                &nothing,
+                None,
+                None,
+                Some(&error),
+                &[],
+            )
+            .await?;
+            return Err(error);
+        }
+    };
+    let children = Children::fetch(&ctx.client, &namespace, &name).await?;
+    let previous = cluster.status.as_ref();
+    let plan = plan_instances(
+        &valid.name,
+        valid.instances,
+        &observe_instances(&valid, &children),
+        previous.and_then(|s| s.target_primary.as_deref()),
+        previous.map_or(0, |s| u32::try_from(s.latest_instance_serial).unwrap_or(0)),
+    );
+
+    let outcome = if valid.paused {
+        Ok(())
+    } else {
+        apply_children(cluster, ctx, &valid, &children, &plan).await
+    };
+    let reports = poll_instances(&ctx.http, &children.pods, &ctx.metrics).await;
+    if outcome.is_ok() && !valid.paused {
+        label_roles(ctx, &valid, &children.pods, &reports, &plan).await?;
+    }
+    let failure = outcome.as_ref().err();
+    let status = report(
+        cluster,
+        ctx,
+        &children,
+        &reports,
+        Some(&valid),
+        Some(&plan),
+        failure,
+        &valid.unsupported,
+    )
+    .await?;
+    outcome?;
+    let converged = status.phase == Some(tusk_api::v1alpha1::ClusterPhase::Ready)
+        && plan.step == InstanceStep::Steady;
+    Ok(Action::requeue(if converged {
+        RESYNC
+    } else {
+        PROGRESS_REQUEUE
+    }))
+}
+
+fn observe_instances(valid: &ValidatedCluster, children: &Children) -> Vec<ObservedInstance> {
+    let mut observed: Vec<ObservedInstance> = Vec::new();
+    let names = children
+        .pods
+        .iter()
+        .map(|p| p.name_any())
+        .chain(children.volumes.iter().map(|v| v.name_any()));
+    for name in names {
+        let Some(serial) = valid.name.serial_of(&name) else {
+            continue;
+        };
+        if observed.iter().any(|o| o.serial == serial) {
+            continue;
+        }
+        let pod = named(&children.pods, &name).filter(|p| p.metadata.deletion_timestamp.is_none());
+        observed.push(ObservedInstance {
+            name: valid.name.instance(serial),
+            serial,
+            has_pod: pod.is_some(),
+            has_volume: named(&children.volumes, &name).is_some(),
+            ready: pod.is_some_and(pod_ready),
+        });
+    }
+    observed.sort_by_key(|o| o.serial);
+    observed
+}
+
+fn pod_ready(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// Applies the children in a fixed order: credentials and identity first,
+/// then Services and budgets, then volumes, then the instance step.
+async fn apply_children(
+    cluster: &PostgresCluster,
+    ctx: &Context,
+    valid: &ValidatedCluster,
+    children: &Children,
+    plan: &InstancePlan,
+) -> Result<(), Error> {
+    let client = &ctx.client;
+    let ns = valid.namespace.as_str();
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+    for credential in Credential::ALL {
+        let name = credential.secret_name(valid);
+        if named(&children.secrets, &name).is_none() {
+            let password = Alphanumeric.sample_string(&mut rand::rng(), 32);
+            let desired = builders::credentials_secret(valid, credential, &password);
+            create_once(&secrets, None, &desired).await?;
+        }
+    }
+
+    let account = builders::instance_service_account(valid);
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), ns);
+    apply(
+        &accounts,
+        named(&children.service_accounts, &valid.name.instance_account()),
+        &account,
+    )
+    .await?;
+    let roles: Api<Role> = Api::namespaced(client.clone(), ns);
+    apply(
+        &roles,
+        named(&children.roles, &valid.name.instance_account()),
+        &builders::instance_role(valid),
+    )
+    .await?;
+    let bindings: Api<RoleBinding> = Api::namespaced(client.clone(), ns);
+    let binding = builders::instance_role_binding(valid);
+    apply(
+        &bindings,
+        named(&children.role_bindings, &valid.name.instance_account()),
+        &binding,
+    )
+    .await?;
+
+    let services: Api<Service> = Api::namespaced(client.clone(), ns);
+    for service in [
+        builders::rw_service(valid),
+        builders::ro_service(valid),
+        builders::r_service(valid),
+    ] {
+        let live = named(&children.services, &service.name_any());
+        apply(&services, live, &service).await?;
+    }
+
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), ns);
+    let primary_pdb = builders::primary_pdb(valid);
+    apply(
+        &pdbs,
+        named(&children.pdbs, &primary_pdb.name_any()),
+        &primary_pdb,
+    )
+    .await?;
+    match builders::replicas_pdb(valid) {
+        Some(pdb) => {
+            apply(&pdbs, named(&children.pdbs, &pdb.name_any()), &pdb).await?;
+        }
+        None => {
+            if named(&children.pdbs, &valid.name.replicas_pdb()).is_some() {
+                delete(&pdbs, &valid.name.replicas_pdb()).await?;
+            }
+        }
+    }
+
+    grow_volumes(cluster, ctx, valid, children).await?;
+    apply_instance_step(ctx, valid, children, plan).await
+}
+
+/// Storage may grow, never shrink (R26): a larger declared size patches
+/// each claim; a smaller one is refused even if it got past admission.
+async fn grow_volumes(
+    _cluster: &PostgresCluster,
+    ctx: &Context,
+    valid: &ValidatedCluster,
+    children: &Children,
+) -> Result<(), Error> {
+    let volumes: Api<PersistentVolumeClaim> = Api::namespaced(ctx.client.clone(), &valid.namespace);
+    for volume in &children.volumes {
+        let Some(current) = volume
+            .spec
+            .as_ref()
+            .and_then(|s| s.resources.as_ref())
+            .and_then(|r| r.requests.as_ref())
+            .and_then(|r| r.get("storage"))
+        else {
+            continue;
+        };
+        let Some(current_bytes) = quantity_bytes(current) else {
+            continue;
+        };
+        if valid.storage_bytes < current_bytes {
+            return Err(Error::Refused(format!(
+                "spec.storage.size: storage may grow but never shrink: volume {} has {}, the spec asks for {}",
+                volume.name_any(),
+                current.0,
+                valid.storage_size.0
+            )));
+        }
+        if valid.storage_bytes > current_bytes {
+            let patch =
+                json!({"spec": {"resources": {"requests": {"storage": valid.storage_size}}}});
+            volumes
+                .patch(
+                    &volume.name_any(),
+                    &PatchParams::default(),
+                    &Patch::Merge(&patch),
+                )
+                .await
+                .map_err(Error::kube(format!("grow volume {}", volume.name_any())))?;
+        }
+    }
+    Ok(())
+}
+
+async fn apply_instance_step(
+    ctx: &Context,
+    valid: &ValidatedCluster,
+    children: &Children,
+    plan: &InstancePlan,
+) -> Result<(), Error> {
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &valid.namespace);
+    let volumes: Api<PersistentVolumeClaim> = Api::namespaced(ctx.client.clone(), &valid.namespace);
+    match &plan.step {
+        InstanceStep::Steady | InstanceStep::WaitForReady(_) => Ok(()),
+        InstanceStep::Create(instance) | InstanceStep::RecreatePod(instance) => {
+            let pvc = builders::instance_pvc(valid, instance);
+            if named(&children.volumes, instance.as_str()).is_none() {
+                apply(&volumes, None, &pvc).await?;
+            }
+            let role = (instance == &plan.target_primary && children.pods.is_empty())
+                .then_some(labels::role::PRIMARY);
+            let pod = builders::instance_pod(valid, &ctx.config, instance, role);
+            apply(&pods, None, &pod).await?;
+            Ok(())
+        }
+        InstanceStep::Remove(instance) => {
+            delete(&pods, instance.as_str()).await?;
+            if valid.deletion_policy == DeletionPolicy::Delete {
+                delete(&volumes, instance.as_str()).await?;
+            } else {
+                cleanup::retain_volume(&volumes, instance.as_str()).await?;
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Keeps `tusk.dev/role` in line with what each instance reports, so the
+/// Services select the right pods. An instance that did not answer keeps
+/// its label (a missed poll must not take the primary out of `-rw`); only
+/// the target primary reporting `primary` is labelled primary.
+async fn label_roles(
+    ctx: &Context,
+    valid: &ValidatedCluster,
+    pods: &[Pod],
+    reports: &BTreeMap<String, InstanceReport>,
+    plan: &InstancePlan,
+) -> Result<(), Error> {
+    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &valid.namespace);
+    for pod in pods {
+        let name = pod.name_any();
+        let Some(report) = reports.get(&name) else {
+            continue;
+        };
+        let wanted = match report.role {
+            InstanceRole::Primary if InstanceName::recorded(&name) == plan.target_primary => {
+                Some(labels::role::PRIMARY)
+            }
+            InstanceRole::Replica => Some(labels::role::REPLICA),
+            _ => None,
+        };
+        let current = pod.labels().get(labels::ROLE).map(String::as_str);
+        if current != wanted {
+            let patch = json!({"metadata": {"labels": {labels::ROLE: wanted}}});
+            api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .map_err(Error::kube(format!("label pod {name}")))?;
+        }
+    }
+    Ok(())
+}
+
+async fn delete<K>(api: &Api<K>, name: &str) -> Result<(), Error>
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    K::DynamicType: Default,
+{
+    match api.delete(name, &DeleteParams::default()).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        Err(source) => Err(Error::Kube {
+            action: format!("delete {} {name}", K::kind(&K::DynamicType::default())),
+            source,
+        }),
+    }
+}
+
+/// Computes status, writes it if it changed, and publishes an Event for
+/// each transition and failure (R22).
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn report(
+    cluster: &PostgresCluster,
+    ctx: &Context,
+    children: &Children,
+    reports: &BTreeMap<String, InstanceReport>,
+    valid: Option<&ValidatedCluster>,
+    plan: Option<&InstancePlan>,
+    failure: Option<&Error>,
+    unsupported: &[String],
+) -> Result<PostgresClusterStatus, Error> {
+    let now = Time(k8s_openapi::jiff::Timestamp::now());
+    let previous = cluster.status.as_ref();
+    let new = status::compose(&StatusInput {
+        previous,
+        generation: cluster.metadata.generation,
+        declared: valid.map_or(0, |v| v.instances),
+        pods: &children.pods,
+        volumes: u32::try_from(children.volumes.len()).unwrap_or(u32::MAX),
+        reports,
+        target_primary: plan
+            .map(|p| p.target_primary.to_string())
+            .or_else(|| previous.and_then(|s| s.target_primary.clone())),
+        latest_serial: plan.map_or_else(
+            || previous.map_or(0, |s| u32::try_from(s.latest_instance_serial).unwrap_or(0)),
+            |p| p.latest_serial,
+        ),
+        deleting: cluster.metadata.deletion_timestamp.is_some(),
+        failure: failure.map(|e| (e.category(), e.to_string())),
+        unsupported,
+        now: now.clone(),
+    });
+    let old_phase = previous.and_then(|s| s.phase);
+    if let Some(to_write) = status::to_write(previous, new.clone(), &now) {
+        let api: Api<PostgresCluster> =
+            Api::namespaced(ctx.client.clone(), &cluster.namespace().unwrap_or_default());
+        let body = json!({
+            "apiVersion": PostgresCluster::api_version(&()),
+            "kind": PostgresCluster::kind(&()),
+            "status": to_write,
+        });
+        api.patch_status(
+            &cluster.name_any(),
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&body),
+        )
+        .await
+        .map_err(Error::kube("write status"))?;
+        if old_phase != new.phase {
+            ctx.metrics
+                .phase_changed(old_phase.map(phase_name), new.phase.map(phase_name));
+            publish(
+                cluster,
+                ctx,
+                EventType::Normal,
+                "PhaseChanged",
+                &format!(
+                    "phase {} -> {}",
+                    old_phase.map_or("none", phase_name),
+                    new.phase.map_or("none", phase_name)
+                ),
+            )
+            .await;
+        }
+        if previous.and_then(|s| s.observed_generation) != cluster.metadata.generation
+            && let Some(created) = cluster.metadata.creation_timestamp.as_ref()
+        {
+            // Approximation: time since creation for the first generation.
+            if cluster.metadata.generation == Some(1) {
+                let seconds = now.0.as_second() - created.0.as_second();
+                ctx.metrics.generation_observed(seconds as f64);
+            }
+        }
+        if let Some(error) = failure {
+            publish(
+                cluster,
+                ctx,
+                EventType::Warning,
+                error.category().reason(),
+                &error.to_string(),
+            )
+            .await;
+        }
+    }
+    Ok(new)
+}
+
+fn phase_name(phase: tusk_api::v1alpha1::ClusterPhase) -> &'static str {
+    use tusk_api::v1alpha1::ClusterPhase::*;
+    match phase {
+        Pending => "Pending",
+        Provisioning => "Provisioning",
+        Ready => "Ready",
+        Degraded => "Degraded",
+        Scaling => "Scaling",
+        Upgrading => "Upgrading",
+        Deleting => "Deleting",
+    }
+}
+
+/// Publishes an Event on the cluster; a failure to publish is logged, not
+/// fatal (events are for people, the status is the record).
+pub async fn publish(
+    cluster: &PostgresCluster,
+    ctx: &Context,
+    type_: EventType,
+    reason: &str,
+    note: &str,
+) {
+    let recorder = Recorder::new(ctx.client.clone(), ctx.reporter.clone());
+    let event = Event {
+        type_,
+        reason: reason.to_owned(),
+        note: Some(note.to_owned()),
+        action: "Reconcile".to_owned(),
+        secondary: None,
+    };
+    if let Err(error) = recorder.publish(&event, &cluster.object_ref(&())).await {
+        tracing::warn!(%error, "could not publish an event");
+    }
+}

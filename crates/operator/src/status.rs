@@ -1,0 +1,217 @@
+//! Status is computed last, from observations (STYLE 7), and written only
+//! when it changed (R9): a converged reconcile makes no status write.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::ResourceExt;
+use tusk_api::conditions::{self, ConditionStatus, DesiredCondition, set_condition};
+use tusk_api::instance::{InstanceReport, InstanceRole};
+use tusk_api::labels;
+use tusk_api::v1alpha1::{ClusterPhase, InstanceStatus, PostgresClusterStatus};
+
+use crate::phase::{Observation, assess};
+
+/// How often an otherwise unchanged status is rewritten to refresh
+/// `lastReconcileTime` (a heartbeat, not a change).
+pub const HEARTBEAT_SECONDS: i64 = 300;
+
+/// Everything the status step needs.
+pub struct StatusInput<'a> {
+    pub previous: Option<&'a PostgresClusterStatus>,
+    pub generation: Option<i64>,
+    pub declared: u32,
+    pub pods: &'a [Pod],
+    pub volumes: u32,
+    pub reports: &'a BTreeMap<String, InstanceReport>,
+    pub target_primary: Option<String>,
+    pub latest_serial: u32,
+    pub deleting: bool,
+    pub failure: Option<(crate::error::ErrorCategory, String)>,
+    /// Declared features not acted on (R30).
+    pub unsupported: &'a [String],
+    pub now: Time,
+}
+
+/// The new status.
+pub fn compose(input: &StatusInput<'_>) -> PostgresClusterStatus {
+    let previous = input.previous.cloned().unwrap_or_default();
+    let instances: Vec<InstanceStatus> = input
+        .pods
+        .iter()
+        .map(|pod| instance_status(pod, input.reports))
+        .collect();
+    let ready = u32::try_from(instances.iter().filter(|i| i.ready).count()).unwrap_or(u32::MAX);
+    let existing = u32::try_from(input.pods.len())
+        .unwrap_or(u32::MAX)
+        .max(input.volumes);
+    let current_primary = instances
+        .iter()
+        .find(|i| i.role == "primary" && Some(&i.name) == input.target_primary.as_ref())
+        .map(|i| i.name.clone());
+    let provisioned = matches!(
+        previous.phase,
+        Some(ClusterPhase::Ready | ClusterPhase::Scaling | ClusterPhase::Upgrading)
+    ) || (previous.phase == Some(ClusterPhase::Degraded)
+        && previous.current_primary.is_some());
+    let assessment = assess(&Observation {
+        deleting: input.deleting,
+        failure: input.failure.clone(),
+        declared: input.declared,
+        existing,
+        ready,
+        provisioned,
+    });
+
+    let mut status = PostgresClusterStatus {
+        phase: Some(assessment.phase),
+        conditions: previous.conditions.clone(),
+        observed_generation: input.generation,
+        instances,
+        ready_instances: i32::try_from(ready).unwrap_or(i32::MAX),
+        current_primary,
+        target_primary: input.target_primary.clone(),
+        latest_instance_serial: i32::try_from(input.latest_serial).unwrap_or(i32::MAX),
+        last_reconcile_time: previous.last_reconcile_time.clone(),
+        ..previous
+    };
+    for condition in assessment.conditions() {
+        set_condition(
+            &mut status.conditions,
+            &condition,
+            input.generation,
+            &input.now,
+        );
+    }
+    if input.unsupported.is_empty() {
+        conditions::remove_condition(&mut status.conditions, conditions::UNSUPPORTED);
+    } else {
+        let message = format!(
+            "not supported by this operator version yet: {}",
+            input.unsupported.join("; ")
+        );
+        set_condition(
+            &mut status.conditions,
+            &DesiredCondition {
+                type_: conditions::UNSUPPORTED,
+                status: ConditionStatus::True,
+                reason: "FeatureNotSupported",
+                message: &message,
+            },
+            input.generation,
+            &input.now,
+        );
+    }
+    status
+}
+
+/// Whether `new` must be written over `old`: it changed, or the heartbeat
+/// is due. Returns the status to write, with `lastReconcileTime` set.
+pub fn to_write(
+    old: Option<&PostgresClusterStatus>,
+    mut new: PostgresClusterStatus,
+    now: &Time,
+) -> Option<PostgresClusterStatus> {
+    let heartbeat_due = new
+        .last_reconcile_time
+        .as_ref()
+        .is_none_or(|t| now.0.as_second() - t.0.as_second() >= HEARTBEAT_SECONDS);
+    if old == Some(&new) && !heartbeat_due {
+        return None;
+    }
+    new.last_reconcile_time = Some(now.clone());
+    Some(new)
+}
+
+fn instance_status(pod: &Pod, reports: &BTreeMap<String, InstanceReport>) -> InstanceStatus {
+    let name = pod.name_any();
+    let pod_ready = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+    match reports.get(&name) {
+        Some(report) => InstanceStatus {
+            role: match report.role {
+                InstanceRole::Primary => labels::role::PRIMARY.to_owned(),
+                InstanceRole::Replica => labels::role::REPLICA.to_owned(),
+                InstanceRole::Stopped => "stopped".to_owned(),
+            },
+            ready: pod_ready && report.ready,
+            timeline: report.timeline.map(i64::from),
+            lsn: report
+                .current_lsn
+                .clone()
+                .or_else(|| report.replayed_lsn.clone()),
+            lag_bytes: report.lag_bytes.and_then(|b| i64::try_from(b).ok()),
+            name,
+        },
+        None => InstanceStatus {
+            name,
+            role: "unknown".to_owned(),
+            ready: false,
+            ..InstanceStatus::default()
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(seconds: i64) -> Time {
+        Time(k8s_openapi::jiff::Timestamp::from_second(seconds).expect("valid"))
+    }
+
+    fn input<'a>(
+        previous: Option<&'a PostgresClusterStatus>,
+        reports: &'a BTreeMap<String, InstanceReport>,
+        now: Time,
+    ) -> StatusInput<'a> {
+        StatusInput {
+            previous,
+            generation: Some(2),
+            declared: 1,
+            pods: &[],
+            volumes: 0,
+            reports,
+            target_primary: Some("orders-1".into()),
+            latest_serial: 1,
+            deleting: false,
+            failure: None,
+            unsupported: &[],
+            now,
+        }
+    }
+
+    #[test]
+    fn an_unchanged_status_is_not_written_until_the_heartbeat() {
+        let reports = BTreeMap::new();
+        let first = to_write(None, compose(&input(None, &reports, at(1000))), &at(1000))
+            .expect("first write");
+        assert_eq!(first.phase, Some(ClusterPhase::Pending));
+        assert_eq!(first.observed_generation, Some(2));
+        let again = compose(&input(Some(&first), &reports, at(1010)));
+        assert!(
+            to_write(Some(&first), again.clone(), &at(1010)).is_none(),
+            "a converged reconcile writes nothing"
+        );
+        let later = compose(&input(Some(&first), &reports, at(1000 + HEARTBEAT_SECONDS)));
+        assert!(to_write(Some(&first), later, &at(1000 + HEARTBEAT_SECONDS)).is_some());
+    }
+
+    #[test]
+    fn unsupported_features_are_reported_not_ignored() {
+        let reports = BTreeMap::new();
+        let unsupported = vec!["spec.backup (base backups and WAL archiving)".to_owned()];
+        let mut with = input(None, &reports, at(5));
+        with.unsupported = &unsupported;
+        let status = compose(&with);
+        let condition = conditions::find_condition(&status.conditions, conditions::UNSUPPORTED)
+            .expect("reported");
+        assert!(condition.message.contains("spec.backup"));
+        let without = compose(&input(Some(&status), &reports, at(6)));
+        assert!(conditions::find_condition(&without.conditions, conditions::UNSUPPORTED).is_none());
+    }
+}

@@ -1,0 +1,313 @@
+//! Validate once: a `PostgresCluster` as read from the API becomes a
+//! [`ValidatedCluster`] that later steps read instead of the raw spec.
+//!
+//! Admission (CEL rules in the CRD) already refuses most bad specs; this
+//! step re-checks what the controller relies on, because a spec can reach
+//! the controller without passing admission (an older CRD, a server without
+//! CEL, a hand-edited object in etcd). A problem here is permanent: it names
+//! the field and the rule, and waits for the spec to change (R3, R5).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::ResourceRequirements;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::Resource;
+use kube_quantity::ParsedQuantity;
+use tusk_api::parameters::is_operator_owned;
+use tusk_api::v1alpha1::{
+    BackupSpec, DeletionPolicy, FailoverSpec, InitdbSpec, PodTemplate, PostgresCluster,
+    RecoverySpec, SynchronousMode,
+};
+
+use crate::config::OperatorConfig;
+use crate::names::ClusterName;
+
+/// A spec the controller cannot act on, naming the field and the rule.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {rule}")]
+pub struct SpecError {
+    pub field: String,
+    pub rule: String,
+}
+
+fn spec_error(field: &str, rule: impl Into<String>) -> SpecError {
+    SpecError {
+        field: field.to_owned(),
+        rule: rule.into(),
+    }
+}
+
+/// Synchronous replication, resolved.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Synchronous {
+    pub mode: SynchronousMode,
+    pub number: u32,
+}
+
+/// How the first instance gets its data.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Bootstrap {
+    Initdb(InitdbSpec),
+    Recovery(RecoverySpec),
+}
+
+/// A cluster whose spec the controller can act on.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ValidatedCluster {
+    pub name: ClusterName,
+    pub namespace: String,
+    pub generation: Option<i64>,
+    /// Controller owner reference for every child.
+    pub owner: OwnerReference,
+    pub instances: u32,
+    pub version: u32,
+    pub image: String,
+    pub parameters: BTreeMap<String, String>,
+    pub storage_size: Quantity,
+    pub storage_bytes: u128,
+    pub storage_class: Option<String>,
+    pub resources: Option<ResourceRequirements>,
+    pub synchronous: Option<Synchronous>,
+    pub failover: FailoverSpec,
+    pub bootstrap: Bootstrap,
+    pub backup: Option<BackupSpec>,
+    pub deletion_policy: DeletionPolicy,
+    pub pod_template: PodTemplate,
+    pub paused: bool,
+    /// Declared features this operator version does not act on yet. They
+    /// are reported as an `Unsupported` condition, never silently ignored
+    /// (R30).
+    pub unsupported: Vec<String>,
+}
+
+/// Validates `cluster` once for the rest of the reconcile.
+pub fn validate(
+    cluster: &PostgresCluster,
+    config: &OperatorConfig,
+) -> Result<ValidatedCluster, SpecError> {
+    let meta = &cluster.metadata;
+    let raw_name = meta.name.as_deref().unwrap_or_default();
+    let name = ClusterName::new(raw_name).ok_or_else(|| {
+        spec_error(
+            "metadata.name",
+            format!(
+                "the cluster name must be a DNS label of at most {} characters",
+                ClusterName::MAX_LEN
+            ),
+        )
+    })?;
+    let namespace = meta
+        .namespace
+        .clone()
+        .ok_or_else(|| spec_error("metadata.namespace", "a cluster is namespaced"))?;
+    let owner = cluster
+        .controller_owner_ref(&())
+        .ok_or_else(|| spec_error("metadata.uid", "the cluster has no uid yet"))?;
+    let spec = &cluster.spec;
+
+    let instances = u32::try_from(spec.instances)
+        .ok()
+        .filter(|n| *n >= 1)
+        .ok_or_else(|| spec_error("spec.instances", "must be at least 1"))?;
+    let version = u32::try_from(spec.postgres.version)
+        .ok()
+        .filter(|v| (15..=18).contains(v))
+        .ok_or_else(|| spec_error("spec.postgres.version", "must be between 15 and 18"))?;
+
+    let owned: Vec<&str> = spec
+        .postgres
+        .parameters
+        .keys()
+        .map(String::as_str)
+        .filter(|k| is_operator_owned(k))
+        .collect();
+    if !owned.is_empty() {
+        return Err(spec_error(
+            "spec.postgres.parameters",
+            format!(
+                "parameters managed by the operator cannot be set: {}",
+                owned.join(", ")
+            ),
+        ));
+    }
+
+    let storage_size = Quantity(spec.storage.size.clone());
+    let storage_bytes = quantity_bytes(&storage_size)
+        .filter(|b| *b > 0)
+        .ok_or_else(|| {
+            spec_error(
+                "spec.storage.size",
+                "must be a positive Kubernetes quantity, such as 10Gi or 500Gi",
+            )
+        })?;
+
+    let synchronous = match spec
+        .replication
+        .as_ref()
+        .and_then(|r| r.synchronous.as_ref())
+    {
+        None => None,
+        Some(sync) => {
+            let number = u32::try_from(sync.number)
+                .ok()
+                .filter(|n| *n >= 1 && *n < instances)
+                .ok_or_else(|| {
+                    spec_error(
+                        "spec.replication.synchronous.number",
+                        "must be at least 1 and lower than instances",
+                    )
+                })?;
+            Some(Synchronous {
+                mode: sync.mode,
+                number,
+            })
+        }
+    };
+
+    let bootstrap = match &spec.bootstrap {
+        None => Bootstrap::Initdb(InitdbSpec::default()),
+        Some(b) => match (&b.initdb, &b.recovery) {
+            (Some(initdb), None) => Bootstrap::Initdb(initdb.clone()),
+            (None, Some(recovery)) => Bootstrap::Recovery(recovery.clone()),
+            _ => {
+                return Err(spec_error(
+                    "spec.bootstrap",
+                    "set exactly one of bootstrap.initdb or bootstrap.recovery",
+                ));
+            }
+        },
+    };
+
+    let mut unsupported = Vec::new();
+    if matches!(bootstrap, Bootstrap::Recovery(_)) {
+        unsupported.push("spec.bootstrap.recovery (restore from object storage)".to_owned());
+    }
+    if spec.backup.is_some() {
+        unsupported.push("spec.backup (base backups and WAL archiving)".to_owned());
+    }
+    if spec
+        .upgrade
+        .as_ref()
+        .and_then(|u| u.approved_version)
+        .is_some()
+    {
+        unsupported.push("spec.upgrade (major-version upgrades)".to_owned());
+    }
+
+    Ok(ValidatedCluster {
+        image: spec
+            .postgres
+            .image
+            .clone()
+            .unwrap_or_else(|| config.postgres_image(version)),
+        name,
+        namespace,
+        generation: meta.generation,
+        owner,
+        instances,
+        version,
+        parameters: spec.postgres.parameters.clone(),
+        storage_size,
+        storage_bytes,
+        storage_class: spec.storage.storage_class_name.clone(),
+        resources: spec.resources.clone(),
+        synchronous,
+        failover: spec.failover.clone(),
+        bootstrap,
+        backup: spec.backup.clone(),
+        deletion_policy: spec.deletion_policy,
+        pod_template: spec.pod_template.clone().unwrap_or_default(),
+        paused: spec.paused,
+        unsupported,
+    })
+}
+
+/// Bytes of a quantity, if it parses and is a whole, non-negative number.
+pub fn quantity_bytes(quantity: &Quantity) -> Option<u128> {
+    ParsedQuantity::try_from(quantity).ok()?.to_bytes_u128()
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// A cluster as the API server returns it: named, namespaced, with a uid.
+    pub(crate) fn cluster(spec: serde_json::Value) -> PostgresCluster {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "postgres.tusk.dev/v1alpha1",
+            "kind": "PostgresCluster",
+            "metadata": {"name": "orders", "namespace": "shop", "uid": "0c1d-uid", "generation": 4},
+            "spec": spec,
+        }))
+        .expect("a valid cluster")
+    }
+
+    pub(crate) fn three_instances() -> serde_json::Value {
+        serde_json::json!({"instances": 3, "postgres": {"version": 15}, "storage": {"size": "500Gi"}})
+    }
+
+    fn field_of(spec: serde_json::Value) -> String {
+        validate(&cluster(spec), &OperatorConfig::default())
+            .expect_err("invalid")
+            .field
+    }
+
+    #[test]
+    fn a_valid_spec_is_resolved_with_defaults() {
+        let valid =
+            validate(&cluster(three_instances()), &OperatorConfig::default()).expect("valid");
+        assert_eq!(valid.name.as_str(), "orders");
+        assert_eq!(valid.namespace, "shop");
+        assert_eq!(valid.instances, 3);
+        assert_eq!(valid.image, "postgres:15");
+        assert_eq!(valid.storage_bytes, 500 * 1024 * 1024 * 1024);
+        assert_eq!(valid.owner.uid, "0c1d-uid");
+        assert_eq!(valid.owner.controller, Some(true));
+        assert_eq!(valid.bootstrap, Bootstrap::Initdb(InitdbSpec::default()));
+        assert_eq!(valid.deletion_policy, DeletionPolicy::Retain);
+        assert!(valid.unsupported.is_empty());
+    }
+
+    #[test]
+    fn specs_that_bypassed_admission_are_refused_naming_the_field() {
+        let mut spec = three_instances();
+        spec["instances"] = 0.into();
+        assert_eq!(field_of(spec), "spec.instances");
+
+        let mut spec = three_instances();
+        spec["storage"]["size"] = "lots".into();
+        assert_eq!(field_of(spec), "spec.storage.size");
+
+        let mut spec = three_instances();
+        spec["postgres"]["parameters"] = serde_json::json!({"Port": "1"});
+        assert_eq!(field_of(spec), "spec.postgres.parameters");
+
+        let mut spec = three_instances();
+        spec["replication"] = serde_json::json!({"synchronous": {"number": 3}});
+        assert_eq!(field_of(spec), "spec.replication.synchronous.number");
+
+        let mut spec = three_instances();
+        spec["postgres"]["version"] = 14.into();
+        assert_eq!(field_of(spec), "spec.postgres.version");
+    }
+
+    #[test]
+    fn declared_features_not_yet_acted_on_are_reported_as_unsupported() {
+        let mut spec = three_instances();
+        spec["backup"] = serde_json::json!({"destination": {"url": "s3://b/o"}});
+        let valid = validate(&cluster(spec), &OperatorConfig::default()).expect("valid");
+        assert_eq!(valid.unsupported.len(), 1);
+        assert!(valid.unsupported[0].starts_with("spec.backup"));
+    }
+
+    #[test]
+    fn quantities_compare_by_bytes() {
+        assert_eq!(
+            quantity_bytes(&Quantity("1Gi".into())),
+            quantity_bytes(&Quantity("1024Mi".into()))
+        );
+        assert_eq!(quantity_bytes(&Quantity("1G".into())), Some(1_000_000_000));
+        assert_eq!(quantity_bytes(&Quantity("garbage".into())), None);
+    }
+}
