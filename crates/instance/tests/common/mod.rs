@@ -291,6 +291,13 @@ impl TestInstance {
             .expect("superuser connection")
     }
 
+    /// A superuser connection, or `None` while PostgreSQL is down.
+    pub async fn superuser_if_up(&self) -> Option<Client> {
+        self.connect("postgres", SUPERUSER_PASSWORD, "postgres")
+            .await
+            .ok()
+    }
+
     pub async fn app(&self) -> Client {
         self.connect("app", APP_PASSWORD, "app")
             .await

@@ -1,0 +1,198 @@
+//! Supervision of a real PostgreSQL 15: restart after a crash, shutdown
+//! within the pod's grace period, fencing, parameters applied by reload or
+//! by a controlled restart.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{TestCluster, desired, init_logs};
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use tusk_api::instance::{InstancePhase, InstanceRole};
+
+const STARTUP: Duration = Duration::from_secs(60);
+
+fn signal(pid: i32, signal: Signal) {
+    kill(Pid::from_raw(pid), signal).expect("signal postgres");
+}
+
+fn alive(pid: i32) -> bool {
+    kill(Pid::from_raw(pid), None::<Signal>).is_ok()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crashed_postgres_is_restarted_and_keeps_its_data() {
+    init_logs();
+    let mut cluster = TestCluster::new();
+    let mut primary = cluster.instance("db-1");
+    primary.start(desired("db-1", primary.address));
+    primary.wait_status("ready", STARTUP, |r| r.ready).await;
+    primary
+        .app()
+        .await
+        .batch_execute("CREATE TABLE t (id int); INSERT INTO t VALUES (1), (2)")
+        .await
+        .expect("rows");
+    let first = primary.postmaster_pid().expect("a postmaster");
+
+    signal(first, Signal::SIGKILL);
+    let report = primary
+        .wait_status("restarted after the crash", Duration::from_secs(30), |r| {
+            r.ready && r.crash_count == 1
+        })
+        .await;
+    assert_eq!(report.role, InstanceRole::Primary);
+    let second = primary.postmaster_pid().expect("a new postmaster");
+    assert_ne!(first, second);
+    let count: i64 = primary
+        .app()
+        .await
+        .query_one("SELECT count(*) FROM t", &[])
+        .await
+        .expect("query")
+        .get(0);
+    assert_eq!(count, 2);
+    let (_, metrics) = primary.http_get("/metrics").await;
+    assert!(
+        metrics.lines().any(|l| l == "tusk_postgres_crashes 1"),
+        "{metrics}"
+    );
+    primary.stop(Duration::from_secs(30)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_is_clean_and_within_its_bound() {
+    init_logs();
+    let mut cluster = TestCluster::new();
+    let mut primary = cluster.instance("db-1");
+    primary.settings.stop_timeout = Duration::from_secs(5);
+    primary.start(desired("db-1", primary.address));
+    primary.wait_status("ready", STARTUP, |r| r.ready).await;
+    // An open transaction must not hold the shutdown up.
+    let client = primary.app().await;
+    client
+        .batch_execute("BEGIN; CREATE TABLE t (id int)")
+        .await
+        .expect("an open transaction");
+    let pid = primary.postmaster_pid().expect("a postmaster");
+
+    let took = primary.stop(Duration::from_secs(10)).await;
+    println!("clean shutdown took {took:?}");
+    assert!(took < Duration::from_secs(5), "fast shutdown took {took:?}");
+    assert!(!alive(pid), "postgres has exited");
+    let control = std::process::Command::new(format!("{}/pg_controldata", common::BIN_DIR))
+        .arg(&primary.settings.pgdata)
+        .env("LC_ALL", "C")
+        .output()
+        .expect("pg_controldata");
+    let control = String::from_utf8_lossy(&control.stdout);
+    assert!(
+        control
+            .lines()
+            .any(|l| l.starts_with("Database cluster state:") && l.ends_with("shut down")),
+        "{control}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_escalates_when_postgres_does_not_answer() {
+    init_logs();
+    let mut cluster = TestCluster::new();
+    let mut primary = cluster.instance("db-1");
+    primary.settings.stop_timeout = Duration::from_secs(1);
+    primary.start(desired("db-1", primary.address));
+    primary.wait_status("ready", STARTUP, |r| r.ready).await;
+    let pid = primary.postmaster_pid().expect("a postmaster");
+    // A stopped process handles neither fast nor immediate shutdown.
+    signal(pid, Signal::SIGSTOP);
+
+    let took = primary.stop(Duration::from_secs(15)).await;
+    println!("escalated shutdown took {took:?}");
+    // stop timeout (1 s) + immediate-shutdown wait (5 s), then SIGKILL.
+    assert!(
+        took >= Duration::from_secs(6),
+        "escalation skipped: {took:?}"
+    );
+    assert!(
+        took < Duration::from_secs(8),
+        "shutdown overran its bound: {took:?}"
+    );
+    assert!(!alive(pid));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fencing_and_parameter_changes_are_applied() {
+    init_logs();
+    let mut cluster = TestCluster::new();
+    let mut primary = cluster.instance("db-1");
+    let mut wanted = desired("db-1", primary.address);
+    primary.start(wanted.clone());
+    primary.wait_status("ready", STARTUP, |r| r.ready).await;
+    let pid = primary.postmaster_pid().expect("a postmaster");
+
+    // A reloadable parameter: applied without a restart.
+    wanted.parameters.insert("work_mem".into(), "7MB".into());
+    primary.set_desired(wanted.clone());
+    let superuser = primary.superuser().await;
+    common::eventually("work_mem reloaded", Duration::from_secs(10), || async {
+        let value: String = superuser.query_one("SHOW work_mem", &[]).await.ok()?.get(0);
+        (value == "7MB").then_some(())
+    })
+    .await;
+    assert_eq!(
+        primary.postmaster_pid(),
+        Some(pid),
+        "no restart for a reload"
+    );
+
+    // A parameter that needs a restart: applied by a controlled restart.
+    wanted
+        .parameters
+        .insert("max_connections".into(), "41".into());
+    primary.set_desired(wanted.clone());
+    common::eventually(
+        "max_connections applied",
+        Duration::from_secs(30),
+        || async {
+            let client = primary.superuser_if_up().await?;
+            let value: String = client
+                .query_one("SHOW max_connections", &[])
+                .await
+                .ok()?
+                .get(0);
+            (value == "41").then_some(())
+        },
+    )
+    .await;
+    assert_ne!(primary.postmaster_pid(), Some(pid), "restarted");
+    let report = primary
+        .wait_status("ready", Duration::from_secs(30), |r| r.ready)
+        .await;
+    assert!(report.pending_restart.is_empty(), "{report:?}");
+    assert_eq!(report.crash_count, 0, "a controlled restart is not a crash");
+
+    // Fenced: stopped and kept stopped, alive for liveness, not ready.
+    wanted.fenced = true;
+    primary.set_desired(wanted.clone());
+    let report = primary
+        .wait_status("fenced", Duration::from_secs(20), |r| {
+            r.phase == InstancePhase::Fenced && r.role == InstanceRole::Stopped
+        })
+        .await;
+    assert!(report.fenced);
+    assert!(primary.postmaster_pid().is_none());
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(primary.postmaster_pid().is_none(), "stays stopped");
+    assert_eq!(primary.http_get("/healthz").await.0, 200);
+    assert_eq!(primary.http_get("/readyz").await.0, 503);
+    assert!(primary.superuser_if_up().await.is_none());
+
+    wanted.fenced = false;
+    primary.set_desired(wanted);
+    let report = primary
+        .wait_status("unfenced", Duration::from_secs(30), |r| r.ready)
+        .await;
+    assert_eq!(report.role, InstanceRole::Primary);
+    primary.stop(Duration::from_secs(30)).await;
+}
