@@ -28,6 +28,8 @@ enum Command {
     Crds(commands::crds::Args),
     /// Check manifests the way the API server admits them.
     Validate(commands::validate::Args),
+    /// The instance manager inside each PostgreSQL pod.
+    Instance(commands::instance::Args),
 }
 
 fn main() -> ExitCode {
@@ -35,6 +37,7 @@ fn main() -> ExitCode {
     let outcome = match cli.command {
         Command::Crds(args) => commands::crds::run(&args),
         Command::Validate(args) => commands::validate::run(&args),
+        Command::Instance(args) => commands::instance::run(&args),
     };
     match outcome {
         Ok(code) => code,

@@ -5,12 +5,14 @@
 //!
 //! - [`postgres`]: PostgreSQL knowledge with no Kubernetes in it
 //!   (configuration rendering, LSNs, version rules).
-//! - [`desired`]: the desired state and the trait it arrives through.
+//! - [`desired`]: the desired state and the trait it arrives through;
+//!   [`cluster_watch`] reads it from the PostgresCluster.
 //! - [`convergence`]: the loop that makes PostgreSQL match it.
 //! - [`bootstrap`], [`rewind`], [`supervisor`]: the mechanics.
 //! - [`http`], [`report`], [`metrics`]: what the instance tells the world.
 
 pub mod bootstrap;
+pub mod cluster_watch;
 pub mod context;
 pub mod convergence;
 pub mod datadir;

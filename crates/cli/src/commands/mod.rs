@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 pub mod crds;
+pub mod instance;
 pub mod validate;
 
 /// Why a command could not run (as opposed to input it checked and refused).
