@@ -30,6 +30,10 @@ enum Command {
     Validate(commands::validate::Args),
     /// The instance manager inside each PostgreSQL pod.
     Instance(commands::instance::Args),
+    /// Run the PostgresCluster controller.
+    Operator(commands::operator::Args),
+    /// Copy this binary into a PostgreSQL pod (its init container runs this).
+    InstallManager(commands::install_manager::Args),
 }
 
 fn main() -> ExitCode {
@@ -38,6 +42,8 @@ fn main() -> ExitCode {
         Command::Crds(args) => commands::crds::run(&args),
         Command::Validate(args) => commands::validate::run(&args),
         Command::Instance(args) => commands::instance::run(&args),
+        Command::Operator(args) => commands::operator::run(&args),
+        Command::InstallManager(args) => commands::install_manager::run(&args),
     };
     match outcome {
         Ok(code) => code,

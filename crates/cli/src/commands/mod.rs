@@ -1,7 +1,10 @@
 //! One module per subcommand.
 
 pub mod crds;
+pub mod install_manager;
 pub mod instance;
+pub mod logging;
+pub mod operator;
 pub mod validate;
 
 /// Why a command could not run (as opposed to input it checked and refused).
@@ -21,4 +24,8 @@ pub enum CommandError {
     Parse { path: String, message: String },
     #[error("cannot render YAML: {0}")]
     Render(#[from] serde_yaml_ng::Error),
+    #[error("cannot start the async runtime: {0}")]
+    Runtime(std::io::Error),
+    #[error("{0}")]
+    Kubernetes(String),
 }

@@ -1,0 +1,104 @@
+//! `tusk operator`: the controller, with leader election and its metrics
+//! endpoint. Configuration comes from flags or the environment, so the
+//! Helm chart's Deployment needs no config file.
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+
+use tokio::sync::watch;
+use tusk_operator::config::OperatorConfig;
+use tusk_operator::controller::Options;
+use tusk_operator::leader::LeaseTiming;
+use tusk_operator::run::{Leadership, Settings, run as run_operator};
+
+use super::CommandError;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Watch only this namespace (namespace-scoped mode); all when omitted.
+    #[arg(long, env = "TUSK_WATCH_NAMESPACE")]
+    pub namespace: Option<String>,
+    /// Clusters reconciled at once.
+    #[arg(long, default_value_t = 4)]
+    pub concurrency: u16,
+    /// Address of /metrics, /healthz and /readyz.
+    #[arg(long, default_value = "0.0.0.0:8080")]
+    pub http_address: SocketAddr,
+    /// Run without leader election (only for a single replica).
+    #[arg(long)]
+    pub no_leader_election: bool,
+    /// Namespace of the leader Lease (the operator's own).
+    #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
+    pub lease_namespace: String,
+    /// This replica's identity for leader election.
+    #[arg(long, env = "POD_NAME")]
+    pub identity: Option<String>,
+    /// Image holding the `tusk` binary, injected into PostgreSQL pods.
+    #[arg(
+        long,
+        env = "TUSK_OPERATOR_IMAGE",
+        default_value = "ghcr.io/tusk-dev/tusk:latest"
+    )]
+    pub operator_image: String,
+    /// Image for clusters that name none; `{version}` becomes the major version.
+    #[arg(
+        long,
+        env = "TUSK_DEFAULT_POSTGRES_IMAGE",
+        default_value = "postgres:{version}"
+    )]
+    pub default_postgres_image: String,
+    /// User id PostgreSQL runs as in its pods (never 0).
+    #[arg(long, env = "TUSK_POSTGRES_UID", default_value_t = 999, value_parser = clap::value_parser!(i64).range(1..))]
+    pub postgres_uid: i64,
+    /// Group id PostgreSQL runs as in its pods.
+    #[arg(long, env = "TUSK_POSTGRES_GID", default_value_t = 999, value_parser = clap::value_parser!(i64).range(1..))]
+    pub postgres_gid: i64,
+}
+
+impl Args {
+    fn settings(&self) -> Settings {
+        let identity = self
+            .identity
+            .clone()
+            .unwrap_or_else(|| format!("tusk-operator-{}", std::process::id()));
+        Settings {
+            config: OperatorConfig {
+                operator_image: self.operator_image.clone(),
+                default_postgres_image: self.default_postgres_image.clone(),
+                postgres_uid: self.postgres_uid,
+                postgres_gid: self.postgres_gid,
+                ..OperatorConfig::default()
+            },
+            options: Options {
+                concurrency: self.concurrency,
+                namespace: self.namespace.clone(),
+            },
+            http_address: Some(self.http_address),
+            leadership: (!self.no_leader_election).then(|| Leadership {
+                namespace: self.lease_namespace.clone(),
+                identity,
+                timing: LeaseTiming::default(),
+            }),
+        }
+    }
+}
+
+pub fn run(args: &Args) -> Result<ExitCode, CommandError> {
+    super::logging::init_json();
+    let runtime = tokio::runtime::Runtime::new().map_err(CommandError::Runtime)?;
+    runtime.block_on(async {
+        let client = kube::Client::try_default()
+            .await
+            .map_err(|e| CommandError::Kubernetes(e.to_string()))?;
+        let (stop_tx, stop_rx) = watch::channel(false);
+        tokio::spawn(async move {
+            super::logging::wait_for_termination().await;
+            tracing::info!("stopping: finishing in-flight reconciles");
+            let _ = stop_tx.send(true);
+        });
+        run_operator(client, args.settings(), stop_rx)
+            .await
+            .map_err(|e| CommandError::Kubernetes(e.to_string()))?;
+        Ok(ExitCode::SUCCESS)
+    })
+}
