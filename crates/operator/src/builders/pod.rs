@@ -52,7 +52,12 @@ impl InstanceEnv {
     pub const SECRETS_DIR: &'static str = "TUSK_SECRETS_DIR";
     pub const POSTGRES_PORT: &'static str = "TUSK_POSTGRES_PORT";
     pub const HTTP_PORT: &'static str = "TUSK_HTTP_PORT";
+    pub const RUN_DIR: &'static str = "TUSK_RUN_DIR";
 }
+
+/// PostgreSQL's socket directory and the manager's scratch files: on the
+/// writable `/run` volume (the root file system is read-only).
+pub const RUN_DIR: &str = "/run/tusk";
 
 /// The pod of `instance`, labelled with `role` (`None` while the operator
 /// does not know it yet: such a pod is selected by no role-specific
@@ -231,6 +236,7 @@ fn environment(cluster: &ValidatedCluster) -> Vec<EnvVar> {
         value(InstanceEnv::SECRETS_DIR, SECRETS_DIR.to_owned()),
         value(InstanceEnv::POSTGRES_PORT, POSTGRES_PORT.to_string()),
         value(InstanceEnv::HTTP_PORT, DEFAULT_HTTP_PORT.to_string()),
+        value(InstanceEnv::RUN_DIR, RUN_DIR.to_owned()),
     ]
 }
 
