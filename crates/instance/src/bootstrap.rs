@@ -78,7 +78,8 @@ async fn create_roles(
         &ctx.user,
         &ctx.settings.bin_dir,
         staging,
-        &[("listen_addresses", "")],
+        // No network, and no waiting for standbys that do not exist yet.
+        &[("listen_addresses", ""), ("synchronous_standby_names", "")],
     )?;
     let result = async {
         let client = sql::wait_ready(&ctx.local_target(), Duration::from_secs(60)).await?;

@@ -21,6 +21,7 @@ use crate::datadir::{self, DataDirError};
 use crate::desired::{DesiredState, DesiredStateSource};
 use crate::postgres::config::ReplicationRole;
 use crate::postgres::version::{self, VersionError};
+use crate::report;
 use crate::rewind::{self, RewindError};
 use crate::sql::{self, SqlError};
 use crate::state::SharedState;
@@ -53,6 +54,10 @@ pub enum ConvergenceError {
 /// How long a crashed PostgreSQL must have run before its restart delay
 /// starts over from the shortest.
 const STABLE_AFTER: Duration = Duration::from_secs(30);
+/// How long a hot standby may stay connected-to but not streaming from a
+/// writable primary before it is taken for diverged (it replayed WAL the
+/// new primary never had) and rewound.
+const STALL_LIMIT: Duration = Duration::from_secs(10);
 /// How often the loop looks again without being woken.
 const TICK: Duration = Duration::from_secs(1);
 
@@ -65,6 +70,8 @@ pub struct Manager<S> {
     backoff: Backoff,
     restart_not_before: Option<Instant>,
     started_at: Option<Instant>,
+    /// Since when a running standby has not been streaming.
+    stalled_since: Option<Instant>,
 }
 
 impl<S: DesiredStateSource> Manager<S> {
@@ -77,6 +84,7 @@ impl<S: DesiredStateSource> Manager<S> {
             backoff: Backoff::new(Duration::from_millis(500), Duration::from_secs(30)),
             restart_not_before: None,
             started_at: None,
+            stalled_since: None,
         }
     }
 
@@ -209,7 +217,11 @@ impl<S: DesiredStateSource> Manager<S> {
                 let role = desired
                     .primary_address
                     .map(|address| ReplicationRole::Standby(self.ctx.upstream(address)));
-                self.ensure_running(desired, role).await
+                self.ensure_running(desired, role).await?;
+                match desired.primary_address {
+                    Some(address) => self.rejoin_if_stalled(desired, address).await,
+                    None => Ok(()),
+                }
             }
         }
     }
@@ -373,6 +385,46 @@ impl<S: DesiredStateSource> Manager<S> {
             seconds = started.elapsed().as_secs_f64(),
             "rejoined as a standby of the new primary"
         );
+        self.ensure_running(
+            desired,
+            Some(ReplicationRole::Standby(self.ctx.upstream(address))),
+        )
+        .await
+    }
+
+    /// A standby that answers but has not streamed for [`STALL_LIMIT`] while
+    /// its primary is writable cannot follow that primary: typically it
+    /// replayed WAL from the former primary past the point where the new
+    /// one's timeline forked. It is rewound (or recloned) like a former
+    /// primary.
+    async fn rejoin_if_stalled(
+        &mut self,
+        desired: &DesiredState,
+        address: IpAddr,
+    ) -> Result<(), ConvergenceError> {
+        let streaming = match (&self.postmaster, report::observe_local(&self.ctx).await) {
+            (Some(_), Some(observation)) => observation.streaming,
+            // Not running or not answering yet (still recovering): not stalled.
+            _ => true,
+        };
+        if streaming {
+            self.stalled_since = None;
+            return Ok(());
+        }
+        let since = *self.stalled_since.get_or_insert_with(Instant::now);
+        if since.elapsed() < STALL_LIMIT || !self.is_writable_primary(address).await {
+            return Ok(());
+        }
+        tracing::warn!(
+            %address,
+            seconds = since.elapsed().as_secs(),
+            "standby cannot stream from its primary; rewinding it to the primary's timeline"
+        );
+        self.stalled_since = None;
+        self.state.set_phase(InstancePhase::Rejoining);
+        self.stop_postgres().await;
+        let method = rewind::rejoin(&self.ctx, desired, address).await?;
+        tracing::info!(?method, "stalled standby rejoined its primary");
         self.ensure_running(
             desired,
             Some(ReplicationRole::Standby(self.ctx.upstream(address))),

@@ -7,6 +7,8 @@ use std::time::{Duration, Instant};
 
 use common::{TestCluster, desired, init_logs};
 use tusk_api::instance::{InstancePhase, InstanceRole};
+use tusk_instance::desired::DesiredState;
+use tusk_instance::postgres::config::Synchronous;
 
 const STARTUP: Duration = Duration::from_secs(60);
 
@@ -110,21 +112,24 @@ async fn a_new_primary_is_initialised_with_checksums_roles_and_password_only_acc
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_replica_clones_streams_and_switchover_rewinds_the_former_primary() {
+async fn replicas_clone_stream_and_follow_a_switchover_that_rewinds_the_former_primary() {
     init_logs();
     let mut cluster = TestCluster::new();
     let mut a = cluster.instance("db-1");
     let mut b = cluster.instance("db-2");
-    let on_a = desired("db-1", a.address);
+    let mut c = cluster.instance("db-3");
+    // Quorum commit: every acknowledged write is on at least one standby.
+    let synchronous = Some(Synchronous {
+        quorum: true,
+        number: 1,
+        standby_names: vec![],
+    });
+    let on_a = DesiredState {
+        synchronous: synchronous.clone(),
+        ..desired("db-1", a.address)
+    };
     a.start(on_a.clone());
     a.wait_status("a ready primary", STARTUP, |r| r.ready).await;
-    let app_a = a.app().await;
-    app_a
-        .batch_execute(
-            "CREATE TABLE t (id int primary key); INSERT INTO t SELECT generate_series(1, 100)",
-        )
-        .await
-        .expect("rows on the primary");
 
     // Clone and stream.
     let started = Instant::now();
@@ -135,14 +140,20 @@ async fn a_replica_clones_streams_and_switchover_rewinds_the_former_primary() {
     println!("replica clone to streaming: {:?}", started.elapsed());
     assert_eq!(report_b.role, InstanceRole::Replica);
     assert_eq!(report_b.streaming, Some(true));
-    assert_eq!(
-        report_b.upstream.as_deref(),
-        Some(a.address.to_string().as_str())
-    );
+    assert_eq!(report_b.upstream, Some(a.address.to_string()));
+    c.start(on_a.clone());
+    c.wait_status("a second streaming replica", STARTUP, |r| r.ready)
+        .await;
+
+    // With quorum commit and two standbys, every write below is acknowledged
+    // only once a standby has flushed it.
+    let app_a = a.app().await;
     app_a
-        .batch_execute("INSERT INTO t SELECT generate_series(101, 200)")
+        .batch_execute(
+            "CREATE TABLE t (id int primary key); INSERT INTO t SELECT generate_series(1, 200)",
+        )
         .await
-        .expect("more rows");
+        .expect("rows on the primary");
     let app_b = b.app().await;
     common::eventually(
         "rows streamed to the replica",
@@ -158,39 +169,44 @@ async fn a_replica_clones_streams_and_switchover_rewinds_the_former_primary() {
     )
     .await;
 
-    // /status agrees with pg_stat_replication once the standby caught up.
+    // /status agrees with pg_stat_replication once the standbys caught up.
     let report_a = a
-        .wait_status("the standby caught up", Duration::from_secs(20), |r| {
-            r.standbys.len() == 1 && r.standbys[0].replay_lsn == r.current_lsn
+        .wait_status("the standbys caught up", Duration::from_secs(20), |r| {
+            r.standbys.len() == 2 && r.standbys.iter().all(|s| s.replay_lsn == r.current_lsn)
         })
         .await;
-    let row = a
+    let rows = a
         .superuser()
         .await
-        .query_one(
-            "SELECT application_name, state, sync_state, replay_lsn::text FROM pg_stat_replication",
+        .query(
+            "SELECT application_name, state, sync_state, replay_lsn::text \
+             FROM pg_stat_replication ORDER BY application_name",
             &[],
         )
         .await
         .expect("pg_stat_replication");
-    let standby = &report_a.standbys[0];
-    assert_eq!(standby.name, row.get::<_, String>(0));
-    assert_eq!(standby.name, "db-2");
-    assert_eq!(standby.state, row.get::<_, String>(1));
-    assert_eq!(standby.sync_state, row.get::<_, String>(2));
-    assert_eq!(
-        standby.replay_lsn.as_deref(),
-        Some(row.get::<_, String>(3).as_str())
-    );
-    assert_eq!(standby.replay_lag_bytes, Some(0));
+    assert_eq!(rows.len(), report_a.standbys.len());
+    for (row, standby) in rows.iter().zip(&report_a.standbys) {
+        assert_eq!(standby.name, row.get::<_, String>(0));
+        assert_eq!(standby.state, row.get::<_, String>(1));
+        assert_eq!(standby.sync_state, row.get::<_, String>(2));
+        assert_eq!(standby.replay_lsn, Some(row.get::<_, String>(3)));
+        assert_eq!(standby.replay_lag_bytes, Some(0));
+        assert_eq!(standby.sync_state, "quorum");
+    }
+    assert_eq!(report_a.standbys[0].name, "db-2");
     let report_b = b.status().await;
     assert_eq!(report_b.replayed_lsn, report_a.current_lsn);
     assert_eq!(report_b.lag_bytes, Some(0));
     assert_eq!(report_b.system_identifier, report_a.system_identifier);
 
     // Switchover: db-2 becomes the target primary. db-1 is told late, and
-    // meanwhile accepts a write that the new primary never sees.
-    let on_b = desired("db-2", b.address);
+    // meanwhile accepts a write that the new primary never sees (local
+    // commit only, so it does not wait for a standby).
+    let on_b = DesiredState {
+        synchronous: synchronous.clone(),
+        ..desired("db-2", b.address)
+    };
     let started = Instant::now();
     b.set_desired(on_b.clone());
     let promoted = b
@@ -204,7 +220,7 @@ async fn a_replica_clones_streams_and_switchover_rewinds_the_former_primary() {
     );
     assert_eq!(promoted.timeline, Some(2));
     app_a
-        .batch_execute("INSERT INTO t VALUES (999999)")
+        .batch_execute("SET synchronous_commit = local; INSERT INTO t VALUES (999999)")
         .await
         .expect("the old primary still accepts a write until told");
 
@@ -212,7 +228,7 @@ async fn a_replica_clones_streams_and_switchover_rewinds_the_former_primary() {
     a.set_desired(on_b.clone());
     let rejoined = a
         .wait_status("db-1 streaming from db-2", Duration::from_secs(60), |r| {
-            r.ready
+            r.ready && r.timeline == Some(2)
         })
         .await;
     println!(
@@ -220,35 +236,43 @@ async fn a_replica_clones_streams_and_switchover_rewinds_the_former_primary() {
         started.elapsed()
     );
     assert_eq!(rejoined.role, InstanceRole::Replica);
-    assert_eq!(
-        rejoined.upstream.as_deref(),
-        Some(b.address.to_string().as_str())
-    );
-    assert_eq!(rejoined.timeline, Some(2));
+    assert_eq!(rejoined.upstream, Some(b.address.to_string()));
 
-    // Every acknowledged row before the switch is on both; the diverged
-    // write is gone; new writes flow from db-2 to db-1.
+    // The other standby follows the new primary's address.
+    c.set_desired(on_b.clone());
+    let followed = c
+        .wait_status("db-3 streaming from db-2", Duration::from_secs(30), |r| {
+            r.ready && r.upstream == Some(b.address.to_string())
+        })
+        .await;
+    assert_eq!(followed.timeline, Some(2));
+
+    // Every acknowledged row before the switch is everywhere; the diverged
+    // write is gone; new writes flow from db-2 to both standbys.
     let app_b = b.app().await;
     app_b
         .batch_execute("INSERT INTO t VALUES (201)")
         .await
         .expect("the new primary is writable");
-    let app_a = a.app().await;
-    common::eventually(
-        "the new write reached db-1",
-        Duration::from_secs(20),
-        || async {
-            let ids: Vec<i32> = app_a
-                .query("SELECT id FROM t ORDER BY id", &[])
-                .await
-                .ok()?
-                .iter()
-                .map(|r| r.get(0))
-                .collect();
-            (ids == (1..=201).collect::<Vec<_>>()).then_some(())
-        },
-    )
-    .await;
+    let expected: Vec<i32> = (1..=201).collect();
+    for (name, instance) in [("db-1", &a), ("db-3", &c)] {
+        let client = instance.app().await;
+        common::eventually(
+            &format!("every row and the new write on {name}"),
+            Duration::from_secs(20),
+            || async {
+                let ids: Vec<i32> = client
+                    .query("SELECT id FROM t ORDER BY id", &[])
+                    .await
+                    .ok()?
+                    .iter()
+                    .map(|r| r.get(0))
+                    .collect();
+                (ids == expected).then_some(())
+            },
+        )
+        .await;
+    }
     let ids_b: Vec<i32> = app_b
         .query("SELECT id FROM t ORDER BY id", &[])
         .await
@@ -256,20 +280,20 @@ async fn a_replica_clones_streams_and_switchover_rewinds_the_former_primary() {
         .iter()
         .map(|r| r.get(0))
         .collect();
-    assert_eq!(ids_b, (1..=201).collect::<Vec<_>>());
+    assert_eq!(ids_b, expected);
     let report_b = b
-        .wait_status(
-            "db-2 sees db-1 as its standby",
-            Duration::from_secs(20),
-            |r| {
+        .wait_status("db-2 sees both standbys", Duration::from_secs(20), |r| {
+            let streaming = |name: &str| {
                 r.standbys
                     .iter()
-                    .any(|s| s.name == "db-1" && s.state == "streaming")
-            },
-        )
+                    .any(|s| s.name == name && s.state == "streaming")
+            };
+            streaming("db-1") && streaming("db-3")
+        })
         .await;
     assert_eq!(report_b.role, InstanceRole::Primary);
 
-    a.stop(Duration::from_secs(30)).await;
-    b.stop(Duration::from_secs(30)).await;
+    for instance in [&mut a, &mut b, &mut c] {
+        instance.stop(Duration::from_secs(30)).await;
+    }
 }

@@ -40,7 +40,7 @@ pub struct RunArgs {
     #[arg(long, env = "POD_NAMESPACE")]
     pub namespace: String,
     /// The PostgresCluster this instance belongs to.
-    #[arg(long, env = "TUSK_CLUSTER")]
+    #[arg(long, env = "CLUSTER_NAME")]
     pub cluster: String,
     /// This pod's IP: PostgreSQL and the HTTP API listen on it.
     #[arg(long, env = "POD_IP")]
@@ -50,16 +50,12 @@ pub struct RunArgs {
     #[arg(long, env = "PGDATA")]
     pub pgdata: PathBuf,
     /// Directory holding postgres, initdb, pg_basebackup and pg_rewind.
-    #[arg(
-        long,
-        env = "TUSK_PG_BIN",
-        default_value = "/usr/lib/postgresql/15/bin"
-    )]
+    #[arg(long, env = "PG_BIN_DIR", default_value = "/usr/lib/postgresql/15/bin")]
     pub bin_dir: PathBuf,
     /// Short directory for the unix socket and the replication password file.
     #[arg(long, env = "TUSK_RUN_DIR", default_value = "/tmp/tusk")]
     pub run_dir: PathBuf,
-    #[arg(long, env = "TUSK_PG_PORT", default_value_t = 5432)]
+    #[arg(long, env = "TUSK_POSTGRES_PORT", default_value_t = 5432)]
     pub port: u16,
     #[arg(long, env = "TUSK_HTTP_PORT", default_value_t = tusk_api::instance::DEFAULT_HTTP_PORT)]
     pub http_port: u16,
@@ -70,23 +66,11 @@ pub struct RunArgs {
     /// it a few seconds under the pod's termination grace period.
     #[arg(long, env = "TUSK_STOP_TIMEOUT", default_value_t = 20)]
     pub stop_timeout_seconds: u64,
-    /// Mounted basic-auth Secret (files `username`, `password`) of the superuser.
-    #[arg(
-        long,
-        env = "TUSK_SUPERUSER_SECRET",
-        default_value = "/etc/tusk/superuser"
-    )]
-    pub superuser_secret: PathBuf,
-    /// Mounted basic-auth Secret of the application database's owner.
-    #[arg(long, env = "TUSK_APP_SECRET", default_value = "/etc/tusk/app")]
-    pub app_secret: PathBuf,
-    /// Mounted basic-auth Secret of the replication user.
-    #[arg(
-        long,
-        env = "TUSK_REPLICATION_SECRET",
-        default_value = "/etc/tusk/replication"
-    )]
-    pub replication_secret: PathBuf,
+    /// Directory of the mounted credentials: one basic-auth Secret (files
+    /// `username` and `password`) per user in `superuser/`, `app/` and
+    /// `replication/`.
+    #[arg(long, env = "TUSK_SECRETS_DIR", default_value = "/etc/tusk/secrets")]
+    pub secrets_dir: PathBuf,
 }
 
 #[derive(clap::Args)]
@@ -135,10 +119,12 @@ fn init_json_logs() {
 
 async fn run_manager(args: &RunArgs) -> Result<(), String> {
     init_json_logs();
+    let secret =
+        |user: &str| UserSecret::from_dir(&args.secrets_dir.join(user)).map_err(|e| e.to_string());
     let credentials = Credentials {
-        superuser: UserSecret::from_dir(&args.superuser_secret).map_err(|e| e.to_string())?,
-        app_owner: UserSecret::from_dir(&args.app_secret).map_err(|e| e.to_string())?,
-        replication: UserSecret::from_dir(&args.replication_secret).map_err(|e| e.to_string())?,
+        superuser: secret("superuser")?,
+        app_owner: secret("app")?,
+        replication: secret("replication")?,
     };
     let settings = Settings {
         pod_name: args.pod_name.clone(),
