@@ -93,14 +93,29 @@ pub fn desired_from_cluster(
     }
 }
 
-/// Watches cluster `cluster` in `namespace` for instance `me`; the
-/// receiver holds the latest desired state.
+/// Watches cluster `cluster` in `namespace` for instance `me` with the
+/// client configured in-cluster or from `KUBECONFIG`; the receiver holds the
+/// latest desired state.
 pub async fn start(
     namespace: &str,
     cluster: &str,
     me: &str,
 ) -> Result<watch::Receiver<Option<DesiredState>>, ClusterWatchError> {
-    let client = Client::try_default().await?;
+    Ok(start_with_client(
+        Client::try_default().await?,
+        namespace,
+        cluster,
+        me,
+    ))
+}
+
+/// [`start`] with a given client.
+pub fn start_with_client(
+    client: Client,
+    namespace: &str,
+    cluster: &str,
+    me: &str,
+) -> watch::Receiver<Option<DesiredState>> {
     let (sender, receiver) = watch::channel(None);
     tokio::spawn(run(
         client,
@@ -109,7 +124,7 @@ pub async fn start(
         me.to_owned(),
         sender,
     ));
-    Ok(receiver)
+    receiver
 }
 
 async fn run(

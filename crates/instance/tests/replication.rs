@@ -297,3 +297,73 @@ async fn replicas_clone_stream_and_follow_a_switchover_that_rewinds_the_former_p
         instance.stop(Duration::from_secs(30)).await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_former_primary_whose_rewind_fails_is_cloned_afresh() {
+    init_logs();
+    let mut cluster = TestCluster::new();
+    let mut a = cluster.instance("db-1");
+    let mut b = cluster.instance("db-2");
+    let on_a = desired("db-1", a.address);
+    a.start(on_a.clone());
+    a.wait_status("a ready primary", STARTUP, |r| r.ready).await;
+    a.app()
+        .await
+        .batch_execute("CREATE TABLE t (id int); INSERT INTO t SELECT generate_series(1, 50)")
+        .await
+        .expect("rows");
+    b.start(on_a);
+    b.wait_status("a streaming replica", STARTUP, |r| r.ready)
+        .await;
+    let report_a = a
+        .wait_status("the standby caught up", Duration::from_secs(20), |r| {
+            r.standbys.len() == 1 && r.standbys[0].replay_lsn == r.current_lsn
+        })
+        .await;
+    assert_eq!(report_a.standbys[0].name, "db-2");
+
+    // The former primary's manager is down during the switchover, and its
+    // WAL is lost: pg_rewind cannot find where the histories diverged.
+    a.stop(Duration::from_secs(30)).await;
+    let on_b = desired("db-2", b.address);
+    b.set_desired(on_b.clone());
+    b.wait_status("db-2 promoted", Duration::from_secs(30), |r| {
+        r.role == InstanceRole::Primary && r.ready
+    })
+    .await;
+    let pg_wal = a.settings.pgdata.join("pg_wal");
+    for entry in std::fs::read_dir(&pg_wal).expect("pg_wal") {
+        let path = entry.expect("entry").path();
+        if path.is_file() {
+            std::fs::remove_file(&path).expect("remove a WAL segment");
+        }
+    }
+
+    let started = Instant::now();
+    a.start(on_b);
+    let report = a
+        .wait_status("db-1 cloned from db-2", Duration::from_secs(60), |r| {
+            r.ready && r.timeline == Some(2)
+        })
+        .await;
+    println!(
+        "failed rewind, then clone to streaming: {:?}",
+        started.elapsed()
+    );
+    assert_eq!(report.role, InstanceRole::Replica);
+    let aside = a.settings.pgdata.with_file_name("pgdata.replaced");
+    assert!(
+        aside.join("PG_VERSION").is_file(),
+        "the old data directory is kept aside"
+    );
+    let count: i64 = a
+        .app()
+        .await
+        .query_one("SELECT count(*) FROM t", &[])
+        .await
+        .expect("query")
+        .get(0);
+    assert_eq!(count, 50);
+    a.stop(Duration::from_secs(30)).await;
+    b.stop(Duration::from_secs(30)).await;
+}

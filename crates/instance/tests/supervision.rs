@@ -196,3 +196,28 @@ async fn fencing_and_parameter_changes_are_applied() {
     assert_eq!(report.role, InstanceRole::Primary);
     primary.stop(Duration::from_secs(30)).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_starts_before_a_primary_is_known() {
+    init_logs();
+    let mut cluster = TestCluster::new();
+    let mut replica = cluster.instance("db-2");
+    // A replica told of a primary but not of its address has nothing to
+    // clone from: it waits, creating nothing.
+    let mut wanted = desired("db-1", replica.address);
+    wanted.primary_address = None;
+    replica.start(wanted);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let report = replica.status().await;
+    assert_eq!(report.phase, InstancePhase::WaitingForPrimary);
+    assert_eq!(report.role, InstanceRole::Stopped);
+    assert!(!report.ready);
+    assert_eq!(replica.http_get("/healthz").await.0, 200);
+    assert_eq!(replica.http_get("/readyz").await.0, 503);
+    assert!(
+        !replica.settings.pgdata.exists(),
+        "no data directory created"
+    );
+    assert!(replica.postmaster_pid().is_none());
+    replica.stop(Duration::from_secs(10)).await;
+}
