@@ -1,1 +1,6 @@
 //! A local Kubernetes-compatible control plane for one machine.
+
+pub mod endpoints;
+mod informer;
+pub mod kubelet;
+pub mod proxy;

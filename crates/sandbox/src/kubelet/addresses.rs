@@ -1,0 +1,91 @@
+//! One loopback address per pod.
+//!
+//! On Linux all of 127.0.0.0/8 reaches the loopback interface, so giving
+//! each pod its own 127.x.y.z lets every PostgreSQL listen on 5432 without
+//! clashing, and makes `status.podIP` mean what it means on a cluster: the
+//! address other pods use to reach this one. Pods take addresses from
+//! 127.2.0.0/16; 127.0.0.0/16 is left to the API server and the host.
+//! An address already in a pod's status is kept, so a restarted sandbox
+//! gives pods back the addresses their peers know.
+
+use std::collections::BTreeSet;
+use std::net::Ipv4Addr;
+use std::sync::Mutex;
+
+#[derive(Debug, thiserror::Error)]
+pub enum AddressError {
+    #[error("all {0} pod addresses in 127.2.0.0/16 are in use")]
+    Exhausted(usize),
+}
+
+const FIRST: u32 = u32::from_be_bytes([127, 2, 0, 2]);
+const LAST: u32 = u32::from_be_bytes([127, 2, 255, 254]);
+
+/// Hands out pod addresses; release them when a pod is gone.
+#[derive(Debug, Default)]
+pub struct AddressPool {
+    used: Mutex<BTreeSet<Ipv4Addr>>,
+}
+
+impl AddressPool {
+    fn used(&self) -> std::sync::MutexGuard<'_, BTreeSet<Ipv4Addr>> {
+        self.used
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Keeps `previous` when it is a free pod address, else takes the
+    /// lowest free one.
+    pub fn allocate(&self, previous: Option<Ipv4Addr>) -> Result<Ipv4Addr, AddressError> {
+        let mut used = self.used();
+        if let Some(ip) = previous {
+            let n = u32::from(ip);
+            if (FIRST..=LAST).contains(&n) && used.insert(ip) {
+                return Ok(ip);
+            }
+        }
+        let free = (FIRST..=LAST)
+            .map(Ipv4Addr::from)
+            .find(|ip| !used.contains(ip))
+            .ok_or(AddressError::Exhausted((LAST - FIRST + 1) as usize))?;
+        used.insert(free);
+        Ok(free)
+    }
+
+    pub fn release(&self, ip: Ipv4Addr) {
+        self.used().remove(&ip);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pods_get_distinct_bindable_addresses() {
+        let pool = AddressPool::default();
+        let a = pool.allocate(None).expect("first");
+        let b = pool.allocate(None).expect("second");
+        assert_ne!(a, b);
+        for ip in [a, b] {
+            let listener = std::net::TcpListener::bind((ip, 0)).expect("bind pod address");
+            let port = listener.local_addr().expect("addr").port();
+            std::net::TcpStream::connect((ip, port)).expect("connect to pod address");
+        }
+    }
+
+    #[test]
+    fn a_known_address_is_kept_and_released_ones_are_reused() {
+        let pool = AddressPool::default();
+        let kept = Ipv4Addr::new(127, 2, 3, 7);
+        assert_eq!(pool.allocate(Some(kept)).expect("kept"), kept);
+        let taken = pool.allocate(Some(kept)).expect("another");
+        assert_ne!(taken, kept, "an address in use is never handed out twice");
+        pool.release(taken);
+        assert_eq!(pool.allocate(None).expect("reuse"), taken);
+        let outside = pool
+            .allocate(Some(Ipv4Addr::new(10, 0, 0, 1)))
+            .expect("outside the range");
+        assert_ne!(outside, Ipv4Addr::new(10, 0, 0, 1));
+    }
+}

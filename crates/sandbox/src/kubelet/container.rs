@@ -1,0 +1,379 @@
+//! One container's life: start its process, run its probes, restart it by
+//! the restart policy with back-off, and stop it gracefully when asked.
+//!
+//! Each container is one task that owns its process; it reports every
+//! change of state into its slot of the pod's [`PodState`], from which the
+//! pod's status is computed.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use tokio::sync::{mpsc, watch};
+
+use super::backoff::Backoff;
+use super::faults::KubeletFaults;
+use super::probes::{ProbePlan, Verdict, run_check};
+use super::process::{Exit, Process, ProcessSpec};
+use super::status::{ContainerReport, PodState, State, Terminated, now};
+
+/// When a stopped container starts again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Restart {
+    Always,
+    OnFailure,
+    Never,
+}
+
+impl Restart {
+    pub fn from_policy(policy: Option<&str>) -> Self {
+        match policy {
+            Some("Never") => Self::Never,
+            Some("OnFailure") => Self::OnFailure,
+            _ => Self::Always,
+        }
+    }
+
+    fn restarts(self, exit: &Exit, killed_by_probe: bool) -> bool {
+        match self {
+            Self::Always => true,
+            Self::OnFailure => !exit.success() || killed_by_probe,
+            Self::Never => false,
+        }
+    }
+}
+
+/// Everything needed to (re)start one container.
+#[derive(Clone, Debug)]
+pub struct ContainerPlan {
+    pub name: String,
+    /// The process to run, or why it cannot run (reason, message).
+    pub process: Result<ProcessSpec, (String, String)>,
+    pub log_dir: PathBuf,
+    pub startup: Option<ProbePlan>,
+    pub liveness: Option<ProbePlan>,
+    pub readiness: Option<ProbePlan>,
+    pub grace: Duration,
+}
+
+/// Where a container reports: the pod state and its slot in it.
+#[derive(Clone, Debug)]
+pub struct Slot {
+    pub state: Arc<Mutex<PodState>>,
+    pub init: bool,
+    pub index: usize,
+}
+
+impl Slot {
+    fn update(&self, change: impl FnOnce(&mut ContainerReport)) {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let list = if self.init {
+            &mut state.init
+        } else {
+            &mut state.main
+        };
+        if let Some(report) = list.get_mut(self.index) {
+            change(report);
+        }
+    }
+
+    fn restart_count(&self) -> i32 {
+        let state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let list = if self.init { &state.init } else { &state.main };
+        list.get(self.index).map_or(0, |r| r.restart_count)
+    }
+}
+
+/// Who the container belongs to, for fault injection.
+#[derive(Clone, Debug)]
+pub struct Owner {
+    pub namespace: String,
+    pub pod: String,
+    pub faults: KubeletFaults,
+}
+
+/// Asks a running container to stop: `Some(grace)`.
+pub type StopSignal = watch::Receiver<Option<Duration>>;
+
+enum ProbeEvent {
+    Started,
+    Ready(bool),
+    Failed(String),
+}
+
+/// What the container's last run ended with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Exited and will not be restarted.
+    Exited(Exit),
+    /// Stopped because the pod is going away (or could never start).
+    Stopped,
+}
+
+async fn stop_requested(stop: &mut StopSignal) -> Duration {
+    loop {
+        if let Some(grace) = *stop.borrow_and_update() {
+            return grace;
+        }
+        if stop.changed().await.is_err() {
+            return Duration::ZERO;
+        }
+    }
+}
+
+/// Runs the container until it ends for good or is stopped.
+pub async fn run(
+    plan: ContainerPlan,
+    restart: Restart,
+    backoff: Backoff,
+    slot: Slot,
+    owner: Owner,
+    mut stop: StopSignal,
+) -> Outcome {
+    let mut crashes = 0u32;
+    let mut delay = Duration::ZERO;
+    loop {
+        if !delay.is_zero() {
+            let message = format!(
+                "back-off {}s restarting failed container={} pod={}",
+                delay.as_secs(),
+                plan.name,
+                owner.pod
+            );
+            slot.update(|r| {
+                r.state = State::waiting("CrashLoopBackOff", message);
+                r.ready = false;
+            });
+            tokio::select! {
+                () = tokio::time::sleep(delay) => {}
+                _ = stop_requested(&mut stop) => return Outcome::Stopped,
+            }
+        }
+        let mut spec = match &plan.process {
+            Ok(spec) => spec.clone(),
+            Err((reason, message)) => {
+                slot.update(|r| r.state = State::waiting(reason, message.clone()));
+                stop_requested(&mut stop).await;
+                return Outcome::Stopped;
+            }
+        };
+        spec.log = plan.log_dir.join(format!("{}.log", slot.restart_count()));
+        let started_at = now();
+        let (exit, failure) = match Process::spawn(&spec) {
+            Err(error) => {
+                slot.update(|r| r.state = State::waiting("RunContainerError", error.to_string()));
+                (
+                    Exit {
+                        code: 128,
+                        signal: None,
+                    },
+                    Some(error.to_string()),
+                )
+            }
+            Ok(process) => {
+                match supervise(process, &plan, &slot, &owner, &mut stop, &started_at).await {
+                    Supervised::Stopped(exit) => {
+                        record_exit(&slot, exit, None, &started_at, false);
+                        return Outcome::Stopped;
+                    }
+                    Supervised::Exited(exit, failure, ran) => {
+                        crashes = backoff.next_crashes(crashes, ran);
+                        (exit, failure)
+                    }
+                }
+            }
+        };
+        let restarts = restart.restarts(&exit, failure.is_some());
+        record_exit(&slot, exit, failure, &started_at, restarts);
+        if !restarts {
+            return Outcome::Exited(exit);
+        }
+        crashes = crashes.max(1);
+        delay = backoff.delay(crashes);
+    }
+}
+
+enum Supervised {
+    Stopped(Exit),
+    Exited(Exit, Option<String>, Duration),
+}
+
+fn record_exit(
+    slot: &Slot,
+    exit: Exit,
+    failure: Option<String>,
+    started_at: &str,
+    restarting: bool,
+) {
+    let terminated = Terminated {
+        exit_code: exit.code,
+        signal: exit.signal,
+        reason: if exit.success() { "Completed" } else { "Error" }.to_owned(),
+        message: failure,
+        started_at: started_at.to_owned(),
+        finished_at: now(),
+    };
+    slot.update(|r| {
+        r.ready = false;
+        r.pid = None;
+        if restarting {
+            r.last_state = Some(terminated);
+            r.restart_count += 1;
+            r.state = State::waiting("ContainerCreating", "");
+        } else {
+            r.state = State::Terminated(terminated);
+        }
+    });
+}
+
+async fn supervise(
+    mut process: Process,
+    plan: &ContainerPlan,
+    slot: &Slot,
+    owner: &Owner,
+    stop: &mut StopSignal,
+    started_at: &str,
+) -> Supervised {
+    let pid = process.pid();
+    owner
+        .faults
+        .register(&owner.namespace, &owner.pod, &plan.name, pid);
+    slot.update(|r| {
+        r.state = State::Running {
+            started_at: started_at.to_owned(),
+        };
+        r.pid = Some(pid);
+        r.started = plan.startup.is_none();
+        r.ready = false;
+    });
+    let (events, mut probe_events) = mpsc::channel(16);
+    let probes = AbortOnDrop(tokio::spawn(run_probes(
+        plan.startup.clone(),
+        plan.liveness.clone(),
+        plan.readiness.clone(),
+        events,
+    )));
+    let result = loop {
+        enum Next {
+            Exited(Exit),
+            Stop(Duration),
+            Probe(ProbeEvent),
+        }
+        let next = tokio::select! {
+            exit = process.wait() => Next::Exited(exit),
+            grace = stop_requested(stop) => Next::Stop(grace),
+            Some(event) = probe_events.recv() => Next::Probe(event),
+        };
+        match next {
+            Next::Exited(exit) => break Supervised::Exited(exit, None, process.running_for()),
+            Next::Stop(grace) => break Supervised::Stopped(process.stop(grace).await),
+            Next::Probe(ProbeEvent::Started) => slot.update(|r| r.started = true),
+            Next::Probe(ProbeEvent::Ready(ready)) => slot.update(|r| r.ready = ready),
+            Next::Probe(ProbeEvent::Failed(message)) => {
+                let exit = process.stop(plan.grace).await;
+                break Supervised::Exited(exit, Some(message), process.running_for());
+            }
+        }
+    };
+    drop(probes);
+    owner
+        .faults
+        .unregister(&owner.namespace, &owner.pod, &plan.name, pid);
+    result
+}
+
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Runs one probe until its verdict is `want` (or forever when `want` is
+/// `None`), sending every change of verdict.
+async fn probe_loop(plan: &ProbePlan, want: Option<bool>, mut changed: impl FnMut(bool, String)) {
+    tokio::time::sleep(plan.initial_delay).await;
+    let mut verdict = Verdict::default();
+    loop {
+        let result = run_check(&plan.check, plan.timeout).await;
+        let message = result.as_ref().err().cloned().unwrap_or_default();
+        if verdict.record(result.is_ok(), plan)
+            && let Some(passing) = verdict.passing
+        {
+            changed(passing, message);
+            if want == Some(passing) {
+                return;
+            }
+        }
+        tokio::time::sleep(plan.period).await;
+    }
+}
+
+async fn run_probes(
+    startup: Option<ProbePlan>,
+    liveness: Option<ProbePlan>,
+    readiness: Option<ProbePlan>,
+    events: mpsc::Sender<ProbeEvent>,
+) {
+    if let Some(plan) = &startup {
+        let mut failed = None;
+        probe_loop(plan, Some(true), |passing, message| {
+            if !passing && failed.is_none() {
+                failed = Some(message);
+            }
+        })
+        .await;
+        // A startup probe that fails its threshold restarts the container.
+        if let Some(message) = failed {
+            let _ = events
+                .send(ProbeEvent::Failed(format!(
+                    "Startup probe failed: {message}"
+                )))
+                .await;
+            return;
+        }
+        let _ = events.send(ProbeEvent::Started).await;
+    }
+    let readiness_events = events.clone();
+    let readiness_task = async move {
+        match &readiness {
+            None => {
+                let _ = readiness_events.send(ProbeEvent::Ready(true)).await;
+            }
+            Some(plan) => {
+                let (sender, mut receiver) = mpsc::unbounded_channel();
+                let forward = async {
+                    while let Some(ready) = receiver.recv().await {
+                        let _ = readiness_events.send(ProbeEvent::Ready(ready)).await;
+                    }
+                };
+                let probing = probe_loop(plan, None, move |passing, _| {
+                    let _ = sender.send(passing);
+                });
+                tokio::join!(probing, forward);
+            }
+        }
+    };
+    let liveness_task = async move {
+        if let Some(plan) = &liveness {
+            let (sender, mut receiver) = mpsc::unbounded_channel();
+            let probing = probe_loop(plan, Some(false), move |passing, message| {
+                if !passing {
+                    let _ = sender.send(message);
+                }
+            });
+            let forward = async {
+                if let Some(message) = receiver.recv().await {
+                    let _ = events
+                        .send(ProbeEvent::Failed(format!(
+                            "Liveness probe failed: {message}"
+                        )))
+                        .await;
+                }
+            };
+            tokio::join!(probing, forward);
+        }
+    };
+    tokio::join!(readiness_task, liveness_task);
+}

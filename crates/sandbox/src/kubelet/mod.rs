@@ -1,0 +1,339 @@
+//! The sandbox kubelet: runs every pod's containers as local processes.
+//!
+//! There is one node and no scheduler, so the kubelet takes every pod that
+//! names no node (binding it to itself) or names this one. Each pod gets a
+//! worker task ([`pod`]) that owns its processes; the kubelet only routes
+//! watch events to workers and keeps the node's heartbeat ([`node`]) and
+//! local volumes ([`claims`]). The contract a pod's programs see (images,
+//! volumes as translated paths, one loopback address per pod, users) is
+//! described in `docs/sandbox.md`.
+
+mod addresses;
+mod backoff;
+mod claims;
+mod container;
+mod env;
+mod faults;
+mod images;
+mod inputs;
+mod node;
+mod pod;
+mod probes;
+mod process;
+mod status;
+mod volumes;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Patch, PatchParams};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client, ResourceExt};
+use serde_json::json;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+
+pub use backoff::Backoff;
+pub use faults::{FaultError, KubeletFaults};
+pub use images::{ImageError, ImageMapping, ImageRule, Runtime};
+
+use addresses::AddressPool;
+
+#[derive(Debug, thiserror::Error)]
+pub enum KubeletError {
+    #[error("cannot prepare the kubelet directory {path}: {source}")]
+    Dir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Images(#[from] ImageError),
+}
+
+/// How the kubelet runs.
+#[derive(Clone, Debug)]
+pub struct KubeletConfig {
+    pub node_name: String,
+    /// Pods live under `<data_dir>/pods`, volumes under `<data_dir>/volumes`.
+    pub data_dir: PathBuf,
+    /// The executable that stands for the Tusk image.
+    pub tusk_binary: PathBuf,
+    pub images: ImageMapping,
+    pub backoff: Backoff,
+    /// The kubeconfig pods get (with their namespace as the default).
+    pub kubeconfig: String,
+    /// How often a pod's status is recomputed (written only on change).
+    pub status_interval: Duration,
+    /// Node status and Lease renewal period.
+    pub heartbeat: Duration,
+}
+
+impl KubeletConfig {
+    /// Defaults for a sandbox in `data_dir`, with the image mapping read
+    /// from (or first written to) `<data_dir>/images.yaml`.
+    pub fn new(
+        data_dir: &Path,
+        kubeconfig: String,
+        tusk_binary: PathBuf,
+    ) -> Result<Self, KubeletError> {
+        std::fs::create_dir_all(data_dir).map_err(|source| KubeletError::Dir {
+            path: data_dir.to_owned(),
+            source,
+        })?;
+        Ok(Self {
+            node_name: "sandbox".into(),
+            data_dir: data_dir.to_owned(),
+            tusk_binary,
+            images: ImageMapping::load_or_init(&data_dir.join("images.yaml"))?,
+            backoff: Backoff::default(),
+            kubeconfig,
+            status_interval: Duration::from_millis(200),
+            heartbeat: Duration::from_secs(10),
+        })
+    }
+}
+
+/// What every pod worker shares.
+pub(crate) struct Context {
+    client: Client,
+    config: KubeletConfig,
+    addresses: AddressPool,
+    faults: KubeletFaults,
+    /// Whether the sandbox runs as root (and so can run pods as their
+    /// users).
+    root: bool,
+}
+
+impl Context {
+    fn pod_dir(&self, namespace: &str, name: &str, uid: &str) -> PathBuf {
+        self.config
+            .data_dir
+            .join("pods")
+            .join(format!("{namespace}_{name}_{uid}"))
+    }
+}
+
+/// A running kubelet. Dropping it aborts it; [`KubeletHandle::shutdown`]
+/// stops every container gracefully first.
+pub struct KubeletHandle {
+    faults: KubeletFaults,
+    stopping: watch::Sender<bool>,
+    task: Option<JoinHandle<()>>,
+    heartbeat: JoinHandle<()>,
+    claims: JoinHandle<()>,
+}
+
+impl KubeletHandle {
+    pub fn faults(&self) -> KubeletFaults {
+        self.faults.clone()
+    }
+
+    /// Stops every container (SIGTERM, grace period, SIGKILL) and waits for
+    /// them; pods stay in the API and come back on the next start.
+    pub async fn shutdown(mut self) {
+        let _ = self.stopping.send(true);
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
+}
+
+impl Drop for KubeletHandle {
+    fn drop(&mut self) {
+        self.heartbeat.abort();
+        self.claims.abort();
+        if let Some(task) = &self.task {
+            task.abort();
+        }
+    }
+}
+
+/// Makes the data directory traversable for pods' users when running as
+/// root (their volumes live below it).
+fn prepare_dirs(config: &KubeletConfig, root: bool) -> Result<(), KubeletError> {
+    use std::os::unix::fs::PermissionsExt;
+    for dir in [
+        config.data_dir.clone(),
+        config.data_dir.join("pods"),
+        config.data_dir.join("volumes"),
+    ] {
+        let error = |source| KubeletError::Dir {
+            path: dir.clone(),
+            source,
+        };
+        std::fs::create_dir_all(&dir).map_err(error)?;
+        if root {
+            let mode = std::fs::metadata(&dir).map_err(error)?.permissions().mode();
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(mode | 0o711))
+                .map_err(error)?;
+        }
+    }
+    Ok(())
+}
+
+/// Starts the kubelet.
+pub fn start(client: Client, config: KubeletConfig) -> Result<KubeletHandle, KubeletError> {
+    let root = nix::unistd::geteuid().is_root();
+    prepare_dirs(&config, root)?;
+    let faults = KubeletFaults::default();
+    let heartbeat = tokio::spawn(node::heartbeat(
+        client.clone(),
+        config.node_name.clone(),
+        config.heartbeat,
+    ));
+    let claims = tokio::spawn(claims::run(client.clone(), config.data_dir.clone()));
+    let ctx = Arc::new(Context {
+        client,
+        config,
+        addresses: AddressPool::default(),
+        faults: faults.clone(),
+        root,
+    });
+    let (stopping, stop_signal) = watch::channel(false);
+    let task = tokio::spawn(watch_pods(ctx, stop_signal));
+    Ok(KubeletHandle {
+        faults,
+        stopping,
+        task: Some(task),
+        heartbeat,
+        claims,
+    })
+}
+
+struct Worker {
+    uid: String,
+    signals: mpsc::UnboundedSender<pod::Signal>,
+    task: JoinHandle<()>,
+}
+
+type PodKey = (String, String);
+
+async fn bind(ctx: &Context, pod: &Pod) {
+    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &pod.namespace().unwrap_or_default());
+    let patch = Patch::Merge(json!({"spec": {"nodeName": ctx.config.node_name}}));
+    if let Err(error) = api
+        .patch(&pod.name_any(), &PatchParams::default(), &patch)
+        .await
+    {
+        tracing::warn!(pod = %pod.name_any(), %error, "cannot bind pod to the sandbox node");
+    }
+}
+
+fn route(ctx: &Arc<Context>, workers: &mut BTreeMap<PodKey, Worker>, pod: Pod) {
+    let key = (pod.namespace().unwrap_or_default(), pod.name_any());
+    let uid = pod.uid().unwrap_or_default();
+    if let Some(worker) = workers.get(&key) {
+        if worker.uid == uid && !worker.task.is_finished() {
+            let _ = worker.signals.send(pod::Signal::Seen(Box::new(pod)));
+            return;
+        }
+        if worker.uid != uid {
+            // A new pod with the name of an old one: the old one is gone.
+            let _ = worker.signals.send(pod::Signal::Gone);
+        }
+        if !worker.task.is_finished() {
+            // Wait for the old worker to finish before starting anew; the
+            // next event or resync routes the pod again.
+            return;
+        }
+    }
+    let (signals, receiver) = mpsc::unbounded_channel();
+    let task = tokio::spawn(pod::run(ctx.clone(), pod, receiver));
+    workers.insert(key, Worker { uid, signals, task });
+}
+
+async fn watch_pods(ctx: Arc<Context>, mut stopping: watch::Receiver<bool>) {
+    let api: Api<Pod> = Api::all(ctx.client.clone());
+    let mut events = std::pin::pin!(watcher(api, watcher::Config::default()).default_backoff());
+    let mut workers: BTreeMap<PodKey, Worker> = BTreeMap::new();
+    let mut listed: Option<Vec<PodKey>> = None;
+    let mut resync = tokio::time::interval(Duration::from_secs(2));
+    let mut known: BTreeMap<PodKey, Pod> = BTreeMap::new();
+    loop {
+        let event = tokio::select! {
+            event = events.next() => event,
+            _ = stopping.changed() => break,
+            _ = resync.tick() => {
+                // Pods whose previous worker was still finishing.
+                for pod in known.values() {
+                    let key = (pod.namespace().unwrap_or_default(), pod.name_any());
+                    if workers.get(&key).is_none_or(|w| w.task.is_finished()) {
+                        route(&ctx, &mut workers, pod.clone());
+                    }
+                }
+                workers.retain(|key, w| !w.task.is_finished() || known.contains_key(key));
+                continue;
+            }
+        };
+        let Some(event) = event else { break };
+        let event = match event {
+            Ok(event) => event,
+            Err(error) => {
+                tracing::debug!(%error, "pod watch interrupted; resuming");
+                continue;
+            }
+        };
+        let mut seen = |pod: Pod| -> Option<Pod> {
+            let node = pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.node_name.clone())
+                .unwrap_or_default();
+            if !node.is_empty() && node != ctx.config.node_name {
+                return None;
+            }
+            let key = (pod.namespace().unwrap_or_default(), pod.name_any());
+            known.insert(key, pod.clone());
+            Some(pod)
+        };
+        match event {
+            watcher::Event::Init => listed = Some(Vec::new()),
+            watcher::Event::InitApply(pod) | watcher::Event::Apply(pod) => {
+                let Some(pod) = seen(pod) else { continue };
+                if let Some(listed) = &mut listed {
+                    listed.push((pod.namespace().unwrap_or_default(), pod.name_any()));
+                }
+                if pod
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.node_name.as_deref())
+                    .unwrap_or("")
+                    .is_empty()
+                {
+                    bind(&ctx, &pod).await;
+                } else {
+                    route(&ctx, &mut workers, pod);
+                }
+            }
+            watcher::Event::Delete(pod) => {
+                let key = (pod.namespace().unwrap_or_default(), pod.name_any());
+                known.remove(&key);
+                if let Some(worker) = workers.get(&key)
+                    && Some(&worker.uid) == pod.uid().as_ref()
+                {
+                    let _ = worker.signals.send(pod::Signal::Gone);
+                }
+            }
+            watcher::Event::InitDone => {
+                if let Some(listed) = listed.take() {
+                    for (key, worker) in &workers {
+                        if !listed.contains(key) {
+                            known.remove(key);
+                            let _ = worker.signals.send(pod::Signal::Gone);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    for worker in workers.values() {
+        let _ = worker.signals.send(pod::Signal::NodeStopping);
+    }
+    for (_, worker) in workers {
+        let _ = worker.task.await;
+    }
+}

@@ -1,0 +1,318 @@
+//! A container's process: spawned in its own process group with its user,
+//! environment, working directory and log file, signalled as a group, and
+//! stopped gracefully (SIGTERM, a grace period, then SIGKILL).
+//!
+//! The process group stands for the container: PostgreSQL forks a backend
+//! per connection, and stopping or freezing "the container" must reach all
+//! of them. Dropping a [`Process`] kills its group, so no test or crashed
+//! sandbox leaves programs behind.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProcessError {
+    #[error("cannot open the log file {path}: {source}")]
+    Log {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot start {program}: {source}")]
+    Spawn {
+        program: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{program} started without a process id")]
+    NoPid { program: PathBuf },
+}
+
+/// What to run.
+#[derive(Clone, Debug, Default)]
+pub struct ProcessSpec {
+    pub program: PathBuf,
+    pub args: Vec<String>,
+    /// The whole environment; nothing is inherited from the sandbox.
+    pub env: Vec<(String, String)>,
+    pub working_dir: PathBuf,
+    /// (uid, gid) to run as; `None` runs as the sandbox's own user.
+    pub user: Option<(u32, u32)>,
+    /// stdout and stderr are appended here.
+    pub log: PathBuf,
+}
+
+/// How a process ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Exit {
+    /// The exit code, or 128 + the signal number when killed by a signal
+    /// (the convention container runtimes report).
+    pub code: i32,
+    pub signal: Option<i32>,
+}
+
+impl Exit {
+    fn from_status(status: std::process::ExitStatus) -> Self {
+        use std::os::unix::process::ExitStatusExt;
+        match (status.code(), status.signal()) {
+            (Some(code), _) => Self { code, signal: None },
+            (None, Some(signal)) => Self {
+                code: 128 + signal,
+                signal: Some(signal),
+            },
+            (None, None) => Self {
+                code: -1,
+                signal: None,
+            },
+        }
+    }
+
+    pub fn success(&self) -> bool {
+        self.code == 0
+    }
+}
+
+/// A running (or finished) container process.
+#[derive(Debug)]
+pub struct Process {
+    child: tokio::process::Child,
+    pid: i32,
+    started: Instant,
+    exit: Option<Exit>,
+}
+
+fn open_log(path: &Path) -> Result<std::fs::File, ProcessError> {
+    let log = |source| ProcessError::Log {
+        path: path.to_owned(),
+        source,
+    };
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(log)?;
+    }
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(log)
+}
+
+impl Process {
+    pub fn spawn(spec: &ProcessSpec) -> Result<Self, ProcessError> {
+        let stdout = open_log(&spec.log)?;
+        let stderr = stdout.try_clone().map_err(|source| ProcessError::Log {
+            path: spec.log.clone(),
+            source,
+        })?;
+        let mut command = tokio::process::Command::new(&spec.program);
+        command
+            .args(&spec.args)
+            .env_clear()
+            .envs(spec.env.iter().map(|(k, v)| (k, v)))
+            .current_dir(&spec.working_dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(stdout))
+            .stderr(Stdio::from(stderr))
+            .process_group(0);
+        if let Some((uid, gid)) = spec.user {
+            // std drops supplementary groups when a root parent sets a uid.
+            command.uid(uid).gid(gid);
+        }
+        let child = command.spawn().map_err(|source| ProcessError::Spawn {
+            program: spec.program.clone(),
+            source,
+        })?;
+        let pid = child
+            .id()
+            .and_then(|id| i32::try_from(id).ok())
+            .ok_or_else(|| ProcessError::NoPid {
+                program: spec.program.clone(),
+            })?;
+        Ok(Self {
+            child,
+            pid,
+            started: Instant::now(),
+            exit: None,
+        })
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.pid
+    }
+
+    pub fn running_for(&self) -> Duration {
+        self.started.elapsed()
+    }
+
+    /// Sends `signal` to every process of the container. A group that is
+    /// already gone is not an error.
+    pub fn signal(&self, signal: Signal) {
+        signal_group(self.pid, signal);
+    }
+
+    /// Waits for the main process to end.
+    pub async fn wait(&mut self) -> Exit {
+        if let Some(exit) = self.exit {
+            return exit;
+        }
+        let exit = match self.child.wait().await {
+            Ok(status) => Exit::from_status(status),
+            Err(_) => Exit {
+                code: -1,
+                signal: None,
+            },
+        };
+        // Children left behind by the main process go with it.
+        self.signal(Signal::SIGKILL);
+        self.exit = Some(exit);
+        exit
+    }
+
+    /// SIGTERM (and SIGCONT, so a frozen process can act on it), up to
+    /// `grace` to exit, then SIGKILL.
+    pub async fn stop(&mut self, grace: Duration) -> Exit {
+        if let Some(exit) = self.exit {
+            return exit;
+        }
+        self.signal(Signal::SIGTERM);
+        self.signal(Signal::SIGCONT);
+        match tokio::time::timeout(grace, self.wait()).await {
+            Ok(exit) => exit,
+            Err(_) => {
+                self.signal(Signal::SIGKILL);
+                self.wait().await
+            }
+        }
+    }
+}
+
+/// Signals a container's process group by its leader's pid.
+pub fn signal_group(pid: i32, signal: Signal) {
+    let _ = killpg(Pid::from_raw(pid), signal);
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        if self.exit.is_none() {
+            self.signal(Signal::SIGKILL);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shell(script: &str, dir: &Path) -> ProcessSpec {
+        ProcessSpec {
+            program: "/bin/sh".into(),
+            args: vec!["-c".into(), script.into()],
+            env: vec![("GREETING".into(), "hello".into())],
+            working_dir: dir.to_owned(),
+            user: None,
+            log: dir.join("logs/main/0.log"),
+        }
+    }
+
+    #[tokio::test]
+    async fn output_env_and_working_dir_reach_the_process() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let spec = shell("echo $GREETING; pwd; echo oops >&2; exit 3", dir.path());
+        let mut process = Process::spawn(&spec).expect("spawn");
+        let exit = tokio::time::timeout(Duration::from_secs(10), process.wait())
+            .await
+            .expect("exits in time");
+        assert_eq!(
+            exit,
+            Exit {
+                code: 3,
+                signal: None
+            }
+        );
+        let log = std::fs::read_to_string(&spec.log).expect("log");
+        let canonical = dir.path().canonicalize().expect("canonical");
+        assert_eq!(log, format!("hello\n{}\noops\n", canonical.display()));
+    }
+
+    #[tokio::test]
+    async fn graceful_stop_lets_a_trapping_process_finish() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let spec = shell(
+            "trap 'echo bye; exit 0' TERM; echo up; while :; do sleep 0.1; done",
+            dir.path(),
+        );
+        let mut process = Process::spawn(&spec).expect("spawn");
+        wait_for_log(&spec.log, "up").await;
+        let exit = process.stop(Duration::from_secs(10)).await;
+        assert_eq!(exit.code, 0);
+        assert!(
+            std::fs::read_to_string(&spec.log)
+                .expect("log")
+                .contains("bye")
+        );
+    }
+
+    #[tokio::test]
+    async fn a_process_ignoring_sigterm_is_killed_after_the_grace_period() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let spec = shell(
+            "trap '' TERM; echo up; while :; do sleep 0.1; done",
+            dir.path(),
+        );
+        let mut process = Process::spawn(&spec).expect("spawn");
+        wait_for_log(&spec.log, "up").await;
+        let started = Instant::now();
+        let exit = process.stop(Duration::from_millis(500)).await;
+        assert_eq!(exit.signal, Some(9));
+        assert_eq!(exit.code, 137);
+        assert!(started.elapsed() >= Duration::from_millis(500));
+    }
+
+    #[tokio::test]
+    async fn dropping_a_process_kills_its_whole_group() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let pid_file = dir.path().join("child.pid");
+        let spec = shell(
+            &format!("sleep 60 & echo $! > {}; echo up; wait", pid_file.display()),
+            dir.path(),
+        );
+        let process = Process::spawn(&spec).expect("spawn");
+        wait_for_log(&spec.log, "up").await;
+        let child: i32 = std::fs::read_to_string(&pid_file)
+            .expect("pid file")
+            .trim()
+            .parse()
+            .expect("pid");
+        drop(process);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Path::new(&format!("/proc/{child}")).exists() && !is_zombie(child) {
+            assert!(
+                Instant::now() < deadline,
+                "child {child} outlived its container"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    fn is_zombie(pid: i32) -> bool {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|s| s.split_whitespace().nth(2) == Some("Z"))
+            .unwrap_or(true)
+    }
+
+    async fn wait_for_log(path: &Path, text: &str) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if std::fs::read_to_string(path).is_ok_and(|log| log.contains(text)) {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{text:?} never appeared in {}",
+                path.display()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}

@@ -1,0 +1,392 @@
+//! Volumes as directories, and the path translation that shows each one to
+//! a process at its `mountPath`.
+//!
+//! The sandbox must work for a non-root user on a laptop, where mount
+//! namespaces are not available, so it does not mount anything. Every
+//! volume is a directory on the host: a claim's persistent directory, or a
+//! per-pod directory under `<pod dir>/volumes/<name>` holding an emptyDir or
+//! the files of a secret, configMap or downward API volume. A container
+//! sees a volume at its `mountPath` through translation: wherever a mount
+//! path appears as a whole path prefix in the container's command, args,
+//! env values or working directory, it is replaced by the host directory.
+//! The mappings are also given to the process as `TUSK_SANDBOX_MOUNTS`
+//! (`mountPath=hostDir` pairs joined by `:`), so a program that builds
+//! paths at run time can translate them the same way.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use k8s_openapi::api::core::v1::{Container, KeyToPath, Pod, Volume};
+
+use super::inputs::{InputError, PodInputs};
+
+#[derive(Debug, thiserror::Error)]
+pub enum VolumeError {
+    #[error("cannot prepare volume {volume:?} at {path}: {source}")]
+    Io {
+        volume: String,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("volume {volume:?}: {source}")]
+    Input { volume: String, source: InputError },
+    #[error("volume {volume:?} has a kind the sandbox does not support ({kind})")]
+    Unsupported { volume: String, kind: String },
+    #[error("container mounts volume {0:?}, which the pod does not declare")]
+    Undeclared(String),
+    #[error("subPath {0:?} must be a relative path inside the volume")]
+    SubPath(String),
+}
+
+/// Who should own what a pod writes (when the sandbox runs as root).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Owner {
+    pub uid: u32,
+    pub gid: u32,
+}
+
+fn io(volume: &str, path: &Path) -> impl FnOnce(std::io::Error) -> VolumeError {
+    let (volume, path) = (volume.to_owned(), path.to_owned());
+    move |source| VolumeError::Io {
+        volume,
+        path,
+        source,
+    }
+}
+
+fn chown(volume: &str, path: &Path, owner: Option<Owner>) -> Result<(), VolumeError> {
+    if let Some(owner) = owner {
+        std::os::unix::fs::chown(path, Some(owner.uid), Some(owner.gid))
+            .map_err(io(volume, path))?;
+    }
+    Ok(())
+}
+
+/// Writes `files` (relative path, content, mode) under `dir`, replacing
+/// what was there.
+fn write_files(
+    volume: &str,
+    dir: &Path,
+    files: &[(String, Vec<u8>, u32)],
+    owner: Option<Owner>,
+) -> Result<(), VolumeError> {
+    use std::os::unix::fs::PermissionsExt;
+    if dir.exists() {
+        std::fs::remove_dir_all(dir).map_err(io(volume, dir))?;
+    }
+    std::fs::create_dir_all(dir).map_err(io(volume, dir))?;
+    chown(volume, dir, owner)?;
+    for (relative, content, mode) in files {
+        if Path::new(relative).is_absolute() || relative.split('/').any(|part| part == "..") {
+            return Err(VolumeError::SubPath(relative.clone()));
+        }
+        let path = dir.join(relative);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(io(volume, parent))?;
+        }
+        std::fs::write(&path, content).map_err(io(volume, &path))?;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(*mode))
+            .map_err(io(volume, &path))?;
+        chown(volume, &path, owner)?;
+    }
+    Ok(())
+}
+
+/// The files of a secret or configMap volume: every key, or the listed
+/// items under their paths.
+fn key_files(
+    data: &BTreeMap<String, Vec<u8>>,
+    items: Option<&Vec<KeyToPath>>,
+    default_mode: u32,
+) -> Vec<(String, Vec<u8>, u32)> {
+    match items {
+        Some(items) => items
+            .iter()
+            .filter_map(|item| {
+                let content = data.get(&item.key)?.clone();
+                let mode = item.mode.map_or(default_mode, |m| m as u32);
+                Some((item.path.clone(), content, mode))
+            })
+            .collect(),
+        None => data
+            .iter()
+            .map(|(key, content)| (key.clone(), content.clone(), default_mode))
+            .collect(),
+    }
+}
+
+/// Prepares every volume of `pod` under `pod_dir` and returns the host
+/// directory of each, by volume name.
+pub fn materialise(
+    pod: &Pod,
+    pod_dir: &Path,
+    inputs: &PodInputs,
+    owner: Option<Owner>,
+) -> Result<BTreeMap<String, PathBuf>, VolumeError> {
+    let volumes: &[Volume] = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.volumes.as_deref())
+        .unwrap_or(&[]);
+    let mut dirs = BTreeMap::new();
+    for volume in volumes {
+        let name = volume.name.as_str();
+        let dir = pod_dir.join("volumes").join(name);
+        let input = |source| VolumeError::Input {
+            volume: name.to_owned(),
+            source,
+        };
+        let host = if let Some(claim) = &volume.persistent_volume_claim {
+            let dir = inputs.claim_dir(&claim.claim_name).map_err(input)?;
+            std::fs::create_dir_all(&dir).map_err(io(name, &dir))?;
+            dir
+        } else if volume.empty_dir.is_some() {
+            std::fs::create_dir_all(&dir).map_err(io(name, &dir))?;
+            chown(name, &dir, owner)?;
+            dir
+        } else if let Some(secret) = &volume.secret {
+            let secret_name = secret.secret_name.clone().unwrap_or_default();
+            let data = inputs
+                .secret(&secret_name, secret.optional.unwrap_or(false))
+                .map_err(input)?;
+            let mode = secret.default_mode.map_or(0o644, |m| m as u32);
+            write_files(
+                name,
+                &dir,
+                &key_files(&data, secret.items.as_ref(), mode),
+                owner,
+            )?;
+            dir
+        } else if let Some(config_map) = &volume.config_map {
+            let data = inputs
+                .config_map(&config_map.name, config_map.optional.unwrap_or(false))
+                .map_err(input)?;
+            let mode = config_map.default_mode.map_or(0o644, |m| m as u32);
+            let files = key_files(&data, config_map.items.as_ref(), mode);
+            write_files(name, &dir, &files, owner)?;
+            dir
+        } else if let Some(downward) = &volume.downward_api {
+            let mode = downward.default_mode.map_or(0o644, |m| m as u32);
+            let mut files = Vec::new();
+            for item in downward.items.iter().flatten() {
+                let Some(field) = &item.field_ref else {
+                    return Err(VolumeError::Unsupported {
+                        volume: name.to_owned(),
+                        kind: "downwardAPI resourceFieldRef".into(),
+                    });
+                };
+                let value = super::env::field_value(pod, &field.field_path).map_err(input)?;
+                let item_mode = item.mode.map_or(mode, |m| m as u32);
+                files.push((item.path.clone(), value.into_bytes(), item_mode));
+            }
+            write_files(name, &dir, &files, owner)?;
+            dir
+        } else {
+            return Err(VolumeError::Unsupported {
+                volume: name.to_owned(),
+                kind: "only persistentVolumeClaim, emptyDir, secret, configMap and downwardAPI"
+                    .into(),
+            });
+        };
+        dirs.insert(name.to_owned(), host);
+    }
+    Ok(dirs)
+}
+
+/// Where a container's mount paths are on the host.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Mounts {
+    /// (mountPath, host path), longest mount path first.
+    pairs: Vec<(String, PathBuf)>,
+}
+
+impl Mounts {
+    pub fn for_container(
+        container: &Container,
+        volume_dirs: &BTreeMap<String, PathBuf>,
+    ) -> Result<Self, VolumeError> {
+        let mut pairs = Vec::new();
+        for mount in container.volume_mounts.iter().flatten() {
+            let dir = volume_dirs
+                .get(&mount.name)
+                .ok_or_else(|| VolumeError::Undeclared(mount.name.clone()))?;
+            let host = match mount.sub_path.as_deref().filter(|s| !s.is_empty()) {
+                Some(sub) if Path::new(sub).is_absolute() || sub.split('/').any(|p| p == "..") => {
+                    return Err(VolumeError::SubPath(sub.to_owned()));
+                }
+                Some(sub) => {
+                    let host = dir.join(sub);
+                    std::fs::create_dir_all(&host).map_err(io(&mount.name, &host))?;
+                    host
+                }
+                None => dir.clone(),
+            };
+            let path = mount.mount_path.trim_end_matches('/');
+            pairs.push((if path.is_empty() { "/" } else { path }.to_owned(), host));
+        }
+        pairs.sort_by_key(|pair| std::cmp::Reverse(pair.0.len()));
+        Ok(Self { pairs })
+    }
+
+    /// Replaces every mount path that appears in `text` as a whole path
+    /// prefix (followed by `/` or by a character that cannot be in a path
+    /// component) with its host directory.
+    pub fn translate(&self, text: &str) -> String {
+        let is_name = |c: char| c.is_alphanumeric() || matches!(c, '.' | '_' | '-');
+        let mut out = String::with_capacity(text.len());
+        let mut rest = text;
+        let mut previous: Option<char> = None;
+        'scan: while !rest.is_empty() {
+            let starts_path = previous.is_none_or(|c| !is_name(c) && c != '/');
+            if starts_path {
+                for (mount, host) in &self.pairs {
+                    if let Some(after) = rest.strip_prefix(mount.as_str())
+                        && after.chars().next().is_none_or(|c| !is_name(c))
+                    {
+                        out.push_str(&host.to_string_lossy());
+                        previous = mount.chars().last();
+                        rest = after;
+                        continue 'scan;
+                    }
+                }
+            }
+            let Some(c) = rest.chars().next() else { break };
+            out.push(c);
+            previous = Some(c);
+            rest = &rest[c.len_utf8()..];
+        }
+        out
+    }
+
+    /// Whether `path` (already translated) lies inside one of the volumes.
+    pub fn holds(&self, path: &Path) -> bool {
+        self.pairs.iter().any(|(_, host)| path.starts_with(host))
+    }
+
+    /// The `TUSK_SANDBOX_MOUNTS` value.
+    pub fn describe(&self) -> String {
+        self.pairs
+            .iter()
+            .map(|(mount, host)| format!("{mount}={}", host.display()))
+            .collect::<Vec<_>>()
+            .join(":")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn mounts(pairs: &[(&str, &str)]) -> Mounts {
+        let mut pairs: Vec<(String, PathBuf)> = pairs
+            .iter()
+            .map(|(m, h)| ((*m).to_owned(), PathBuf::from(h)))
+            .collect();
+        pairs.sort_by_key(|pair| std::cmp::Reverse(pair.0.len()));
+        Mounts { pairs }
+    }
+
+    #[test]
+    fn mount_paths_are_translated_only_as_whole_path_prefixes() {
+        let m = mounts(&[
+            ("/var/lib/pg", "/h/pvc"),
+            ("/var/lib/pg/wal", "/h/wal"),
+            ("/etc/conf", "/h/conf"),
+        ]);
+        assert_eq!(m.translate("/var/lib/pg/data"), "/h/pvc/data");
+        assert_eq!(m.translate("--wal=/var/lib/pg/wal/x"), "--wal=/h/wal/x");
+        assert_eq!(m.translate("/var/lib/pgsql"), "/var/lib/pgsql");
+        assert_eq!(m.translate("/opt/var/lib/pg"), "/opt/var/lib/pg");
+        assert_eq!(
+            m.translate("cat /etc/conf/a && ls /etc/conf"),
+            "cat /h/conf/a && ls /h/conf"
+        );
+        assert_eq!(m.translate("PGDATA=\"/var/lib/pg\""), "PGDATA=\"/h/pvc\"");
+    }
+
+    #[test]
+    fn volumes_become_directories_and_files() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "db-1", "namespace": "shop", "labels": {"app": "db"}},
+            "spec": {
+                "containers": [{"name": "main", "volumeMounts": [
+                    {"name": "conf", "mountPath": "/etc/conf"},
+                    {"name": "scratch", "mountPath": "/tmp/scratch", "subPath": "a/b"}
+                ]}],
+                "volumes": [
+                    {"name": "data", "persistentVolumeClaim": {"claimName": "data-db-1"}},
+                    {"name": "scratch", "emptyDir": {}},
+                    {"name": "creds", "secret": {"secretName": "creds", "defaultMode": 0o400}},
+                    {"name": "conf", "configMap": {"name": "conf", "items": [{"key": "a", "path": "sub/a.conf"}]}},
+                    {"name": "info", "downwardAPI": {"items": [{"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}}]}}
+                ]
+            }
+        }))
+        .expect("pod");
+        let mut inputs = PodInputs::default();
+        inputs
+            .claims
+            .insert("data-db-1".into(), dir.path().join("claims/pvc-1"));
+        inputs.secrets.insert(
+            "creds".into(),
+            BTreeMap::from([("password".into(), b"s3cret".to_vec())]),
+        );
+        inputs.config_maps.insert(
+            "conf".into(),
+            BTreeMap::from([
+                ("a".into(), b"x=1".to_vec()),
+                ("b".into(), b"ignored".to_vec()),
+            ]),
+        );
+        let pod_dir = dir.path().join("pod");
+        let dirs = materialise(&pod, &pod_dir, &inputs, None).expect("materialise");
+        assert_eq!(dirs["data"], dir.path().join("claims/pvc-1"));
+        assert!(dirs["data"].is_dir());
+        assert!(dirs["scratch"].is_dir());
+        let password = dirs["creds"].join("password");
+        assert_eq!(std::fs::read(&password).expect("secret file"), b"s3cret");
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&password)
+            .expect("meta")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o400);
+        assert_eq!(
+            std::fs::read(dirs["conf"].join("sub/a.conf")).expect("conf"),
+            b"x=1"
+        );
+        assert!(!dirs["conf"].join("b").exists());
+        assert_eq!(
+            std::fs::read_to_string(dirs["info"].join("labels")).expect("labels"),
+            "app=\"db\""
+        );
+        let container = &pod.spec.as_ref().expect("spec").containers[0];
+        let mounts = Mounts::for_container(container, &dirs).expect("mounts");
+        assert_eq!(
+            mounts.translate("/tmp/scratch/file"),
+            format!("{}/a/b/file", dirs["scratch"].display())
+        );
+        assert!(dirs["scratch"].join("a/b").is_dir());
+    }
+
+    #[test]
+    fn a_missing_secret_is_an_error_unless_optional() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let pod = |optional: bool| -> Pod {
+            serde_json::from_value(json!({
+                "metadata": {"name": "p"},
+                "spec": {"containers": [], "volumes": [
+                    {"name": "s", "secret": {"secretName": "absent", "optional": optional}}
+                ]}
+            }))
+            .expect("pod")
+        };
+        let inputs = PodInputs::default();
+        let error =
+            materialise(&pod(false), dir.path(), &inputs, None).expect_err("missing secret");
+        assert!(error.to_string().contains("absent"), "{error}");
+        materialise(&pod(true), dir.path(), &inputs, None).expect("optional secret");
+    }
+}
