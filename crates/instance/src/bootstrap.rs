@@ -101,7 +101,7 @@ async fn create_roles(
 /// PostgreSQL (nor its statement log).
 fn role_statements(ctx: &InstanceContext, desired: &DesiredState) -> Vec<String> {
     let credentials = &ctx.settings.credentials;
-    let verifier = |password: &str| postgres_protocol::password::scram_sha_256(password.as_bytes());
+    let verifier = crate::passwords::scram_verifier;
     let replication = quote_identifier(&credentials.replication.username);
     let mut statements = vec![format!(
         "CREATE ROLE {replication} WITH LOGIN REPLICATION PASSWORD {}",

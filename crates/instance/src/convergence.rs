@@ -19,6 +19,7 @@ use crate::bootstrap::{self, BootstrapError};
 use crate::context::InstanceContext;
 use crate::datadir::{self, DataDirError};
 use crate::desired::{DesiredState, DesiredStateSource};
+use crate::passwords;
 use crate::postgres::config::ReplicationRole;
 use crate::postgres::version::{self, VersionError};
 use crate::report;
@@ -72,6 +73,8 @@ pub struct Manager<S> {
     started_at: Option<Instant>,
     /// Since when a running standby has not been streaming.
     stalled_since: Option<Instant>,
+    /// True once this manager set the passwords on its primary.
+    passwords_converged: bool,
 }
 
 impl<S: DesiredStateSource> Manager<S> {
@@ -85,6 +88,7 @@ impl<S: DesiredStateSource> Manager<S> {
             restart_not_before: None,
             started_at: None,
             stalled_since: None,
+            passwords_converged: false,
         }
     }
 
@@ -199,7 +203,8 @@ impl<S: DesiredStateSource> Manager<S> {
         match (is_target, datadir::is_standby(&pgdata)) {
             (true, false) => {
                 self.ensure_running(desired, Some(ReplicationRole::Primary))
-                    .await
+                    .await?;
+                self.converge_passwords().await
             }
             (true, true) => {
                 self.ensure_running(desired, None).await?;
@@ -293,6 +298,21 @@ impl<S: DesiredStateSource> Manager<S> {
         self.postmaster = Some(postmaster);
         self.started_at = Some(Instant::now());
         self.restart_not_before = None;
+        Ok(())
+    }
+
+    /// Once per manager start, on the primary: the database passwords follow
+    /// the mounted credentials. Retried on the next tick while PostgreSQL is
+    /// still starting.
+    async fn converge_passwords(&mut self) -> Result<(), ConvergenceError> {
+        if self.passwords_converged || self.postmaster.is_none() {
+            return Ok(());
+        }
+        let Ok(client) = sql::connect(&self.ctx.local_target(), "postgres").await else {
+            return Ok(());
+        };
+        passwords::converge(&client, &self.ctx.settings.credentials).await?;
+        self.passwords_converged = true;
         Ok(())
     }
 

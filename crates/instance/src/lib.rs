@@ -20,6 +20,7 @@ pub mod desired;
 pub mod http;
 pub mod metrics;
 pub mod observe;
+pub mod passwords;
 pub mod postgres;
 pub mod process_user;
 pub mod report;

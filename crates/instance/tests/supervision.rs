@@ -10,6 +10,7 @@ use common::{TestCluster, desired, init_logs};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use tusk_api::instance::{InstancePhase, InstanceRole};
+use tusk_instance::settings::Password;
 
 const STARTUP: Duration = Duration::from_secs(60);
 
@@ -220,4 +221,57 @@ async fn nothing_starts_before_a_primary_is_known() {
     );
     assert!(replica.postmaster_pid().is_none());
     replica.stop(Duration::from_secs(10)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_manager_keeps_its_data_and_applies_rotated_passwords() {
+    init_logs();
+    let mut cluster = TestCluster::new();
+    let mut primary = cluster.instance("db-1");
+    let wanted = desired("db-1", primary.address);
+    primary.start(wanted.clone());
+    primary.wait_status("ready", STARTUP, |r| r.ready).await;
+    primary
+        .app()
+        .await
+        .batch_execute("CREATE TABLE t (id int); INSERT INTO t VALUES (1)")
+        .await
+        .expect("rows");
+    let identifier = primary.status().await.system_identifier;
+    primary.stop(Duration::from_secs(30)).await;
+
+    // The Secret was rotated while the pod was down.
+    primary.settings.credentials.app_owner.password = Password::new("rotated-Secret-4");
+    primary.start(wanted);
+    let report = primary
+        .wait_status("ready again", STARTUP, |r| r.ready)
+        .await;
+    assert_eq!(
+        report.system_identifier, identifier,
+        "the same cluster, not a new one"
+    );
+    common::eventually(
+        "the rotated password works",
+        Duration::from_secs(20),
+        || async { primary.connect("app", "rotated-Secret-4", "app").await.ok() },
+    )
+    .await;
+    assert!(
+        primary
+            .connect("app", common::APP_PASSWORD, "app")
+            .await
+            .is_err(),
+        "the old password no longer works"
+    );
+    let client = primary
+        .connect("app", "rotated-Secret-4", "app")
+        .await
+        .expect("connection");
+    let count: i64 = client
+        .query_one("SELECT count(*) FROM t", &[])
+        .await
+        .expect("query")
+        .get(0);
+    assert_eq!(count, 1);
+    primary.stop(Duration::from_secs(30)).await;
 }
