@@ -1,0 +1,292 @@
+//! What `tusk sandbox up --apply` does with manifests: install Tusk's CRDs,
+//! server-side apply every document, and tell which applied objects have
+//! not converged yet (so the command can show what it is waiting for).
+//!
+//! An object has converged when its status says so: a `Ready` condition
+//! that is True, or else a phase that means done (`Running`, `Ready`,
+//! `Bound`, `Succeeded`, `Active`). Objects without status (Services,
+//! Secrets) converge once they exist.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::core::GroupVersionKind;
+use kube::discovery::{self, ApiResource, Scope};
+use kube::{Client, ResourceExt};
+use serde::Deserialize;
+use serde_json::Value;
+
+/// The field manager of everything `tusk sandbox up` applies.
+pub const MANAGER: &str = "tusk-sandbox";
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConvergeError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}: document {index} is not a Kubernetes object: {message}")]
+    Parse {
+        path: PathBuf,
+        index: usize,
+        message: String,
+    },
+    #[error("the API server does not serve {api_version} {kind}: {source}")]
+    UnknownKind {
+        api_version: String,
+        kind: String,
+        source: kube::Error,
+    },
+    #[error("cannot apply {kind} {name}: {source}")]
+    Apply {
+        kind: String,
+        name: String,
+        source: kube::Error,
+    },
+    #[error("CustomResourceDefinition {0} was not served in time")]
+    CrdNotServed(String),
+}
+
+/// An object that was applied, to follow until it converges.
+#[derive(Clone, Debug)]
+pub struct Applied {
+    pub resource: ApiResource,
+    pub namespace: Option<String>,
+    pub name: String,
+}
+
+impl Applied {
+    fn api(&self, client: &Client) -> Api<DynamicObject> {
+        match &self.namespace {
+            Some(namespace) => Api::namespaced_with(client.clone(), namespace, &self.resource),
+            None => Api::all_with(client.clone(), &self.resource),
+        }
+    }
+
+    /// `kind namespace/name`, as progress shows it.
+    pub fn describe(&self) -> String {
+        let kind = self.resource.kind.to_lowercase();
+        match &self.namespace {
+            Some(namespace) => format!("{kind} {namespace}/{}", self.name),
+            None => format!("{kind} {}", self.name),
+        }
+    }
+}
+
+/// Reads every non-empty YAML document of a manifest file.
+pub fn read_manifests(path: &Path) -> Result<Vec<Value>, ConvergeError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ConvergeError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    let mut documents = Vec::new();
+    for (index, document) in serde_yaml_ng::Deserializer::from_str(&text).enumerate() {
+        let parse = |message: String| ConvergeError::Parse {
+            path: path.to_owned(),
+            index,
+            message,
+        };
+        let value = Value::deserialize(document).map_err(|e| parse(e.to_string()))?;
+        if value.is_null() {
+            continue;
+        }
+        if value.get("kind").and_then(Value::as_str).is_none()
+            || value.get("apiVersion").and_then(Value::as_str).is_none()
+        {
+            return Err(parse("it has no apiVersion or kind".into()));
+        }
+        documents.push(value);
+    }
+    Ok(documents)
+}
+
+/// Server-side applies Tusk's CRDs and waits until the API serves them.
+pub async fn install_crds(client: &Client) -> Result<(), ConvergeError> {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let params = PatchParams::apply(MANAGER).force();
+    for crd in tusk_api::crds() {
+        let name = crd.name_any();
+        api.patch(&name, &params, &Patch::Apply(&crd))
+            .await
+            .map_err(|source| ConvergeError::Apply {
+                kind: "CustomResourceDefinition".into(),
+                name: name.clone(),
+                source,
+            })?;
+        let group = crd.spec.group.clone();
+        let kind = crd.spec.names.kind.clone();
+        let version = crd
+            .spec
+            .versions
+            .iter()
+            .find(|v| v.storage)
+            .map(|v| v.name.clone())
+            .unwrap_or_default();
+        let gvk = GroupVersionKind::gvk(&group, &version, &kind);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while discovery::pinned_kind(client, &gvk).await.is_err() {
+            if tokio::time::Instant::now() > deadline {
+                return Err(ConvergeError::CrdNotServed(name));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    Ok(())
+}
+
+/// Server-side applies each document (namespaced kinds default to
+/// `default`).
+pub async fn apply(client: &Client, documents: &[Value]) -> Result<Vec<Applied>, ConvergeError> {
+    let mut applied = Vec::new();
+    for document in documents {
+        let api_version = document["apiVersion"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let kind = document["kind"].as_str().unwrap_or_default().to_owned();
+        let (group, version) = api_version.split_once('/').unwrap_or(("", &api_version));
+        let gvk = GroupVersionKind::gvk(group, version, &kind);
+        let (resource, capabilities) =
+            discovery::pinned_kind(client, &gvk)
+                .await
+                .map_err(|source| ConvergeError::UnknownKind {
+                    api_version: api_version.clone(),
+                    kind: kind.clone(),
+                    source,
+                })?;
+        let name = document["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let namespace = (capabilities.scope == Scope::Namespaced).then(|| {
+            document["metadata"]["namespace"]
+                .as_str()
+                .unwrap_or("default")
+                .to_owned()
+        });
+        let target = Applied {
+            resource,
+            namespace,
+            name: name.clone(),
+        };
+        target
+            .api(client)
+            .patch(
+                &name,
+                &PatchParams::apply(MANAGER).force(),
+                &Patch::Apply(document),
+            )
+            .await
+            .map_err(|source| ConvergeError::Apply {
+                kind: kind.clone(),
+                name: name.clone(),
+                source,
+            })?;
+        applied.push(target);
+    }
+    Ok(applied)
+}
+
+/// Why an object has not converged yet, or `None` when it has.
+pub fn not_converged(object: &Value) -> Option<String> {
+    let status = object.get("status")?;
+    if let Some(conditions) = status.get("conditions").and_then(Value::as_array)
+        && let Some(ready) = conditions.iter().find(|c| c["type"] == "Ready")
+    {
+        if ready["status"] == "True" {
+            return None;
+        }
+        let reason = ready["reason"]
+            .as_str()
+            .or_else(|| status["phase"].as_str())
+            .unwrap_or("not ready");
+        return Some(waiting_detail(object).unwrap_or_else(|| reason.to_owned()));
+    }
+    match status.get("phase").and_then(Value::as_str) {
+        None | Some("Running" | "Ready" | "Bound" | "Succeeded" | "Active") => None,
+        Some(phase) => Some(waiting_detail(object).unwrap_or_else(|| phase.to_owned())),
+    }
+}
+
+/// A container's waiting reason says more than "ContainersNotReady".
+fn waiting_detail(object: &Value) -> Option<String> {
+    object["status"]["containerStatuses"]
+        .as_array()?
+        .iter()
+        .chain(
+            object["status"]["initContainerStatuses"]
+                .as_array()
+                .into_iter()
+                .flatten(),
+        )
+        .find_map(|s| {
+            s["state"]["waiting"]["reason"]
+                .as_str()
+                .filter(|r| !r.is_empty())
+                .map(str::to_owned)
+        })
+}
+
+/// The applied objects that have not converged, with why.
+pub async fn waiting_for(client: &Client, applied: &[Applied]) -> Vec<String> {
+    let mut waiting = Vec::new();
+    for target in applied {
+        match target.api(client).get_opt(&target.name).await {
+            Ok(Some(object)) => {
+                let value = serde_json::to_value(&object).unwrap_or(Value::Null);
+                if let Some(why) = not_converged(&value) {
+                    waiting.push(format!("{} ({why})", target.describe()));
+                }
+            }
+            Ok(None) => waiting.push(format!("{} (not found)", target.describe())),
+            Err(error) => waiting.push(format!("{} ({error})", target.describe())),
+        }
+    }
+    waiting
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn readiness_and_phases_decide_convergence() {
+        assert_eq!(not_converged(&json!({"kind": "Service"})), None);
+        assert_eq!(
+            not_converged(
+                &json!({"status": {"conditions": [{"type": "Ready", "status": "False", "reason": "ContainersNotReady"}],
+                "containerStatuses": [{"state": {"waiting": {"reason": "ImageNotMapped"}}}]}})
+            ),
+            Some("ImageNotMapped".into())
+        );
+        assert_eq!(
+            not_converged(
+                &json!({"status": {"conditions": [{"type": "Ready", "status": "True"}]}})
+            ),
+            None
+        );
+        assert_eq!(
+            not_converged(&json!({"status": {"phase": "Pending"}})),
+            Some("Pending".into())
+        );
+        assert_eq!(not_converged(&json!({"status": {"phase": "Bound"}})), None);
+    }
+
+    #[test]
+    fn manifests_split_into_documents() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("m.yaml");
+        std::fs::write(&path, "---\napiVersion: v1\nkind: Service\nmetadata: {name: a}\n---\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: b}\n").expect("write");
+        let documents = read_manifests(&path).expect("parse");
+        assert_eq!(documents.len(), 2);
+        std::fs::write(&path, "metadata: {name: a}\n").expect("write");
+        assert!(matches!(
+            read_manifests(&path),
+            Err(ConvergeError::Parse { .. })
+        ));
+    }
+}
