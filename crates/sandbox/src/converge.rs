@@ -248,6 +248,56 @@ pub async fn waiting_for(client: &Client, applied: &[Applied]) -> Vec<String> {
     waiting
 }
 
+/// Shows what the applied objects wait for until all have converged: one
+/// live status line on a terminal (`live`), else a line per change.
+pub async fn show_progress(
+    client: &Client,
+    applied: &[Applied],
+    out: &mut impl std::io::Write,
+    live: bool,
+) -> std::io::Result<()> {
+    let started = tokio::time::Instant::now();
+    let mut last = String::new();
+    let spinner = ['|', '/', '-', '\\'];
+    for tick in 0usize.. {
+        let waiting = waiting_for(client, applied).await;
+        let elapsed = started.elapsed().as_secs();
+        if waiting.is_empty() {
+            let done = format!(
+                "all {} applied objects converged after {elapsed}s",
+                applied.len()
+            );
+            if live {
+                write!(out, "\r\x1b[2K")?;
+            }
+            writeln!(out, "{done}")?;
+            return out.flush();
+        }
+        let mut line = format!("waiting for {}", waiting.join(", "));
+        if line.len() > 150 {
+            let cut = (0..=150)
+                .rev()
+                .find(|i| line.is_char_boundary(*i))
+                .unwrap_or(0);
+            line.truncate(cut);
+            line.push_str("...");
+        }
+        if live {
+            write!(
+                out,
+                "\r\x1b[2K{} [{elapsed}s] {line}",
+                spinner[tick % spinner.len()]
+            )?;
+            out.flush()?;
+        } else if line != last {
+            writeln!(out, "[{elapsed}s] {line}")?;
+        }
+        last = line;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

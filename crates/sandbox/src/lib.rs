@@ -4,4 +4,5 @@ pub mod converge;
 pub mod endpoints;
 mod informer;
 pub mod kubelet;
+pub mod node;
 pub mod proxy;

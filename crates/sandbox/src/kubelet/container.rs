@@ -282,7 +282,8 @@ async fn supervise(
     result
 }
 
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
+/// A task that ends with its owner.
+pub(super) struct AbortOnDrop(pub(super) tokio::task::JoinHandle<()>);
 
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {

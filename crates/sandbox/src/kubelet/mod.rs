@@ -50,6 +50,11 @@ pub enum KubeletError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("cannot read the kubeconfig {path} for pods: {source}")]
+    Kubeconfig {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error(transparent)]
     Images(#[from] ImageError),
 }
@@ -210,6 +215,13 @@ struct Worker {
     task: JoinHandle<()>,
 }
 
+impl Drop for Worker {
+    /// A worker owns its pod's processes: aborting it kills them.
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
 type PodKey = (String, String);
 
 async fn bind(ctx: &Context, pod: &Pod) {
@@ -333,7 +345,7 @@ async fn watch_pods(ctx: Arc<Context>, mut stopping: watch::Receiver<bool>) {
     for worker in workers.values() {
         let _ = worker.signals.send(pod::Signal::NodeStopping);
     }
-    for (_, worker) in workers {
-        let _ = worker.task.await;
+    for worker in workers.values_mut() {
+        let _ = (&mut worker.task).await;
     }
 }

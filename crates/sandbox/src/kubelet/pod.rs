@@ -591,12 +591,12 @@ pub async fn run(
     pod.status.get_or_insert_with(Default::default).pod_ip = Some(pod_ip.to_string());
     let state = Arc::new(Mutex::new(initial_state(&pod, pod_ip)));
     let (done, done_signal) = watch::channel(false);
-    let publisher = tokio::spawn(publish(
+    let mut publisher = container::AbortOnDrop(tokio::spawn(publish(
         ctx.clone(),
         pod.clone(),
         state.clone(),
         done_signal,
-    ));
+    )));
     let (stop, stop_signal) = watch::channel(None);
     let mut running = std::pin::pin!(lifecycle(
         ctx.clone(),
@@ -629,7 +629,7 @@ pub async fn run(
         running.await;
     }
     let _ = done.send(true);
-    let _ = publisher.await;
+    let _ = (&mut publisher.0).await;
     if matches!(ending, Signal::NodeStopping) {
         return;
     }
