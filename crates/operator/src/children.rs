@@ -1,15 +1,38 @@
 //! Fetch: a cluster's children as they are now, found by the cluster label
 //! and deterministic names.
+//!
+//! Children are read from reflector caches that the controller's own
+//! watches keep current, so a reconcile makes no API reads for them (R9:
+//! a converged reconcile costs nothing). A watch that has not listed yet
+//! makes the reconcile wait (bounded) instead of acting on an empty cache.
+
+use std::sync::Arc;
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret, Service, ServiceAccount};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
-use kube::api::{Api, ListParams};
-use kube::{Client, Resource, ResourceExt};
-use serde::de::DeserializeOwned;
+use kube::runtime::reflector::Store;
+use kube::{Resource, ResourceExt};
 use tusk_api::labels;
 
 use crate::error::Error;
+
+/// How long a reconcile waits for the caches' first list.
+const CACHE_SYNC_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Caches of every child kind, filled by the controller's watches.
+#[derive(Clone)]
+pub struct Stores {
+    pub pods: Store<Pod>,
+    pub volumes: Store<PersistentVolumeClaim>,
+    pub secrets: Store<Secret>,
+    pub services: Store<Service>,
+    pub service_accounts: Store<ServiceAccount>,
+    pub roles: Store<Role>,
+    pub role_bindings: Store<RoleBinding>,
+    pub pdbs: Store<PodDisruptionBudget>,
+}
 
 /// Every child of one cluster.
 #[derive(Default)]
@@ -25,36 +48,39 @@ pub struct Children {
 }
 
 impl Children {
-    pub async fn fetch(client: &Client, namespace: &str, cluster: &str) -> Result<Self, Error> {
-        let selector = ListParams::default().labels(&format!("{}={cluster}", labels::CLUSTER));
+    pub async fn fetch(stores: &Stores, namespace: &str, cluster: &str) -> Result<Self, Error> {
         Ok(Self {
-            pods: list(client, namespace, &selector).await?,
-            volumes: list(client, namespace, &selector).await?,
-            secrets: list(client, namespace, &selector).await?,
-            services: list(client, namespace, &selector).await?,
-            service_accounts: list(client, namespace, &selector).await?,
-            roles: list(client, namespace, &selector).await?,
-            role_bindings: list(client, namespace, &selector).await?,
-            pdbs: list(client, namespace, &selector).await?,
+            pods: select(&stores.pods, namespace, cluster).await?,
+            volumes: select(&stores.volumes, namespace, cluster).await?,
+            secrets: select(&stores.secrets, namespace, cluster).await?,
+            services: select(&stores.services, namespace, cluster).await?,
+            service_accounts: select(&stores.service_accounts, namespace, cluster).await?,
+            roles: select(&stores.roles, namespace, cluster).await?,
+            role_bindings: select(&stores.role_bindings, namespace, cluster).await?,
+            pdbs: select(&stores.pdbs, namespace, cluster).await?,
         })
     }
 }
 
-async fn list<K>(client: &Client, namespace: &str, params: &ListParams) -> Result<Vec<K>, Error>
+async fn select<K>(store: &Store<K>, namespace: &str, cluster: &str) -> Result<Vec<K>, Error>
 where
-    K: Resource<Scope = k8s_openapi::NamespaceResourceScope>
-        + Clone
-        + DeserializeOwned
-        + std::fmt::Debug,
-    K::DynamicType: Default,
+    K: Resource<DynamicType = ()> + Clone + 'static,
 {
-    let api: Api<K> = Api::namespaced(client.clone(), namespace);
-    let kind = K::kind(&K::DynamicType::default()).into_owned();
-    Ok(api
-        .list(params)
+    if tokio::time::timeout(CACHE_SYNC_TIMEOUT, store.wait_until_ready())
         .await
-        .map_err(Error::kube(format!("list {kind}")))?
-        .items)
+        .map(|ready| ready.is_ok())
+        != Ok(true)
+    {
+        return Err(Error::CacheNotReady(K::kind(&()).into_owned()));
+    }
+    Ok(store
+        .state_filter(|object| {
+            object.namespace().as_deref() == Some(namespace)
+                && object.labels().get(labels::CLUSTER).map(String::as_str) == Some(cluster)
+        })
+        .into_iter()
+        .map(|object: Arc<K>| (*object).clone())
+        .collect())
 }
 
 /// The object named `name` in `objects`.

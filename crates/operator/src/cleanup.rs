@@ -27,7 +27,7 @@ pub async fn run(cluster: &PostgresCluster, ctx: &Context) -> Result<Action, Err
     let name = cluster.name_any();
     let outcome = async {
         if cluster.spec.deletion_policy == DeletionPolicy::Retain {
-            let children = Children::fetch(&ctx.client, &namespace, &name).await?;
+            let children = Children::fetch(&ctx.stores, &namespace, &name).await?;
             let api: Api<PersistentVolumeClaim> = Api::namespaced(ctx.client.clone(), &namespace);
             for volume in &children.volumes {
                 retain_volume(&api, &volume.name_any()).await?;

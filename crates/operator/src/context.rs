@@ -6,6 +6,7 @@ use std::sync::Arc;
 use kube::Client;
 use kube::runtime::events::Reporter;
 
+use crate::children::Stores;
 use crate::config::OperatorConfig;
 use crate::metrics::Metrics;
 
@@ -15,10 +16,16 @@ pub struct Context {
     pub metrics: Arc<Metrics>,
     pub http: reqwest::Client,
     pub reporter: Reporter,
+    pub stores: Stores,
 }
 
 impl Context {
-    pub fn new(client: Client, config: OperatorConfig, metrics: Arc<Metrics>) -> Self {
+    pub fn new(
+        client: Client,
+        config: OperatorConfig,
+        metrics: Arc<Metrics>,
+        stores: Stores,
+    ) -> Self {
         Self {
             client,
             config,
@@ -28,6 +35,7 @@ impl Context {
                 controller: "tusk-operator".to_owned(),
                 instance: std::env::var("POD_NAME").ok(),
             },
+            stores,
         }
     }
 }

@@ -1,21 +1,30 @@
 //! Wiring: the kube-runtime Controller for PostgresCluster, owning its
 //! children, with bounded concurrency and graceful shutdown (R7, R10, R12).
+//!
+//! Each child kind is watched once (only objects carrying the cluster
+//! label); the same watch both triggers reconciles of the owning cluster
+//! and fills the cache reconciles read children from.
 
+use std::fmt::Debug;
 use std::future::Future;
 use std::sync::Arc;
 
-use futures::StreamExt;
+use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret, Service, ServiceAccount};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
-use kube::Api;
-use kube::runtime::Controller;
 use kube::runtime::controller::Config;
-use kube::runtime::watcher;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{Controller, WatchStreamExt, watcher};
+use kube::{Api, Client, Resource};
+use serde::de::DeserializeOwned;
 use tusk_api::labels;
 use tusk_api::v1alpha1::PostgresCluster;
 
+use crate::children::Stores;
+use crate::config::OperatorConfig;
 use crate::context::Context;
+use crate::metrics::Metrics;
 use crate::reconcile::{error_policy, reconcile};
 
 /// Options of one controller run.
@@ -36,48 +45,79 @@ impl Default for Options {
     }
 }
 
+/// A watch of one child kind: its cache, and the stream that feeds it.
+fn child<K>(
+    client: &Client,
+    namespace: Option<&str>,
+) -> (
+    Store<K>,
+    impl Stream<Item = Result<K, watcher::Error>> + Send + 'static,
+)
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+{
+    let api = match namespace {
+        Some(ns) => Api::<K>::namespaced(client.clone(), ns),
+        None => Api::<K>::all(client.clone()),
+    };
+    let (store, writer) = reflector::store();
+    let stream = watcher(api, watcher::Config::default().labels(labels::CLUSTER))
+        .default_backoff()
+        .reflect(writer)
+        .touched_objects();
+    (store, stream)
+}
+
 /// Runs the controller until `shutdown` completes; in-flight reconciles
 /// finish first.
 pub async fn run(
-    ctx: Arc<Context>,
+    client: Client,
+    config: OperatorConfig,
+    metrics: Arc<Metrics>,
     options: Options,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
-    let client = ctx.client.clone();
-    let api = |client: kube::Client| -> Api<PostgresCluster> {
-        match &options.namespace {
-            Some(ns) => Api::namespaced(client, ns),
-            None => Api::all(client),
-        }
+    let ns = options.namespace.as_deref();
+    let (pods, pod_events) = child::<Pod>(&client, ns);
+    let (volumes, volume_events) = child::<PersistentVolumeClaim>(&client, ns);
+    let (secrets, secret_events) = child::<Secret>(&client, ns);
+    let (services, service_events) = child::<Service>(&client, ns);
+    let (service_accounts, account_events) = child::<ServiceAccount>(&client, ns);
+    let (roles, role_events) = child::<Role>(&client, ns);
+    let (role_bindings, binding_events) = child::<RoleBinding>(&client, ns);
+    let (pdbs, pdb_events) = child::<PodDisruptionBudget>(&client, ns);
+    let stores = Stores {
+        pods,
+        volumes,
+        secrets,
+        services,
+        service_accounts,
+        roles,
+        role_bindings,
+        pdbs,
     };
-    let children = watcher::Config::default().labels(labels::CLUSTER);
-    macro_rules! owned {
-        ($kind:ty) => {
-            match &options.namespace {
-                Some(ns) => Api::<$kind>::namespaced(client.clone(), ns),
-                None => Api::<$kind>::all(client.clone()),
+    let clusters = match ns {
+        Some(ns) => Api::<PostgresCluster>::namespaced(client.clone(), ns),
+        None => Api::<PostgresCluster>::all(client.clone()),
+    };
+    let ctx = Arc::new(Context::new(client, config, metrics, stores));
+    Controller::new(clusters, watcher::Config::default().any_semantic())
+        .with_config(Config::default().concurrency(options.concurrency))
+        .owns_stream(pod_events)
+        .owns_stream(volume_events)
+        .owns_stream(secret_events)
+        .owns_stream(service_events)
+        .owns_stream(account_events)
+        .owns_stream(role_events)
+        .owns_stream(binding_events)
+        .owns_stream(pdb_events)
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile, error_policy, ctx)
+        .for_each(|result| async move {
+            if let Err(error) = result {
+                tracing::debug!(%error, "controller event");
             }
-        };
-    }
-    Controller::new(
-        api(client.clone()),
-        watcher::Config::default().any_semantic(),
-    )
-    .with_config(Config::default().concurrency(options.concurrency))
-    .owns(owned!(Pod), children.clone())
-    .owns(owned!(PersistentVolumeClaim), children.clone())
-    .owns(owned!(Service), children.clone())
-    .owns(owned!(Secret), children.clone())
-    .owns(owned!(ServiceAccount), children.clone())
-    .owns(owned!(Role), children.clone())
-    .owns(owned!(RoleBinding), children.clone())
-    .owns(owned!(PodDisruptionBudget), children)
-    .graceful_shutdown_on(shutdown)
-    .run(reconcile, error_policy, ctx)
-    .for_each(|result| async move {
-        if let Err(error) = result {
-            tracing::debug!(%error, "controller event");
-        }
-    })
-    .await;
+        })
+        .await;
 }

@@ -74,6 +74,8 @@ pub enum Error {
     },
     #[error("the finalizer could not run: {0}")]
     Finalizer(String),
+    #[error("the {0} cache has not synced yet")]
+    CacheNotReady(String),
 }
 
 impl Error {
@@ -92,7 +94,7 @@ impl Error {
                 kube::Error::Api(status) if status.code == 409 => ErrorCategory::Conflict,
                 _ => ErrorCategory::ApiError,
             },
-            Self::Finalizer(_) => ErrorCategory::ApiError,
+            Self::Finalizer(_) | Self::CacheNotReady(_) => ErrorCategory::ApiError,
         }
     }
 }

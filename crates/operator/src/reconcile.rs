@@ -38,7 +38,9 @@ use crate::validate::{ValidatedCluster, quantity_bytes, validate};
 pub const FINALIZER: &str = "postgres.tusk.dev/cleanup";
 
 /// How soon to look again while the cluster is still converging.
-const PROGRESS_REQUEUE: Duration = Duration::from_secs(5);
+/// Child changes (a pod becoming ready) trigger reconciles through the
+/// watches; this only bounds how stale the polled instance figures get.
+const PROGRESS_REQUEUE: Duration = Duration::from_secs(10);
 /// Periodic resync of a converged cluster (R7).
 const RESYNC: Duration = Duration::from_secs(60);
 
@@ -106,7 +108,7 @@ async fn converge(cluster: &PostgresCluster, ctx: &Context) -> Result<Action, Er
             return Err(error);
         }
     };
-    let children = Children::fetch(&ctx.client, &namespace, &name).await?;
+    let children = Children::fetch(&ctx.stores, &namespace, &name).await?;
     let previous = cluster.status.as_ref();
     let plan = plan_instances(
         &valid.name,

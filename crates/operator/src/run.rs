@@ -8,7 +8,6 @@ use kube::Client;
 use tokio::sync::watch;
 
 use crate::config::OperatorConfig;
-use crate::context::Context;
 use crate::controller::{self, Options};
 use crate::leader::{self, LeaseTiming};
 use crate::metrics::Metrics;
@@ -50,11 +49,6 @@ pub async fn run(
     stop: watch::Receiver<bool>,
 ) -> Result<(), RunError> {
     let metrics = Arc::new(Metrics::default());
-    let ctx = Arc::new(Context::new(
-        client.clone(),
-        settings.config.clone(),
-        metrics.clone(),
-    ));
     let http = settings.http_address.map(|addr| {
         let mut stop = stop.clone();
         let metrics = metrics.clone();
@@ -68,20 +62,34 @@ pub async fn run(
     match &settings.leadership {
         Some(leadership) => {
             leader::run_while_leader(
-                client,
+                client.clone(),
                 &leadership.namespace,
                 &leadership.identity,
                 leadership.timing,
                 stop.clone(),
-                |lost| controller::run(ctx.clone(), settings.options.clone(), lost),
+                |lost| {
+                    controller::run(
+                        client.clone(),
+                        settings.config.clone(),
+                        metrics.clone(),
+                        settings.options.clone(),
+                        lost,
+                    )
+                },
             )
             .await?;
         }
         None => {
             let mut stop = stop.clone();
-            controller::run(ctx, settings.options.clone(), async move {
-                let _ = stop.wait_for(|s| *s).await;
-            })
+            controller::run(
+                client,
+                settings.config.clone(),
+                metrics.clone(),
+                settings.options.clone(),
+                async move {
+                    let _ = stop.wait_for(|s| *s).await;
+                },
+            )
             .await;
         }
     }
