@@ -239,7 +239,8 @@ fn plan_container(facts: PodFacts<'_>, container: &Container) -> ContainerPlan {
         grace,
     };
     let config_error = |message: String| Err(("CreateContainerConfigError".to_owned(), message));
-    let mounts = match Mounts::for_container(container, volume_dirs) {
+    let root = pod_dir.join("root").join(&container.name);
+    let mounts = match Mounts::for_container(container, volume_dirs, &root) {
         Ok(mounts) => mounts,
         Err(e) => {
             plan.process = config_error(e.to_string());

@@ -198,12 +198,21 @@ pub fn materialise(
 pub struct Mounts {
     /// (mountPath, host path), longest mount path first.
     pairs: Vec<(String, PathBuf)>,
+    /// (a directory above mount paths, its place in the container's root
+    /// tree), longest first: `/etc/tusk/secrets` when volumes are mounted
+    /// at `/etc/tusk/secrets/a` and `/etc/tusk/secrets/b`.
+    parents: Vec<(String, PathBuf)>,
 }
 
 impl Mounts {
+    /// The container's mounts; `root` is where its root tree is built: a
+    /// directory per parent of a mount path with a symbolic link per
+    /// mount, so a program that joins names to a parent directory at run
+    /// time (`$SECRETS_DIR/<name>`) finds the volumes.
     pub fn for_container(
         container: &Container,
         volume_dirs: &BTreeMap<String, PathBuf>,
+        root: &Path,
     ) -> Result<Self, VolumeError> {
         let mut pairs = Vec::new();
         for mount in container.volume_mounts.iter().flatten() {
@@ -225,7 +234,34 @@ impl Mounts {
             pairs.push((if path.is_empty() { "/" } else { path }.to_owned(), host));
         }
         pairs.sort_by_key(|pair| std::cmp::Reverse(pair.0.len()));
-        Ok(Self { pairs })
+        let under_a_mount = |path: &str| {
+            pairs
+                .iter()
+                .any(|(mount, _)| mount != path && Path::new(path).starts_with(mount))
+        };
+        let mut parents: Vec<(String, PathBuf)> = Vec::new();
+        for (mount, host) in &pairs {
+            if under_a_mount(mount) || mount == "/" {
+                continue;
+            }
+            let link = root.join(mount.trim_start_matches('/'));
+            if let Some(parent) = link.parent() {
+                std::fs::create_dir_all(parent).map_err(io(mount, parent))?;
+            }
+            if link.symlink_metadata().is_ok() {
+                std::fs::remove_file(&link).map_err(io(mount, &link))?;
+            }
+            std::os::unix::fs::symlink(host, &link).map_err(io(mount, &link))?;
+            for ancestor in Path::new(mount).ancestors().skip(1) {
+                let text = ancestor.to_string_lossy().into_owned();
+                if text == "/" || under_a_mount(&text) || parents.iter().any(|(p, _)| *p == text) {
+                    continue;
+                }
+                parents.push((text.clone(), root.join(text.trim_start_matches('/'))));
+            }
+        }
+        parents.sort_by_key(|pair| std::cmp::Reverse(pair.0.len()));
+        Ok(Self { pairs, parents })
     }
 
     /// Replaces every mount path that appears in `text` as a whole path
@@ -239,9 +275,16 @@ impl Mounts {
         'scan: while !rest.is_empty() {
             let starts_path = previous.is_none_or(|c| !is_name(c) && c != '/');
             if starts_path {
-                for (mount, host) in &self.pairs {
+                // A mount path may be followed by more path; a parent
+                // directory only stands alone (`/etc` but not `/etc/passwd`).
+                let mounts = self.pairs.iter().map(|pair| (pair, true));
+                let parents = self.parents.iter().map(|pair| (pair, false));
+                for ((mount, host), deeper) in mounts.chain(parents) {
                     if let Some(after) = rest.strip_prefix(mount.as_str())
-                        && after.chars().next().is_none_or(|c| !is_name(c))
+                        && after
+                            .chars()
+                            .next()
+                            .is_none_or(|c| !is_name(c) && (deeper || c != '/'))
                     {
                         out.push_str(&host.to_string_lossy());
                         previous = mount.chars().last();
@@ -284,7 +327,10 @@ mod tests {
             .map(|(m, h)| ((*m).to_owned(), PathBuf::from(h)))
             .collect();
         pairs.sort_by_key(|pair| std::cmp::Reverse(pair.0.len()));
-        Mounts { pairs }
+        Mounts {
+            pairs,
+            parents: Vec::new(),
+        }
     }
 
     #[test]
@@ -363,12 +409,26 @@ mod tests {
             "app=\"db\""
         );
         let container = &pod.spec.as_ref().expect("spec").containers[0];
-        let mounts = Mounts::for_container(container, &dirs).expect("mounts");
+        let root = dir.path().join("root");
+        let mounts = Mounts::for_container(container, &dirs, &root).expect("mounts");
         assert_eq!(
             mounts.translate("/tmp/scratch/file"),
             format!("{}/a/b/file", dirs["scratch"].display())
         );
         assert!(dirs["scratch"].join("a/b").is_dir());
+        // /etc holds a mount: it is translated to the root tree, where the
+        // mount is a link to its volume.
+        assert_eq!(
+            mounts.translate("/etc"),
+            root.join("etc").display().to_string()
+        );
+        let through_parent = PathBuf::from(mounts.translate("/etc")).join("conf/sub/a.conf");
+        assert_eq!(
+            std::fs::read(through_parent).expect("conf via parent"),
+            b"x=1"
+        );
+        assert_eq!(mounts.translate("/etcetera"), "/etcetera");
+        assert_eq!(mounts.translate("/etc/passwd"), "/etc/passwd");
     }
 
     #[test]
