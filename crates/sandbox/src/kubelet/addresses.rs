@@ -8,7 +8,7 @@
 //! An address already in a pod's status is kept, so a restarted sandbox
 //! gives pods back the addresses their peers know.
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 use std::sync::Mutex;
 
@@ -21,34 +21,48 @@ pub enum AddressError {
 const FIRST: u32 = u32::from_be_bytes([127, 2, 0, 2]);
 const LAST: u32 = u32::from_be_bytes([127, 2, 255, 254]);
 
-/// Hands out pod addresses; release them when a pod is gone.
+/// Hands out pod addresses, each to one pod (by uid); release them when
+/// the pod is gone.
 #[derive(Debug, Default)]
 pub struct AddressPool {
-    used: Mutex<BTreeSet<Ipv4Addr>>,
+    used: Mutex<BTreeMap<Ipv4Addr, String>>,
 }
 
 impl AddressPool {
-    fn used(&self) -> std::sync::MutexGuard<'_, BTreeSet<Ipv4Addr>> {
+    fn used(&self) -> std::sync::MutexGuard<'_, BTreeMap<Ipv4Addr, String>> {
         self.used
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Keeps `previous` when it is a free pod address, else takes the
-    /// lowest free one.
-    pub fn allocate(&self, previous: Option<Ipv4Addr>) -> Result<Ipv4Addr, AddressError> {
+    /// Holds `ip` for the pod `uid` (which had it before a restart) so no
+    /// other pod takes it first.
+    pub fn reserve(&self, uid: &str, ip: Ipv4Addr) {
+        if (FIRST..=LAST).contains(&u32::from(ip)) {
+            self.used().entry(ip).or_insert_with(|| uid.to_owned());
+        }
+    }
+
+    /// Gives the pod `uid` its `previous` address when that is free or
+    /// held for it, else the lowest free one.
+    pub fn allocate(
+        &self,
+        uid: &str,
+        previous: Option<Ipv4Addr>,
+    ) -> Result<Ipv4Addr, AddressError> {
         let mut used = self.used();
-        if let Some(ip) = previous {
-            let n = u32::from(ip);
-            if (FIRST..=LAST).contains(&n) && used.insert(ip) {
-                return Ok(ip);
-            }
+        if let Some(ip) = previous
+            && (FIRST..=LAST).contains(&u32::from(ip))
+            && used.get(&ip).is_none_or(|owner| owner == uid)
+        {
+            used.insert(ip, uid.to_owned());
+            return Ok(ip);
         }
         let free = (FIRST..=LAST)
             .map(Ipv4Addr::from)
-            .find(|ip| !used.contains(ip))
+            .find(|ip| !used.contains_key(ip))
             .ok_or(AddressError::Exhausted((LAST - FIRST + 1) as usize))?;
-        used.insert(free);
+        used.insert(free, uid.to_owned());
         Ok(free)
     }
 
@@ -64,8 +78,8 @@ mod tests {
     #[test]
     fn pods_get_distinct_bindable_addresses() {
         let pool = AddressPool::default();
-        let a = pool.allocate(None).expect("first");
-        let b = pool.allocate(None).expect("second");
+        let a = pool.allocate("a", None).expect("first");
+        let b = pool.allocate("b", None).expect("second");
         assert_ne!(a, b);
         for ip in [a, b] {
             let listener = std::net::TcpListener::bind((ip, 0)).expect("bind pod address");
@@ -78,13 +92,14 @@ mod tests {
     fn a_known_address_is_kept_and_released_ones_are_reused() {
         let pool = AddressPool::default();
         let kept = Ipv4Addr::new(127, 2, 3, 7);
-        assert_eq!(pool.allocate(Some(kept)).expect("kept"), kept);
-        let taken = pool.allocate(Some(kept)).expect("another");
-        assert_ne!(taken, kept, "an address in use is never handed out twice");
-        pool.release(taken);
-        assert_eq!(pool.allocate(None).expect("reuse"), taken);
+        pool.reserve("old", kept);
+        let newcomer = pool.allocate("new", Some(kept)).expect("newcomer");
+        assert_ne!(newcomer, kept, "an address held for a pod goes to no other");
+        assert_eq!(pool.allocate("old", Some(kept)).expect("kept"), kept);
+        pool.release(newcomer);
+        assert_eq!(pool.allocate("third", None).expect("reuse"), newcomer);
         let outside = pool
-            .allocate(Some(Ipv4Addr::new(10, 0, 0, 1)))
+            .allocate("fourth", Some(Ipv4Addr::new(10, 0, 0, 1)))
             .expect("outside the range");
         assert_ne!(outside, Ipv4Addr::new(10, 0, 0, 1));
     }

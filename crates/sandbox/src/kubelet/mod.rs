@@ -306,6 +306,10 @@ async fn watch_pods(ctx: Arc<Context>, mut stopping: watch::Receiver<bool>) {
             watcher::Event::Init => listed = Some(Vec::new()),
             watcher::Event::InitApply(pod) | watcher::Event::Apply(pod) => {
                 let Some(pod) = seen(pod) else { continue };
+                let previous_ip = pod.status.as_ref().and_then(|s| s.pod_ip.as_deref());
+                if let Some(ip) = previous_ip.and_then(|ip| ip.parse().ok()) {
+                    ctx.addresses.reserve(&pod.uid().unwrap_or_default(), ip);
+                }
                 if let Some(listed) = &mut listed {
                     listed.push((pod.namespace().unwrap_or_default(), pod.name_any()));
                 }

@@ -580,7 +580,7 @@ pub async fn run(
         .as_ref()
         .and_then(|s| s.pod_ip.as_deref())
         .and_then(|ip| ip.parse().ok());
-    let pod_ip = match ctx.addresses.allocate(previous_ip) {
+    let pod_ip = match ctx.addresses.allocate(&uid, previous_ip) {
         Ok(ip) => ip,
         Err(error) => {
             tracing::error!(pod = %name, %error, "cannot run pod");
