@@ -73,6 +73,10 @@ pub struct Manager<S> {
     started_at: Option<Instant>,
     /// Since when a running standby has not been streaming.
     stalled_since: Option<Instant>,
+    /// Rejoins of a stalled standby since it last streamed.
+    stall_rejoins: u32,
+    /// Consecutive ticks a standby was seen streaming.
+    streaming_ticks: u32,
     /// True once this manager set the passwords on its primary.
     passwords_converged: bool,
 }
@@ -88,6 +92,8 @@ impl<S: DesiredStateSource> Manager<S> {
             restart_not_before: None,
             started_at: None,
             stalled_since: None,
+            stall_rejoins: 0,
+            streaming_ticks: 0,
             passwords_converged: false,
         }
     }
@@ -413,10 +419,10 @@ impl<S: DesiredStateSource> Manager<S> {
     }
 
     /// A standby that answers but has not streamed for [`STALL_LIMIT`] while
-    /// its primary is writable cannot follow that primary: typically it
-    /// replayed WAL from the former primary past the point where the new
-    /// one's timeline forked. It is rewound (or recloned) like a former
-    /// primary.
+    /// its primary is writable cannot follow that primary: it replayed WAL
+    /// from a former primary past the point where the new one's timeline
+    /// forked (a rewind fixes it), or it needs WAL the primary no longer
+    /// keeps (only a fresh clone does).
     async fn rejoin_if_stalled(
         &mut self,
         desired: &DesiredState,
@@ -427,10 +433,17 @@ impl<S: DesiredStateSource> Manager<S> {
             // Not running or not answering yet (still recovering): not stalled.
             _ => true,
         };
+        // A failing WAL receiver shows `streaming` for an instant at each
+        // retry; only streaming seen on consecutive ticks counts.
         if streaming {
-            self.stalled_since = None;
+            self.streaming_ticks += 1;
+            if self.streaming_ticks >= 2 {
+                self.stalled_since = None;
+                self.stall_rejoins = 0;
+            }
             return Ok(());
         }
+        self.streaming_ticks = 0;
         let since = *self.stalled_since.get_or_insert_with(Instant::now);
         if since.elapsed() < STALL_LIMIT || !self.is_writable_primary(address).await {
             return Ok(());
@@ -438,12 +451,19 @@ impl<S: DesiredStateSource> Manager<S> {
         tracing::warn!(
             %address,
             seconds = since.elapsed().as_secs(),
-            "standby cannot stream from its primary; rewinding it to the primary's timeline"
+            "standby cannot stream from its primary; rejoining it"
         );
         self.stalled_since = None;
         self.state.set_phase(InstancePhase::Rejoining);
         self.stop_postgres().await;
-        let method = rewind::rejoin(&self.ctx, desired, address).await?;
+        // A rewind that did not help (the WAL it needs is gone from the
+        // primary, say) is followed by a fresh clone.
+        let method = if self.stall_rejoins == 0 {
+            rewind::rejoin(&self.ctx, desired, address).await?
+        } else {
+            rewind::reclone(&self.ctx, desired, address).await?
+        };
+        self.stall_rejoins += 1;
         tracing::info!(?method, "stalled standby rejoined its primary");
         self.ensure_running(
             desired,

@@ -72,10 +72,20 @@ pub async fn rejoin(
         Ok(()) => Ok(RejoinMethod::Rewound),
         Err(error) => {
             tracing::warn!(%error, "pg_rewind failed; cloning the primary afresh");
-            let aside = datadir::move_aside(&ctx.settings.pgdata)?;
-            tracing::info!(kept = %aside.display(), "former data directory moved aside");
-            bootstrap::clone_from(ctx, desired, primary).await?;
-            Ok(RejoinMethod::Recloned)
+            reclone(ctx, desired, primary).await
         }
     }
+}
+
+/// Replaces the stopped data directory with a fresh clone of the primary
+/// (the old one is kept aside once).
+pub async fn reclone(
+    ctx: &InstanceContext,
+    desired: &DesiredState,
+    primary: IpAddr,
+) -> Result<RejoinMethod, RewindError> {
+    let aside = datadir::move_aside(&ctx.settings.pgdata)?;
+    tracing::info!(kept = %aside.display(), "former data directory moved aside");
+    bootstrap::clone_from(ctx, desired, primary).await?;
+    Ok(RejoinMethod::Recloned)
 }

@@ -367,3 +367,66 @@ async fn a_former_primary_whose_rewind_fails_is_cloned_afresh() {
     a.stop(Duration::from_secs(30)).await;
     b.stop(Duration::from_secs(30)).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standby_left_behind_by_removed_wal_is_cloned_afresh() {
+    init_logs();
+    let mut cluster = TestCluster::new();
+    let mut a = cluster.instance("db-1");
+    let mut b = cluster.instance("db-2");
+    let mut on_a = desired("db-1", a.address);
+    // Keep no extra WAL, so a standby that is away misses what it needs.
+    on_a.parameters.insert("wal_keep_size".into(), "0".into());
+    a.start(on_a.clone());
+    a.wait_status("a ready primary", STARTUP, |r| r.ready).await;
+    b.start(on_a.clone());
+    b.wait_status("a streaming replica", STARTUP, |r| r.ready)
+        .await;
+    b.stop(Duration::from_secs(30)).await;
+
+    let app = a.app().await;
+    app.batch_execute("CREATE TABLE t (id int)")
+        .await
+        .expect("table");
+    let superuser = a.superuser().await;
+    for round in 0..4 {
+        app.batch_execute(&format!("INSERT INTO t VALUES ({round})"))
+            .await
+            .expect("a row");
+        superuser
+            .batch_execute("SELECT pg_switch_wal(); CHECKPOINT")
+            .await
+            .expect("a new WAL segment and a checkpoint");
+    }
+
+    let started = Instant::now();
+    b.start(on_a);
+    let replaced = b.settings.pgdata.with_file_name("pgdata.replaced");
+    common::eventually(
+        "db-2 recloned and holding every row",
+        Duration::from_secs(90),
+        || async {
+            if !replaced.is_dir() {
+                return None;
+            }
+            let client = b.connect("app", common::APP_PASSWORD, "app").await.ok()?;
+            let count: i64 = client
+                .query_one("SELECT count(*) FROM t", &[])
+                .await
+                .ok()?
+                .get(0);
+            (count == 4).then_some(())
+        },
+    )
+    .await;
+    println!(
+        "stalled standby recloned and caught up: {:?}",
+        started.elapsed()
+    );
+    let report = b
+        .wait_status("db-2 streaming", Duration::from_secs(30), |r| r.ready)
+        .await;
+    assert_eq!(report.role, InstanceRole::Replica);
+    a.stop(Duration::from_secs(30)).await;
+    b.stop(Duration::from_secs(30)).await;
+}
