@@ -11,8 +11,9 @@ use std::time::Duration;
 use crate::context::InstanceContext;
 use crate::datadir::{self, DataDirError};
 use crate::desired::DesiredState;
+use crate::passwords;
 use crate::postgres::config::ReplicationRole;
-use crate::sql::{self, SqlError, quote_identifier, quote_literal};
+use crate::sql::{self, SqlError, quote_identifier};
 use crate::supervisor::{Postmaster, SupervisorError};
 use crate::tools::{self, ToolError};
 
@@ -89,6 +90,7 @@ async fn create_roles(
                 .await
                 .map_err(SqlError::from)?;
         }
+        passwords::converge(&client, &ctx.settings.credentials).await?;
         Ok::<_, BootstrapError>(())
     }
     .await;
@@ -96,17 +98,12 @@ async fn create_roles(
     result
 }
 
-/// The statements creating the roles and database. Passwords are sent as
-/// SCRAM verifiers computed here, so the plain passwords never reach
-/// PostgreSQL (nor its statement log).
+/// The statements creating the roles and database; their passwords are set
+/// afterwards by [`passwords::converge`].
 fn role_statements(ctx: &InstanceContext, desired: &DesiredState) -> Vec<String> {
     let credentials = &ctx.settings.credentials;
-    let verifier = crate::passwords::scram_verifier;
     let replication = quote_identifier(&credentials.replication.username);
-    let mut statements = vec![format!(
-        "CREATE ROLE {replication} WITH LOGIN REPLICATION PASSWORD {}",
-        quote_literal(&verifier(credentials.replication.password.expose()))
-    )];
+    let mut statements = vec![format!("CREATE ROLE {replication} WITH LOGIN REPLICATION")];
     // pg_rewind reads the source's files through these functions; granting
     // them keeps the superuser's password out of the standbys.
     for function in [
@@ -121,15 +118,7 @@ fn role_statements(ctx: &InstanceContext, desired: &DesiredState) -> Vec<String>
     }
     let owner = quote_identifier(&desired.owner);
     if desired.owner != credentials.superuser.username {
-        let password = if desired.owner == credentials.app_owner.username {
-            format!(
-                " PASSWORD {}",
-                quote_literal(&verifier(credentials.app_owner.password.expose()))
-            )
-        } else {
-            String::new()
-        };
-        statements.push(format!("CREATE ROLE {owner} WITH LOGIN{password}"));
+        statements.push(format!("CREATE ROLE {owner} WITH LOGIN"));
     }
     if desired.database != "postgres" {
         statements.push(format!(

@@ -2,26 +2,74 @@
 //! again on the primary each time the manager starts, so a rotated Secret
 //! takes effect with the next pod restart.
 //!
-//! Passwords are sent only as SCRAM verifiers computed here: the plain
-//! passwords never reach PostgreSQL, its statement log or its catalogs.
+//! Passwords are sent only as SCRAM verifiers computed here, and only as
+//! bind parameters of a function call: neither the plain password nor its
+//! verifier appears in any statement text, so neither PostgreSQL's
+//! statement log nor the client library's debug log can show them.
 
+use std::error::Error;
+use std::fmt;
+
+use bytes::BytesMut;
 use tokio_postgres::Client;
+use tokio_postgres::types::{IsNull, ToSql, Type, to_sql_checked};
 
-use crate::settings::{Credentials, UserSecret};
-use crate::sql::{SqlError, quote_identifier, quote_literal};
+use crate::settings::Credentials;
+use crate::sql::SqlError;
 
 /// The SCRAM-SHA-256 verifier of `password` (with a fresh salt).
 pub fn scram_verifier(password: &str) -> String {
     postgres_protocol::password::scram_sha_256(password.as_bytes())
 }
 
-/// `ALTER ROLE ... PASSWORD` with the verifier of `secret`'s password.
-pub fn set_password_statement(secret: &UserSecret) -> String {
-    format!(
-        "ALTER ROLE {} PASSWORD {}",
-        quote_identifier(&secret.username),
-        quote_literal(&scram_verifier(secret.password.expose()))
-    )
+/// A session-local function that sets a role's password from parameters;
+/// the `ALTER ROLE` it runs is not a top-level statement, so
+/// `log_statement` does not log it.
+const SET_PASSWORD_FUNCTION: &str = "
+CREATE OR REPLACE FUNCTION pg_temp.tusk_set_password(role_name text, verifier text)
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    EXECUTE format('ALTER ROLE %I PASSWORD %L', role_name, verifier);
+END
+$$";
+
+/// A text parameter whose `Debug` form (which the client library logs at
+/// debug level together with the statement) hides its value.
+#[derive(Clone, Copy)]
+struct Redacted<'a>(&'a str);
+
+impl fmt::Debug for Redacted<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+impl ToSql for Redacted<'_> {
+    fn to_sql(
+        &self,
+        ty: &Type,
+        out: &mut BytesMut,
+    ) -> Result<IsNull, Box<dyn Error + Sync + Send>> {
+        self.0.to_sql(ty, out)
+    }
+
+    fn accepts(ty: &Type) -> bool {
+        <&str as ToSql>::accepts(ty)
+    }
+
+    to_sql_checked!();
+}
+
+/// Sets the password of `role` to `password`.
+pub async fn set_password(client: &Client, role: &str, password: &str) -> Result<(), SqlError> {
+    client.batch_execute(SET_PASSWORD_FUNCTION).await?;
+    client
+        .execute(
+            "SELECT pg_temp.tusk_set_password($1, $2)",
+            &[&role, &Redacted(&scram_verifier(password))],
+        )
+        .await?;
+    Ok(())
 }
 
 /// Sets the password of every credential whose role exists.
@@ -39,9 +87,7 @@ pub async fn converge(client: &Client, credentials: &Credentials) -> Result<(), 
             .await?
             .is_some();
         if exists {
-            client
-                .batch_execute(&set_password_statement(secret))
-                .await?;
+            set_password(client, &secret.username, secret.password.expose()).await?;
         }
     }
     tracing::info!("database passwords match the mounted credentials");
@@ -51,16 +97,18 @@ pub async fn converge(client: &Client, credentials: &Credentials) -> Result<(), 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::settings::Password;
 
     #[test]
-    fn password_statements_carry_a_verifier_not_the_password() {
-        let secret = UserSecret {
-            username: "app".into(),
-            password: Password::new("plain-text-password"),
-        };
-        let statement = set_password_statement(&secret);
-        assert!(statement.starts_with("ALTER ROLE \"app\" PASSWORD 'SCRAM-SHA-256$4096:"));
-        assert!(!statement.contains("plain-text-password"));
+    fn verifiers_are_salted_scram_and_hide_the_password() {
+        let first = scram_verifier("plain-text-password");
+        let second = scram_verifier("plain-text-password");
+        assert!(first.starts_with("SCRAM-SHA-256$4096:"), "{first}");
+        assert!(!first.contains("plain-text-password"));
+        assert_ne!(first, second, "a fresh salt each time");
+    }
+
+    #[test]
+    fn redacted_parameters_do_not_print_their_value() {
+        assert_eq!(format!("{:?}", Redacted("SCRAM-SHA-256$x")), "<redacted>");
     }
 }
