@@ -1,0 +1,301 @@
+//! Custom kinds: served once their CRD exists, validated by their schema
+//! and CEL rules, defaulted, pruned, with a status subresource, several
+//! versions and printer columns.
+
+use kube::ResourceExt;
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+
+use crate::common::{code, install_widgets, start, widget, widgets};
+
+fn message(error: &kube::Error) -> String {
+    match error {
+        kube::Error::Api(status) => status.message.clone(),
+        other => panic!("expected an API error, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_custom_kind_is_served_as_soon_as_its_crd_exists() {
+    let t = start().await;
+    let before = widgets(&t.client, "v1").list(&Default::default()).await;
+    assert_eq!(code(&before.expect_err("not served yet")), 404);
+    install_widgets(&t.client).await;
+    let api = widgets(&t.client, "v1");
+    let created = api
+        .create(&PostParams::default(), &widget("w1", json!({"size": 3})))
+        .await
+        .expect("created");
+    assert_eq!(created.metadata.generation, Some(1));
+    assert_eq!(
+        created.data["spec"]["color"], "red",
+        "schema default applied"
+    );
+    let discovery = kube::Discovery::new(t.client.clone())
+        .run()
+        .await
+        .expect("discovery");
+    let group = discovery.get("example.com").expect("group discovered");
+    assert_eq!(group.preferred_version_or_latest(), "v1");
+    assert!(group.versions().any(|v| v == "v1beta1"));
+    assert!(
+        !group.versions().any(|v| v == "v1alpha1"),
+        "unserved versions are hidden"
+    );
+}
+
+#[tokio::test]
+async fn every_served_version_reads_the_same_object() {
+    let t = start().await;
+    install_widgets(&t.client).await;
+    widgets(&t.client, "v1")
+        .create(&PostParams::default(), &widget("w", json!({"size": 2})))
+        .await
+        .expect("created");
+    let beta = widgets(&t.client, "v1beta1")
+        .get("w")
+        .await
+        .expect("served as v1beta1");
+    assert_eq!(
+        beta.types.as_ref().map(|t| t.api_version.as_str()),
+        Some("example.com/v1beta1")
+    );
+    assert_eq!(beta.data["spec"]["size"], 2);
+    let alpha = widgets(&t.client, "v1alpha1").get("w").await;
+    assert_eq!(code(&alpha.expect_err("unserved version")), 404);
+}
+
+#[tokio::test]
+async fn schema_violations_are_422_with_causes_naming_the_field() {
+    let t = start().await;
+    install_widgets(&t.client).await;
+    let api = widgets(&t.client, "v1");
+    let cases: [(Value, &str); 6] = [
+        (json!({"size": 11}), "spec.size"),
+        (json!({"size": "big"}), "spec.size"),
+        (json!({"size": 1, "color": "green"}), "spec.color"),
+        (json!({"size": 1, "name": "UPPER"}), "spec.name"),
+        (json!({"size": 1, "name": "waytoolongname"}), "spec.name"),
+        (json!({"color": "red"}), "spec"),
+    ];
+    for (index, (spec, field)) in cases.into_iter().enumerate() {
+        let refused = api
+            .create(
+                &PostParams::default(),
+                &widget(&format!("bad{index}"), spec.clone()),
+            )
+            .await
+            .expect_err("invalid widget refused");
+        let kube::Error::Api(status) = &refused else {
+            panic!("expected an API error for {spec}");
+        };
+        assert_eq!(status.code, 422, "{spec}: {}", status.message);
+        let causes = status
+            .details
+            .as_ref()
+            .map(|d| d.causes.clone())
+            .unwrap_or_default();
+        assert!(
+            causes.iter().any(|c| c.field == field),
+            "{spec}: causes {causes:?} do not name {field}"
+        );
+    }
+    let nullable = api
+        .create(
+            &PostParams::default(),
+            &widget("nullable", json!({"size": 1, "note": null, "port": "http"})),
+        )
+        .await;
+    assert!(
+        nullable.is_ok(),
+        "nullable and int-or-string accepted: {nullable:?}"
+    );
+}
+
+#[tokio::test]
+async fn cel_rules_and_transition_rules_are_enforced() {
+    let t = start().await;
+    install_widgets(&t.client).await;
+    let api = widgets(&t.client, "v1");
+    let forbidden = api
+        .create(
+            &PostParams::default(),
+            &widget("f", json!({"size": 1, "name": "forbidden"})),
+        )
+        .await
+        .expect_err("CEL rule refuses");
+    assert_eq!(code(&forbidden), 422);
+    assert!(
+        message(&forbidden).contains("that name is forbidden"),
+        "{}",
+        message(&forbidden)
+    );
+    api.create(&PostParams::default(), &widget("g", json!({"size": 5})))
+        .await
+        .expect("created");
+    let shrink = api
+        .patch(
+            "g",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"size": 4}})),
+        )
+        .await
+        .expect_err("transition rule refuses");
+    assert!(
+        message(&shrink).contains("size may grow but never shrink"),
+        "{}",
+        message(&shrink)
+    );
+    let grown = api
+        .patch(
+            "g",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"size": 6}})),
+        )
+        .await
+        .expect("growing is allowed");
+    assert_eq!(grown.data["spec"]["size"], 6);
+}
+
+#[tokio::test]
+async fn unknown_fields_are_pruned_or_refused_when_strict() {
+    let t = start().await;
+    install_widgets(&t.client).await;
+    let api = widgets(&t.client, "v1");
+    let created = api
+        .create(
+            &PostParams::default(),
+            &widget(
+                "p",
+                json!({"size": 1, "typo": true, "extra": {"anything": [1, 2]}}),
+            ),
+        )
+        .await
+        .expect("created with pruning");
+    assert!(
+        created.data["spec"].get("typo").is_none(),
+        "unknown field pruned"
+    );
+    assert_eq!(
+        created.data["spec"]["extra"]["anything"],
+        json!([1, 2]),
+        "preserved"
+    );
+    let strict = api
+        .patch(
+            "p",
+            &PatchParams::apply("test").validation_strict(),
+            &Patch::Apply(json!({"apiVersion": "example.com/v1", "kind": "Widget",
+                "metadata": {"name": "p"}, "spec": {"size": 1, "typo": true}})),
+        )
+        .await
+        .expect_err("strict validation refuses");
+    assert_eq!(code(&strict), 400);
+    assert!(
+        message(&strict).contains("unknown field \"spec.typo\""),
+        "{}",
+        message(&strict)
+    );
+}
+
+#[tokio::test]
+async fn generation_tracks_spec_and_status_is_its_own_subresource() {
+    let t = start().await;
+    install_widgets(&t.client).await;
+    let api = widgets(&t.client, "v1");
+    api.create(&PostParams::default(), &widget("s", json!({"size": 1})))
+        .await
+        .expect("created");
+    let status = api
+        .patch_status(
+            "s",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"size": 9}, "status": {"phase": "Ready"}})),
+        )
+        .await
+        .expect("status written");
+    assert_eq!(status.data["status"]["phase"], "Ready");
+    assert_eq!(status.data["spec"]["size"], 1, "status writes ignore spec");
+    assert_eq!(
+        status.metadata.generation,
+        Some(1),
+        "status does not bump generation"
+    );
+    let labelled = api
+        .patch(
+            "s",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"a": "b"}}})),
+        )
+        .await
+        .expect("labels written");
+    assert_eq!(
+        labelled.metadata.generation,
+        Some(1),
+        "metadata does not bump generation"
+    );
+    let main = api
+        .patch(
+            "s",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"size": 2}, "status": {"phase": "Lost"}})),
+        )
+        .await
+        .expect("spec written");
+    assert_eq!(main.metadata.generation, Some(2));
+    assert_eq!(
+        main.data["status"]["phase"], "Ready",
+        "main writes ignore status"
+    );
+    assert_eq!(main.labels().get("a").map(String::as_str), Some("b"));
+}
+
+#[tokio::test]
+async fn updates_of_custom_resources_require_a_resource_version() {
+    let t = start().await;
+    install_widgets(&t.client).await;
+    let api = widgets(&t.client, "v1");
+    let created = api
+        .create(&PostParams::default(), &widget("r", json!({"size": 1})))
+        .await
+        .expect("created");
+    let mut unversioned: DynamicObject = created.clone();
+    unversioned.metadata.resource_version = None;
+    let refused = api.replace("r", &PostParams::default(), &unversioned).await;
+    assert_eq!(code(&refused.expect_err("needs resourceVersion")), 422);
+}
+
+#[tokio::test]
+async fn the_project_crds_refuse_invalid_clusters_with_their_cel_messages() {
+    let t = start().await;
+    crate::common::install_tusk_crds(&t.client).await;
+    let resource = kube::core::ApiResource::from_gvk_with_plural(
+        &kube::core::GroupVersionKind::gvk("postgres.tusk.dev", "v1alpha1", "PostgresCluster"),
+        "postgresclusters",
+    );
+    let api: Api<DynamicObject> = Api::namespaced_with(t.client.clone(), "default", &resource);
+    let cluster = |size: &str| -> DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": "postgres.tusk.dev/v1alpha1", "kind": "PostgresCluster",
+            "metadata": {"name": "db"},
+            "spec": {"instances": 1, "postgres": {"version": 15}, "storage": {"size": size}}
+        }))
+        .expect("valid object")
+    };
+    let created = api
+        .create(&PostParams::default(), &cluster("10Gi"))
+        .await
+        .expect("created");
+    let mut shrunk = cluster("5Gi");
+    shrunk.metadata.resource_version = created.resource_version();
+    let refused = api
+        .replace("db", &PostParams::default(), &shrunk)
+        .await
+        .expect_err("shrink refused");
+    assert_eq!(code(&refused), 422);
+    assert!(
+        message(&refused).contains("spec.storage.size: storage may grow but never shrink"),
+        "{}",
+        message(&refused)
+    );
+}

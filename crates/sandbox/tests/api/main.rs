@@ -1,0 +1,17 @@
+//! The sandbox API server through real clients: kube-rs for the API
+//! semantics, and the machine's kubectl for what kubectl needs.
+//!
+//! Every test starts its own server on a free port with a temporary data
+//! directory, so tests run in parallel and leave nothing behind.
+
+mod common;
+
+mod controller;
+mod crds;
+mod crud;
+mod defaults;
+mod faults;
+mod kubectl;
+mod lifecycle;
+mod patch;
+mod watch;
