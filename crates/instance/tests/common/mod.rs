@@ -166,9 +166,15 @@ impl TestInstance {
     /// Starts the instance manager with `desired`.
     pub fn start(&mut self, desired: DesiredState) {
         self.desired.send_replace(Some(desired));
+        let receiver = self.desired.subscribe();
+        self.start_with(receiver);
+    }
+
+    /// Starts the instance manager with another source of desired state
+    /// (the API watch).
+    pub fn start_with(&mut self, receiver: watch::Receiver<Option<DesiredState>>) {
         let ctx = InstanceContext::new(self.settings.clone()).expect("instance context");
         let (shutdown, stopped) = oneshot::channel::<()>();
-        let receiver = self.desired.subscribe();
         self.shutdown = Some(shutdown);
         self.state = SharedState::default();
         let state = self.state.clone();
