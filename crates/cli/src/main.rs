@@ -34,6 +34,8 @@ enum Command {
     Operator(commands::operator::Args),
     /// Copy this binary into a PostgreSQL pod (its init container runs this).
     InstallManager(commands::install_manager::Args),
+    /// A Kubernetes-compatible control plane on this machine.
+    Sandbox(commands::sandbox::Args),
 }
 
 fn main() -> ExitCode {
@@ -44,6 +46,7 @@ fn main() -> ExitCode {
         Command::Instance(args) => commands::instance::run(&args),
         Command::Operator(args) => commands::operator::run(&args),
         Command::InstallManager(args) => commands::install_manager::run(&args),
+        Command::Sandbox(args) => commands::sandbox::run(&args),
     };
     match outcome {
         Ok(code) => code,

@@ -5,6 +5,7 @@ pub mod install_manager;
 pub mod instance;
 pub mod logging;
 pub mod operator;
+pub mod sandbox;
 pub mod validate;
 
 /// Why a command could not run (as opposed to input it checked and refused).
@@ -28,4 +29,6 @@ pub enum CommandError {
     Runtime(std::io::Error),
     #[error("{0}")]
     Kubernetes(String),
+    #[error("sandbox: {0}")]
+    Sandbox(String),
 }

@@ -1,0 +1,84 @@
+//! `tusk sandbox up`: a Kubernetes-compatible control plane on this
+//! machine, for laptops and CI where no cluster is at hand.
+//!
+//! It serves the API on 127.0.0.1 until interrupted and writes a
+//! kubeconfig that kube-rs and kubectl use as it is. State lives in the
+//! data directory and survives a restart.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use tusk_sandbox::{Config, Sandbox};
+
+use super::CommandError;
+
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    pub command: SandboxCommand,
+}
+
+#[derive(clap::Subcommand)]
+pub enum SandboxCommand {
+    /// Start the sandbox and serve until interrupted.
+    Up(UpArgs),
+}
+
+#[derive(clap::Args)]
+pub struct UpArgs {
+    /// Where state, credentials and the kubeconfig live [default: ~/.tusk/sandbox].
+    #[arg(long, env = "TUSK_SANDBOX_DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Port of the API server on 127.0.0.1; 0 picks a free one.
+    #[arg(long, default_value_t = 0)]
+    pub port: u16,
+    /// Do not run pods (API server only).
+    #[arg(long)]
+    pub no_kubelet: bool,
+    /// Do not run the operator in process.
+    #[arg(long)]
+    pub no_operator: bool,
+}
+
+pub fn run(args: &Args) -> Result<ExitCode, CommandError> {
+    match &args.command {
+        SandboxCommand::Up(up) => run_up(up),
+    }
+}
+
+fn default_data_dir() -> Result<PathBuf, CommandError> {
+    std::env::var_os("HOME")
+        .map(|home| PathBuf::from(home).join(".tusk/sandbox"))
+        .ok_or_else(|| CommandError::Sandbox("HOME is not set; pass --data-dir".into()))
+}
+
+fn run_up(args: &UpArgs) -> Result<ExitCode, CommandError> {
+    if !(args.no_kubelet && args.no_operator) {
+        return Err(CommandError::Sandbox(
+            "`tusk sandbox up` runs the API server only for now: pass --no-kubelet --no-operator"
+                .into(),
+        ));
+    }
+    let data_dir = match &args.data_dir {
+        Some(dir) => dir.clone(),
+        None => default_data_dir()?,
+    };
+    let runtime = tokio::runtime::Runtime::new().map_err(CommandError::Runtime)?;
+    runtime.block_on(async {
+        let mut config = Config::new(&data_dir);
+        config.port = args.port;
+        let mut sandbox = Sandbox::start(config)
+            .await
+            .map_err(|e| CommandError::Sandbox(e.to_string()))?;
+        println!(
+            "tusk sandbox ready: https://{} (export KUBECONFIG={})",
+            sandbox.address(),
+            sandbox.kubeconfig_path().display()
+        );
+        tokio::signal::ctrl_c()
+            .await
+            .map_err(|e| CommandError::Sandbox(format!("cannot wait for Ctrl-C: {e}")))?;
+        sandbox.stop();
+        Ok(ExitCode::SUCCESS)
+    })
+}
