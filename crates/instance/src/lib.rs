@@ -23,6 +23,7 @@ pub mod observe;
 pub mod passwords;
 pub mod postgres;
 pub mod process_user;
+pub mod reaper;
 pub mod report;
 pub mod rewind;
 pub mod run;

@@ -9,6 +9,7 @@ use crate::context::InstanceContext;
 use crate::convergence::{ConvergenceError, Manager};
 use crate::desired::DesiredStateSource;
 use crate::http::{self, HttpError};
+use crate::reaper;
 use crate::state::SharedState;
 
 #[derive(Debug, thiserror::Error)]
@@ -34,9 +35,14 @@ pub async fn run_instance<S: DesiredStateSource>(
     let server = tokio::spawn(http::serve(listener, ctx.clone(), state.clone(), async {
         let _ = http_stopped.await;
     }));
+    let reaper = (std::process::id() == 1)
+        .then(|| tokio::spawn(reaper::run(reaper::SCAN_INTERVAL, state.clone())));
     let manager = Manager::new(ctx.as_ref().clone(), source, state);
     let outcome = manager.run(shutdown).await;
     let _ = stop_http.send(());
+    if let Some(reaper) = reaper {
+        reaper.abort();
+    }
     match server.await {
         Ok(Err(error)) => tracing::warn!(%error, "HTTP API stopped with an error"),
         Err(error) => tracing::warn!(%error, "HTTP API task failed"),
