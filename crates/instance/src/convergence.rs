@@ -104,20 +104,30 @@ impl<S: DesiredStateSource> Manager<S> {
         self.check_version().await?;
         tokio::pin!(shutdown);
         let mut source_open = true;
+        // A failing step (say, a clone from an unreachable primary) is
+        // retried after a growing delay rather than every tick; a change of
+        // the desired state retries at once.
+        let mut retry = Backoff::new(TICK, Duration::from_secs(30));
         loop {
             let desired = self.source.latest();
             let step = tokio::select! {
                 result = self.step(desired.as_ref()) => Some(result),
                 () = &mut shutdown => None,
             };
-            match step {
+            let wait = match step {
                 None => break,
-                Some(Ok(())) => self.state.lock().last_error = None,
-                Some(Err(error)) => {
-                    tracing::warn!(%error, "convergence step failed; retrying");
-                    self.state.lock().last_error = Some(error.to_string());
+                Some(Ok(())) => {
+                    self.state.lock().last_error = None;
+                    retry.reset();
+                    TICK
                 }
-            }
+                Some(Err(error)) => {
+                    let delay = retry.next_delay();
+                    tracing::warn!(%error, retry_in_seconds = delay.as_secs_f64(), "convergence step failed");
+                    self.state.lock().last_error = Some(error.to_string());
+                    delay
+                }
+            };
             tokio::select! {
                 () = &mut shutdown => break,
                 changed = self.source.changed(), if source_open => {
@@ -127,7 +137,7 @@ impl<S: DesiredStateSource> Manager<S> {
                     }
                 }
                 exit = exited(&mut self.postmaster) => self.on_unexpected_exit(exit),
-                () = tokio::time::sleep(TICK) => {}
+                () = tokio::time::sleep(wait) => {}
             }
         }
         self.state.set_phase(InstancePhase::ShuttingDown);

@@ -173,6 +173,28 @@ async fn fencing_and_parameter_changes_are_applied() {
     assert!(report.pending_restart.is_empty(), "{report:?}");
     assert_eq!(report.crash_count, 0, "a controlled restart is not a crash");
 
+    // An operator-owned parameter is refused and reported; PostgreSQL keeps
+    // running with the last good configuration.
+    let mut refused = wanted.clone();
+    refused
+        .parameters
+        .insert("wal_level".into(), "minimal".into());
+    primary.set_desired(refused);
+    let report = primary
+        .wait_status("the refusal reported", Duration::from_secs(10), |r| {
+            r.last_error
+                .as_deref()
+                .is_some_and(|e| e.contains("wal_level"))
+        })
+        .await;
+    assert!(report.ready, "still serving: {report:?}");
+    primary.set_desired(wanted.clone());
+    primary
+        .wait_status("the error cleared", Duration::from_secs(40), |r| {
+            r.last_error.is_none() && r.ready
+        })
+        .await;
+
     // Fenced: stopped and kept stopped, alive for liveness, not ready.
     wanted.fenced = true;
     primary.set_desired(wanted.clone());
