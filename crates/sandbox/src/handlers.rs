@@ -800,6 +800,7 @@ fn delete_options(request: &ResourceRequest) -> Result<DeleteOptions, ApiError> 
     DeleteOptions::from_body(
         &body,
         request.param("propagationPolicy"),
+        request.param("gracePeriodSeconds"),
         request.dry_run()?,
     )
 }

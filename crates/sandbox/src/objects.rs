@@ -593,7 +593,7 @@ pub fn update(
     }
     let deleting = object.pointer("/metadata/deletionTimestamp").is_some();
     let finalizers = string_list(object.pointer("/metadata/finalizers"));
-    if deleting && finalizers.is_empty() && !namespace_held(&object) {
+    if deleting && finalizers.is_empty() && !namespace_held(&object) && !kubelet_pending(&object) {
         let removed = tx.remove(key).unwrap_or(old);
         after_remove(api, resource, &removed);
         return Ok(Written {
@@ -614,6 +614,15 @@ pub fn update(
     })
 }
 
+/// A Pod whose graceful deletion waits for its kubelet.
+fn kubelet_pending(object: &Value) -> bool {
+    str_at(object, "/kind") == Some("Pod")
+        && object
+            .pointer("/metadata/deletionGracePeriodSeconds")
+            .and_then(Value::as_i64)
+            .is_some_and(|s| s > 0)
+}
+
 fn namespace_held(object: &Value) -> bool {
     str_at(object, "/kind") == Some("Namespace")
         && !string_list(object.pointer("/spec/finalizers")).is_empty()
@@ -626,14 +635,30 @@ pub struct DeleteOptions {
     pub resource_version: Option<String>,
     pub propagation: Option<String>,
     pub dry_run: bool,
+    /// `gracePeriodSeconds`: for a Pod on a node, how long its kubelet may
+    /// take; 0 deletes at once.
+    pub grace_period: Option<i64>,
 }
 
 impl DeleteOptions {
     pub fn from_body(
         body: &Value,
         query_propagation: Option<&str>,
+        query_grace: Option<&str>,
         dry_run: bool,
     ) -> Result<Self, ApiError> {
+        let grace_period = match body.get("gracePeriodSeconds").and_then(Value::as_i64) {
+            Some(seconds) => Some(seconds),
+            None => query_grace
+                .map(|text| {
+                    text.parse::<i64>().map_err(|_| {
+                        ApiError::bad_request(format!(
+                            "gracePeriodSeconds: invalid value \"{text}\""
+                        ))
+                    })
+                })
+                .transpose()?,
+        };
         let propagation = body
             .get("propagationPolicy")
             .and_then(Value::as_str)
@@ -657,6 +682,7 @@ impl DeleteOptions {
             uid: str_at(body, "/preconditions/uid").map(str::to_owned),
             resource_version: str_at(body, "/preconditions/resourceVersion").map(str::to_owned),
             propagation,
+            grace_period,
             dry_run: dry_run
                 || body
                     .get("dryRun")
@@ -723,7 +749,8 @@ pub fn delete(
         _ => {}
     }
     let is_namespace = resource.key == "/namespaces";
-    if finalizers.is_empty() && !is_namespace {
+    let grace = pod_grace_period(resource, &object, options.grace_period);
+    if finalizers.is_empty() && !is_namespace && grace.is_none() {
         if options.dry_run {
             return Ok(old);
         }
@@ -735,7 +762,17 @@ pub fn delete(
         let meta = meta_mut(&mut object);
         meta.insert("finalizers".into(), json!(finalizers));
         if !already {
-            meta.insert("deletionTimestamp".into(), json!(now()));
+            let seconds = grace.unwrap_or(0);
+            let at = jiff::Timestamp::now()
+                .checked_add(jiff::SignedDuration::from_secs(seconds))
+                .unwrap_or_else(|_| jiff::Timestamp::now());
+            meta.insert(
+                "deletionTimestamp".into(),
+                json!(at.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()),
+            );
+            meta.insert("deletionGracePeriodSeconds".into(), json!(seconds));
+        } else if grace.is_none() && resource.key == "/pods" {
+            // The kubelet's final delete (grace period 0).
             meta.insert("deletionGracePeriodSeconds".into(), json!(0));
         }
     }
@@ -749,6 +786,26 @@ pub fn delete(
     let stored = tx.put(key.clone(), object);
     api.gc_wake.notify_one();
     Ok(stored)
+}
+
+/// A Pod bound to a node is deleted gracefully, as on Kubernetes: it is
+/// marked with a deletionTimestamp and its kubelet removes it (with grace
+/// period 0) once its containers have stopped. Unbound and finished pods,
+/// and deletions with grace period 0, go at once (`None`).
+fn pod_grace_period(resource: &Resource, pod: &Value, requested: Option<i64>) -> Option<i64> {
+    if resource.key != "/pods" {
+        return None;
+    }
+    let bound = str_at(pod, "/spec/nodeName").is_some_and(|n| !n.is_empty());
+    let finished = matches!(str_at(pod, "/status/phase"), Some("Succeeded" | "Failed"));
+    let seconds = requested
+        .or_else(|| {
+            pod.pointer("/spec/terminationGracePeriodSeconds")
+                .and_then(Value::as_i64)
+        })
+        .unwrap_or(30)
+        .max(0);
+    (bound && !finished && seconds > 0).then_some(seconds)
 }
 
 /// Removes one finalizer the server itself manages (namespace, GC, CRD
@@ -773,6 +830,7 @@ pub fn remove_finalizer(
     normalize_meta(&mut object);
     if finalizers.is_empty()
         && !namespace_held(&object)
+        && !kubelet_pending(&object)
         && object.pointer("/metadata/deletionTimestamp").is_some()
     {
         let removed = tx.remove(key).unwrap_or(old);

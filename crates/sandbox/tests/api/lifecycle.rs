@@ -248,3 +248,49 @@ async fn a_terminating_namespace_refuses_new_content() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn pods_on_a_node_wait_for_their_kubelet_and_others_go_at_once() {
+    use k8s_openapi::api::core::v1::Pod;
+    let t = start().await;
+    let api: Api<Pod> = Api::default_namespaced(t.client.clone());
+    let pod = |name: &str, node: Option<&str>| -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": name},
+            "spec": {"nodeName": node, "terminationGracePeriodSeconds": 45,
+                     "containers": [{"name": "c", "image": "postgres:16"}]}
+        }))
+        .expect("pod")
+    };
+    api.create(&PostParams::default(), &pod("unbound", None))
+        .await
+        .expect("created");
+    api.delete("unbound", &DeleteParams::default())
+        .await
+        .expect("deleted");
+    assert!(
+        api.get_opt("unbound").await.expect("get").is_none(),
+        "an unbound pod goes at once"
+    );
+    api.create(&PostParams::default(), &pod("bound", Some("sandbox")))
+        .await
+        .expect("created");
+    api.delete("bound", &DeleteParams::default())
+        .await
+        .expect("delete accepted");
+    let terminating = api.get("bound").await.expect("waits for its kubelet");
+    assert_eq!(terminating.metadata.deletion_grace_period_seconds, Some(45));
+    // The kubelet's status write does not remove it; its final delete does.
+    api.patch_status(
+        "bound",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"phase": "Running"}})),
+    )
+    .await
+    .expect("status written");
+    assert!(api.get_opt("bound").await.expect("get").is_some());
+    api.delete("bound", &DeleteParams::default().grace_period(0))
+        .await
+        .expect("final delete");
+    assert!(api.get_opt("bound").await.expect("get").is_none());
+}
