@@ -190,9 +190,30 @@ pub async fn apply(client: &Client, documents: &[Value]) -> Result<Vec<Applied>,
     Ok(applied)
 }
 
+/// Whether a kind reports its progress in `status` (so an object without
+/// one has not been acted on yet): pods, claims and custom resources.
+fn reports_status(resource: &ApiResource) -> bool {
+    matches!(resource.kind.as_str(), "Pod" | "PersistentVolumeClaim")
+        || (resource.group.contains('.') && !resource.group.ends_with("k8s.io"))
+}
+
 /// Why an object has not converged yet, or `None` when it has.
-pub fn not_converged(object: &Value) -> Option<String> {
-    let status = object.get("status")?;
+/// `reports_status`: an object of this kind without status is still
+/// waiting to be acted on.
+pub fn not_converged(object: &Value, reports_status: bool) -> Option<String> {
+    let status = object
+        .get("status")
+        .filter(|s| s.as_object().is_some_and(|m| !m.is_empty()));
+    let Some(status) = status else {
+        return reports_status.then(|| "no status yet".to_owned());
+    };
+    let generation = object["metadata"]["generation"].as_i64();
+    let observed = status["observedGeneration"].as_i64();
+    if let (Some(generation), Some(observed)) = (generation, observed)
+        && observed < generation
+    {
+        return Some(format!("generation {generation} not observed yet"));
+    }
     if let Some(conditions) = status.get("conditions").and_then(Value::as_array)
         && let Some(ready) = conditions.iter().find(|c| c["type"] == "Ready")
     {
@@ -237,7 +258,7 @@ pub async fn waiting_for(client: &Client, applied: &[Applied]) -> Vec<String> {
         match target.api(client).get_opt(&target.name).await {
             Ok(Some(object)) => {
                 let value = serde_json::to_value(&object).unwrap_or(Value::Null);
-                if let Some(why) = not_converged(&value) {
+                if let Some(why) = not_converged(&value, reports_status(&target.resource)) {
                     waiting.push(format!("{} ({why})", target.describe()));
                 }
             }
@@ -305,25 +326,42 @@ mod tests {
 
     #[test]
     fn readiness_and_phases_decide_convergence() {
-        assert_eq!(not_converged(&json!({"kind": "Service"})), None);
+        assert_eq!(not_converged(&json!({"kind": "Service"}), false), None);
+        assert_eq!(
+            not_converged(&json!({"kind": "PostgresCluster"}), true),
+            Some("no status yet".into())
+        );
         assert_eq!(
             not_converged(
                 &json!({"status": {"conditions": [{"type": "Ready", "status": "False", "reason": "ContainersNotReady"}],
-                "containerStatuses": [{"state": {"waiting": {"reason": "ImageNotMapped"}}}]}})
+                "containerStatuses": [{"state": {"waiting": {"reason": "ImageNotMapped"}}}]}}),
+                true
             ),
             Some("ImageNotMapped".into())
         );
         assert_eq!(
             not_converged(
-                &json!({"status": {"conditions": [{"type": "Ready", "status": "True"}]}})
+                &json!({"status": {"conditions": [{"type": "Ready", "status": "True"}]}}),
+                true
             ),
             None
         );
         assert_eq!(
-            not_converged(&json!({"status": {"phase": "Pending"}})),
+            not_converged(
+                &json!({"metadata": {"generation": 3}, "status": {"observedGeneration": 2,
+                    "conditions": [{"type": "Ready", "status": "True"}]}}),
+                true
+            ),
+            Some("generation 3 not observed yet".into())
+        );
+        assert_eq!(
+            not_converged(&json!({"status": {"phase": "Pending"}}), true),
             Some("Pending".into())
         );
-        assert_eq!(not_converged(&json!({"status": {"phase": "Bound"}})), None);
+        assert_eq!(
+            not_converged(&json!({"status": {"phase": "Bound"}}), true),
+            None
+        );
     }
 
     #[test]
