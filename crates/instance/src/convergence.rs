@@ -20,6 +20,7 @@ use crate::context::InstanceContext;
 use crate::datadir::{self, DataDirError};
 use crate::desired::{DesiredState, DesiredStateSource};
 use crate::passwords;
+use crate::plan::{Action, LocalState, plan};
 use crate::postgres::config::ReplicationRole;
 use crate::postgres::version::{self, VersionError};
 use crate::report;
@@ -203,43 +204,48 @@ impl<S: DesiredStateSource> Manager<S> {
             state.fenced = desired.fenced;
             state.target_primary = desired.target_primary.clone();
         }
-        if desired.fenced {
-            self.stop_postgres().await;
-            self.state.set_phase(InstancePhase::Fenced);
-            return Ok(());
+        let me = self.ctx.settings.pod_name.clone();
+        let mut action = plan(&me, desired, self.local_state());
+        if let Action::Initdb | Action::Clone(_) = action {
+            self.state.set_phase(InstancePhase::Bootstrapping);
+            match action {
+                Action::Clone(address) => {
+                    bootstrap::clone_from(&self.ctx, desired, address).await?
+                }
+                _ => bootstrap::initdb(&self.ctx, desired).await?,
+            }
+            action = plan(&me, desired, self.local_state());
         }
-        let pgdata = self.ctx.settings.pgdata.clone();
-        let is_target = desired.target_primary.as_deref() == Some(&self.ctx.settings.pod_name);
-        if !datadir::is_initialized(&pgdata) {
-            self.bootstrap(desired, is_target).await?;
-            if !datadir::is_initialized(&pgdata) {
-                return Ok(());
+        match action {
+            Action::Fence => {
+                self.stop_postgres().await;
+                self.state.set_phase(InstancePhase::Fenced);
+                Ok(())
             }
-        }
-        match (is_target, datadir::is_standby(&pgdata)) {
-            (true, false) => {
-                self.ensure_running(desired, Some(ReplicationRole::Primary))
-                    .await?;
-                self.converge_passwords().await
+            Action::Initdb | Action::Clone(_) | Action::AwaitPrimary => {
+                self.state.set_phase(InstancePhase::WaitingForPrimary);
+                Ok(())
             }
-            (true, true) => {
-                self.ensure_running(desired, None).await?;
-                self.promote(desired).await
-            }
-            (false, false) if desired.target_primary.is_some() => self.demote(desired).await,
-            (false, false) => {
-                // A primary with no target chosen: keep what runs, start nothing.
+            Action::HoldPrimary => {
                 if self.postmaster.is_none() {
                     self.state.set_phase(InstancePhase::WaitingForPrimary);
                 }
                 Ok(())
             }
-            (false, true) => {
-                let role = desired
-                    .primary_address
-                    .map(|address| ReplicationRole::Standby(self.ctx.upstream(address)));
+            Action::RunPrimary => {
+                self.ensure_running(desired, Some(ReplicationRole::Primary))
+                    .await?;
+                self.converge_passwords().await
+            }
+            Action::Promote => {
+                self.ensure_running(desired, None).await?;
+                self.promote(desired).await
+            }
+            Action::Demote(address) => self.demote(desired, address).await,
+            Action::RunStandby(address) => {
+                let role = address.map(|a| ReplicationRole::Standby(self.ctx.upstream(a)));
                 self.ensure_running(desired, role).await?;
-                match desired.primary_address {
+                match address {
                     Some(address) => self.rejoin_if_stalled(desired, address).await,
                     None => Ok(()),
                 }
@@ -247,22 +253,12 @@ impl<S: DesiredStateSource> Manager<S> {
         }
     }
 
-    async fn bootstrap(
-        &mut self,
-        desired: &DesiredState,
-        is_target: bool,
-    ) -> Result<(), ConvergenceError> {
-        if is_target {
-            self.state.set_phase(InstancePhase::Bootstrapping);
-            bootstrap::initdb(&self.ctx, desired).await?;
-        } else if let (Some(_), Some(address)) = (&desired.target_primary, desired.primary_address)
-        {
-            self.state.set_phase(InstancePhase::Bootstrapping);
-            bootstrap::clone_from(&self.ctx, desired, address).await?;
-        } else {
-            self.state.set_phase(InstancePhase::WaitingForPrimary);
+    fn local_state(&self) -> LocalState {
+        let pgdata = &self.ctx.settings.pgdata;
+        LocalState {
+            initialized: datadir::is_initialized(pgdata),
+            standby: datadir::is_standby(pgdata),
         }
-        Ok(())
     }
 
     /// Writes the configuration for `role` (when known), starts PostgreSQL
@@ -404,10 +400,14 @@ impl<S: DesiredStateSource> Manager<S> {
 
     /// A former primary: stop at once (no more writes here), then, once the
     /// new primary has finished its promotion, rewind and follow it.
-    async fn demote(&mut self, desired: &DesiredState) -> Result<(), ConvergenceError> {
+    async fn demote(
+        &mut self,
+        desired: &DesiredState,
+        address: Option<IpAddr>,
+    ) -> Result<(), ConvergenceError> {
         self.state.set_phase(InstancePhase::Rejoining);
         self.stop_postgres().await;
-        let Some(address) = desired.primary_address else {
+        let Some(address) = address else {
             return Ok(());
         };
         if !self.is_writable_primary(address).await {

@@ -7,7 +7,8 @@
 //!   (configuration rendering, LSNs, version rules).
 //! - [`desired`]: the desired state and the trait it arrives through;
 //!   [`cluster_watch`] reads it from the PostgresCluster.
-//! - [`convergence`]: the loop that makes PostgreSQL match it.
+//! - [`plan`]: the next action, decided purely from the desired state and
+//!   the data directory; [`convergence`] carries it out and supervises.
 //! - [`bootstrap`], [`rewind`], [`supervisor`]: the mechanics.
 //! - [`http`], [`report`], [`metrics`]: what the instance tells the world.
 
@@ -21,6 +22,7 @@ pub mod http;
 pub mod metrics;
 pub mod observe;
 pub mod passwords;
+pub mod plan;
 pub mod postgres;
 pub mod process_user;
 pub mod reaper;
