@@ -17,6 +17,7 @@ use crate::admission::FieldValidation;
 use crate::apply;
 use crate::discovery;
 use crate::error::{ApiError, Cause};
+use crate::events;
 use crate::objects::{self, DeleteOptions, Manage, WriteOptions};
 use crate::openapi;
 use crate::patch::{self, PatchType};
@@ -253,6 +254,12 @@ async fn resource_request(
     if path.namespace.is_some() && !resource.namespaced {
         return Err(ApiError::NoResource);
     }
+    // events.k8s.io/v1 Events live in the core Event store.
+    let resource = if is_events_v1(&path) {
+        api.registry.by_key("/events").ok_or(ApiError::NoResource)?
+    } else {
+        resource
+    };
     let status = match path.subresource.as_deref() {
         None => false,
         Some("status") if resource.has_status(&path.version) => true,
@@ -287,10 +294,27 @@ fn key_of(resource: &Resource, path: &ResourcePath) -> ObjectKey {
     )
 }
 
-fn as_version(resource: &Resource, version: &str, object: &Value) -> Value {
+fn is_events_v1(path: &ResourcePath) -> bool {
+    path.group == "events.k8s.io" && path.plural == "events"
+}
+
+/// An object as the requested group and version show it.
+fn as_version(resource: &Resource, path: &ResourcePath, object: &Value) -> Value {
+    if is_events_v1(path) {
+        return events::to_events_v1(object);
+    }
     let mut object = object.clone();
-    object["apiVersion"] = json!(resource.api_version(version));
+    object["apiVersion"] = json!(resource.api_version(&path.version));
     object
+}
+
+/// A request body in the stored form.
+fn from_version(path: &ResourcePath, object: Value) -> Value {
+    if is_events_v1(path) {
+        events::to_core(&object)
+    } else {
+        object
+    }
 }
 
 fn respond_object(
@@ -301,7 +325,7 @@ fn respond_object(
     code: StatusCode,
     warnings: &[String],
 ) -> Response {
-    let object = as_version(resource, &path.version, object);
+    let object = as_version(resource, path, object);
     if table::wanted(&request.accept) {
         let include = request.param("includeObject").unwrap_or("Metadata");
         let rendered = table::render(resource, &path.version, &[object], json!({}), include);
@@ -410,7 +434,7 @@ fn list(
             more = true;
             break;
         }
-        selected.push(as_version(resource, &path.version, item));
+        selected.push(as_version(resource, path, item));
     }
     let mut metadata = json!({"resourceVersion": list_rv.to_string()});
     if more && let Some(last) = selected.last() {
@@ -468,6 +492,7 @@ fn watch_request(
     let stream = watch::stream(
         api.clone(),
         WatchRequest {
+            events_v1: is_events_v1(path),
             resource,
             version: path.version.clone(),
             namespace: path.namespace.clone(),
@@ -519,7 +544,7 @@ fn create(
             message: "POST is not allowed on a named object".into(),
         });
     }
-    let object = request.json_body()?;
+    let object = from_version(path, request.json_body()?);
     check_type(resource, &path.version, &object)?;
     if let (Some(url_ns), Some(body_ns)) = (
         &path.namespace,
@@ -561,7 +586,7 @@ fn update(
     request: &ResourceRequest,
     status: bool,
 ) -> Result<Response, ApiError> {
-    let object = request.json_body()?;
+    let object = from_version(path, request.json_body()?);
     check_type(resource, &path.version, &object)?;
     let key = key_of(resource, path);
     let manager = request.manager();
@@ -644,7 +669,7 @@ fn patch_request(
         let current = tx
             .get(&key)
             .ok_or_else(|| ApiError::not_found(&resource.qualified_plural(), &key.name))?;
-        let current = as_version(resource, &path.version, &current);
+        let current = as_version(resource, path, &current);
         let patched = match patch_type {
             PatchType::Json => patch::json(&current, &request.body),
             PatchType::Merge => patch::merge(&current, &request.body),
@@ -662,6 +687,7 @@ fn patch_request(
             ),
             other => ApiError::bad_request(other.to_string()),
         })?;
+        let patched = from_version(path, patched);
         objects::update(
             api,
             tx,
@@ -717,6 +743,7 @@ fn apply_request(
             "invalid object type: apiVersion and kind must be set in an apply configuration",
         ));
     }
+    let config = from_version(path, config);
     check_type(resource, &path.version, &config)?;
     if let Some(name) = objects::str_at(&config, "/metadata/name")
         && name != key.name
@@ -740,7 +767,7 @@ fn apply_request(
     let kind = resource.qualified_plural();
     let written = api.store.mutate(|tx| match tx.get(key) {
         Some(current) => {
-            let current = as_version(resource, &path.version, &current);
+            let current = from_version(path, as_version(resource, path, &current));
             let merged = apply::apply(&current, &config, &write, force, &kind, &key.name)?;
             objects::update(
                 api,
@@ -846,7 +873,7 @@ fn delete_collection(
                 objects::str_at(&item, "/metadata/name").unwrap_or(""),
             );
             let object = objects::delete(api, tx, resource, &key, &options)?;
-            deleted.push(as_version(resource, &path.version, &object));
+            deleted.push(as_version(resource, path, &object));
         }
         Ok::<_, ApiError>(deleted)
     })?;

@@ -24,6 +24,7 @@ pub mod defaults;
 pub mod discovery;
 pub mod endpoints;
 pub mod error;
+pub mod events;
 pub mod faults;
 pub mod gc;
 pub mod handlers;

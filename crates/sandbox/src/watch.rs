@@ -36,6 +36,8 @@ pub struct WatchRequest {
     pub timeout: Duration,
     /// `Some(includeObject)` when the client asked for Table rows.
     pub table: Option<String>,
+    /// Core Events shown as `events.k8s.io/v1`.
+    pub events_v1: bool,
 }
 
 impl WatchRequest {
@@ -44,8 +46,13 @@ impl WatchRequest {
     }
 
     fn encode(&self, type_: &str, object: &Value) -> Bytes {
-        let mut object = object.clone();
-        object["apiVersion"] = json!(self.resource.api_version(&self.version));
+        let mut object = if self.events_v1 {
+            crate::events::to_events_v1(object)
+        } else {
+            let mut object = object.clone();
+            object["apiVersion"] = json!(self.resource.api_version(&self.version));
+            object
+        };
         if let Some(include) = &self.table {
             object = table::render(&self.resource, &self.version, &[object], json!({}), include);
         }
@@ -59,9 +66,14 @@ impl WatchRequest {
         if initial_end {
             metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"});
         }
+        let api_version = if self.events_v1 {
+            "events.k8s.io/v1".to_owned()
+        } else {
+            self.resource.api_version(&self.version)
+        };
         let object = json!({
             "kind": self.resource.kind,
-            "apiVersion": self.resource.api_version(&self.version),
+            "apiVersion": api_version,
             "metadata": metadata,
         });
         let mut line = json!({"type": "BOOKMARK", "object": object}).to_string();

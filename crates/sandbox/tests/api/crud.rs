@@ -238,3 +238,39 @@ async fn requests_without_the_token_are_unauthorized() {
     let api: Api<Namespace> = Api::all(client);
     assert_eq!(code(&api.get("default").await.expect_err("refused")), 401);
 }
+
+#[tokio::test]
+async fn events_recorded_through_events_k8s_io_are_listed_as_core_events() {
+    use k8s_openapi::api::core::v1::Event as CoreEvent;
+    use k8s_openapi::api::events::v1::Event;
+    let t = start().await;
+    let events: Api<Event> = Api::default_namespaced(t.client.clone());
+    let event: Event = serde_json::from_value(json!({
+        "metadata": {"name": "db.failover"},
+        "eventTime": "2026-01-01T00:00:00.000000Z",
+        "regarding": {"kind": "PostgresCluster", "name": "db", "namespace": "default"},
+        "reason": "Failover", "note": "promoted db-2", "type": "Warning", "action": "Promote",
+        "reportingController": "tusk.dev/operator", "reportingInstance": "tusk-0"
+    }))
+    .expect("event");
+    events
+        .create(&PostParams::default(), &event)
+        .await
+        .expect("recorded");
+    let core: Api<CoreEvent> = Api::default_namespaced(t.client.clone());
+    let listed = core
+        .list(&ListParams::default().fields("involvedObject.name=db"))
+        .await
+        .expect("listed as core events");
+    assert_eq!(listed.items.len(), 1);
+    assert_eq!(listed.items[0].message.as_deref(), Some("promoted db-2"));
+    assert_eq!(
+        listed.items[0].reporting_component.as_deref(),
+        Some("tusk.dev/operator")
+    );
+    let back = events
+        .get("db.failover")
+        .await
+        .expect("read back through events.k8s.io");
+    assert_eq!(back.note.as_deref(), Some("promoted db-2"));
+}
