@@ -80,6 +80,8 @@ pub struct Manager<S> {
     streaming_ticks: u32,
     /// True once this manager set the passwords on its primary.
     passwords_converged: bool,
+    /// The configuration files changed and PostgreSQL has not reloaded them.
+    reload_pending: bool,
 }
 
 impl<S: DesiredStateSource> Manager<S> {
@@ -96,6 +98,7 @@ impl<S: DesiredStateSource> Manager<S> {
             stall_rejoins: 0,
             streaming_ticks: 0,
             passwords_converged: false,
+            reload_pending: false,
         }
     }
 
@@ -275,7 +278,10 @@ impl<S: DesiredStateSource> Manager<S> {
             None => false,
         };
         if self.postmaster.is_some() {
-            if changed {
+            // Remembered until a reload succeeds: the files are already
+            // written, so a failed reload would otherwise be forgotten.
+            self.reload_pending |= changed;
+            if self.reload_pending {
                 self.reload().await?;
             }
             if self
@@ -308,6 +314,8 @@ impl<S: DesiredStateSource> Manager<S> {
         )?;
         self.state.lock().postmaster_pid = Some(postmaster.pid());
         self.postmaster = Some(postmaster);
+        // A fresh start reads the current files.
+        self.reload_pending = false;
         self.started_at = Some(Instant::now());
         self.restart_not_before = None;
         Ok(())
@@ -349,6 +357,7 @@ impl<S: DesiredStateSource> Manager<S> {
             .iter()
             .filter_map(|row| row.try_get(0).ok())
             .collect();
+        self.reload_pending = false;
         tracing::info!(?pending, "configuration reloaded");
         if !pending.is_empty() {
             self.state.set_phase(InstancePhase::Restarting);
@@ -388,10 +397,10 @@ impl<S: DesiredStateSource> Manager<S> {
             .await
             .map_err(SqlError::from)?;
         let pgdata = self.ctx.settings.pgdata.clone();
-        if self
+        self.reload_pending |= self
             .ctx
-            .write_config(&pgdata, desired, ReplicationRole::Primary)?
-        {
+            .write_config(&pgdata, desired, ReplicationRole::Primary)?;
+        if self.reload_pending {
             self.reload().await?;
         }
         self.state.set_phase(InstancePhase::Running);
