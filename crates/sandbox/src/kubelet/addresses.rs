@@ -26,6 +26,10 @@ const LAST: u32 = u32::from_be_bytes([127, 2, 255, 254]);
 #[derive(Debug, Default)]
 pub struct AddressPool {
     used: Mutex<BTreeMap<Ipv4Addr, String>>,
+    /// Where the search for a free address starts, so that two sandboxes
+    /// on one machine (tests running side by side) rarely hand out the
+    /// same address.
+    start: u32,
 }
 
 impl AddressPool {
@@ -33,6 +37,18 @@ impl AddressPool {
         self.used
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// A pool whose search starts at a place derived from `seed` (the data
+    /// directory), the same on every start of the same sandbox.
+    pub fn seeded(seed: &str) -> Self {
+        let hash = seed.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+        });
+        Self {
+            used: Mutex::default(),
+            start: (hash % u64::from(LAST - FIRST + 1)) as u32,
+        }
     }
 
     /// Holds `ip` for the pod `uid` (which had it before a restart) so no
@@ -58,8 +74,9 @@ impl AddressPool {
             used.insert(ip, uid.to_owned());
             return Ok(ip);
         }
-        let free = (FIRST..=LAST)
-            .map(Ipv4Addr::from)
+        let size = LAST - FIRST + 1;
+        let free = (0..size)
+            .map(|i| Ipv4Addr::from(FIRST + (self.start + i) % size))
             .find(|ip| !used.contains_key(ip))
             .ok_or(AddressError::Exhausted((LAST - FIRST + 1) as usize))?;
         used.insert(free, uid.to_owned());
@@ -86,6 +103,21 @@ mod tests {
             let port = listener.local_addr().expect("addr").port();
             std::net::TcpStream::connect((ip, port)).expect("connect to pod address");
         }
+    }
+
+    #[test]
+    fn sandboxes_in_different_directories_start_apart() {
+        let a = AddressPool::seeded("/tmp/a")
+            .allocate("p", None)
+            .expect("a");
+        let b = AddressPool::seeded("/tmp/b")
+            .allocate("p", None)
+            .expect("b");
+        assert_ne!(a, b);
+        let again = AddressPool::seeded("/tmp/a")
+            .allocate("p", None)
+            .expect("again");
+        assert_eq!(a, again, "the same sandbox starts at the same place");
     }
 
     #[test]

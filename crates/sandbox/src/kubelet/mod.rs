@@ -208,10 +208,11 @@ pub fn start(client: Client, config: KubeletConfig) -> Result<KubeletHandle, Kub
         config.heartbeat,
     ));
     let claims = tokio::spawn(claims::run(client.clone(), config.data_dir.clone()));
+    let addresses = AddressPool::seeded(&config.data_dir.to_string_lossy());
     let ctx = Arc::new(Context {
         client,
         config,
-        addresses: AddressPool::default(),
+        addresses,
         faults: faults.clone(),
         root,
     });
