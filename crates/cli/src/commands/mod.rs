@@ -6,6 +6,7 @@ pub mod instance;
 pub mod logging;
 pub mod operator;
 pub mod sandbox;
+pub mod sandbox_node;
 pub mod validate;
 
 /// Why a command could not run (as opposed to input it checked and refused).

@@ -38,6 +38,10 @@ pub struct UpArgs {
     /// Do not run the operator in process.
     #[arg(long)]
     pub no_operator: bool,
+    /// Apply this manifest once the sandbox is up, and show its progress
+    /// (repeatable).
+    #[arg(long, value_name = "FILE")]
+    pub apply: Vec<PathBuf>,
 }
 
 pub fn run(args: &Args) -> Result<ExitCode, CommandError> {
@@ -53,12 +57,6 @@ fn default_data_dir() -> Result<PathBuf, CommandError> {
 }
 
 fn run_up(args: &UpArgs) -> Result<ExitCode, CommandError> {
-    if !(args.no_kubelet && args.no_operator) {
-        return Err(CommandError::Sandbox(
-            "`tusk sandbox up` runs the API server only for now: pass --no-kubelet --no-operator"
-                .into(),
-        ));
-    }
     let data_dir = match &args.data_dir {
         Some(dir) => dir.clone(),
         None => default_data_dir()?,
@@ -75,10 +73,14 @@ fn run_up(args: &UpArgs) -> Result<ExitCode, CommandError> {
             sandbox.address(),
             sandbox.kubeconfig_path().display()
         );
-        tokio::signal::ctrl_c()
-            .await
-            .map_err(|e| CommandError::Sandbox(format!("cannot wait for Ctrl-C: {e}")))?;
+        let options = super::sandbox_node::NodeOptions {
+            apply: args.apply.clone(),
+            kubelet: !args.no_kubelet,
+            operator: !args.no_operator,
+        };
+        let outcome = super::sandbox_node::run(&data_dir, sandbox.kubeconfig_path(), options).await;
         sandbox.stop();
+        outcome?;
         Ok(ExitCode::SUCCESS)
     })
 }
