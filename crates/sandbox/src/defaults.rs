@@ -306,6 +306,59 @@ pub fn pvc_update(old: &Value, new: &Value, causes: &mut Vec<Cause>) {
     }
 }
 
+/// Pod rules on update: the spec is immutable except container images,
+/// `activeDeadlineSeconds`, added tolerations and `terminationGracePeriodSeconds`;
+/// `nodeName` may be set once (binding).
+pub fn pod_update(old: &Value, new: &Value, causes: &mut Vec<Cause>) {
+    fn comparable(spec: Option<&Value>, keep_node: bool) -> Value {
+        let mut spec = spec.cloned().unwrap_or(json!({}));
+        if let Some(map) = spec.as_object_mut() {
+            for field in [
+                "activeDeadlineSeconds",
+                "terminationGracePeriodSeconds",
+                "tolerations",
+            ] {
+                map.remove(field);
+            }
+            if !keep_node {
+                map.remove("nodeName");
+            }
+            for list in ["containers", "initContainers"] {
+                if let Some(Value::Array(containers)) = map.get_mut(list) {
+                    for container in containers.iter_mut().filter_map(Value::as_object_mut) {
+                        container.remove("image");
+                    }
+                }
+            }
+        }
+        spec
+    }
+    let node_was_set = old
+        .pointer("/spec/nodeName")
+        .and_then(Value::as_str)
+        .is_some_and(|n| !n.is_empty());
+    let old_tolerations = old
+        .pointer("/spec/tolerations")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let new_tolerations = new
+        .pointer("/spec/tolerations")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let tolerations_kept = old_tolerations.iter().all(|t| new_tolerations.contains(t));
+    if comparable(old.get("spec"), node_was_set) != comparable(new.get("spec"), node_was_set)
+        || !tolerations_kept
+    {
+        causes.push(Cause {
+            field: "spec".into(),
+            message: "Forbidden: pod updates may not change fields other than `spec.containers[*].image`, `spec.initContainers[*].image`, `spec.activeDeadlineSeconds`, `spec.tolerations` (only additions to existing tolerations), `spec.terminationGracePeriodSeconds`".into(),
+            reason: "FieldValueForbidden",
+        });
+    }
+}
+
 /// A Kubernetes quantity in base units (bytes for storage).
 pub fn quantity(text: &str) -> Option<f64> {
     let text = text.trim();

@@ -534,6 +534,7 @@ pub fn update(
         ("", "PersistentVolumeClaim") if !status => {
             defaults::pvc_update(&old, &object, &mut causes)
         }
+        ("", "Pod") if !status => defaults::pod_update(&old, &object, &mut causes),
         ("", "Namespace") if !status && old.get("spec").is_some() => {
             object["spec"] = old.get("spec").cloned().unwrap_or(json!({}));
         }

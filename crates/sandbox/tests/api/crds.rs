@@ -299,3 +299,41 @@ async fn the_project_crds_refuse_invalid_clusters_with_their_cel_messages() {
         message(&refused)
     );
 }
+
+#[tokio::test]
+async fn deleting_a_crd_deletes_its_objects_and_stops_serving_the_kind() {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let t = start().await;
+    install_widgets(&t.client).await;
+    let api = widgets(&t.client, "v1");
+    api.create(
+        &PostParams::default(),
+        &widget("doomed", json!({"size": 1})),
+    )
+    .await
+    .expect("created");
+    let crds: Api<CustomResourceDefinition> = Api::all(t.client.clone());
+    crds.delete("widgets.example.com", &Default::default())
+        .await
+        .expect("delete accepted");
+    let c = crds.clone();
+    crate::common::eventually("the CRD to be gone", || {
+        let c = c.clone();
+        async move {
+            c.get_opt("widgets.example.com")
+                .await
+                .ok()?
+                .is_none()
+                .then_some(())
+        }
+    })
+    .await;
+    let after = api.list(&Default::default()).await;
+    assert_eq!(code(&after.expect_err("no longer served")), 404);
+    install_widgets(&t.client).await;
+    let empty = api.list(&Default::default()).await.expect("served again");
+    assert!(
+        empty.items.is_empty(),
+        "the old objects were deleted with their CRD"
+    );
+}

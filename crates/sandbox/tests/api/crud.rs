@@ -274,3 +274,31 @@ async fn events_recorded_through_events_k8s_io_are_listed_as_core_events() {
         .expect("read back through events.k8s.io");
     assert_eq!(back.note.as_deref(), Some("promoted db-2"));
 }
+
+#[tokio::test]
+async fn deletecollection_removes_only_the_selected_objects() {
+    let t = start().await;
+    let api: Api<ConfigMap> = Api::default_namespaced(t.client.clone());
+    for (name, tier) in [("a", "db"), ("b", "db"), ("c", "web")] {
+        let mut cm = config_map(name, json!({}));
+        cm.metadata.labels = Some([("tier".to_owned(), tier.to_owned())].into());
+        api.create(&PostParams::default(), &cm)
+            .await
+            .expect("created");
+    }
+    api.delete_collection(
+        &DeleteParams::default(),
+        &ListParams::default().labels("tier=db"),
+    )
+    .await
+    .expect("deleted");
+    let left: Vec<String> = api
+        .list(&ListParams::default())
+        .await
+        .expect("list")
+        .items
+        .iter()
+        .map(ResourceExt::name_any)
+        .collect();
+    assert_eq!(left, vec!["c"]);
+}

@@ -144,3 +144,56 @@ async fn claims_may_grow_but_not_shrink_or_change_class() {
         assert_eq!(code(&refused.expect_err("immutable")), 422, "{body}");
     }
 }
+
+#[tokio::test]
+async fn a_pod_spec_only_changes_where_kubernetes_allows() {
+    let t = start().await;
+    let api: Api<Pod> = Api::default_namespaced(t.client.clone());
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "c", "image": "postgres:16", "env": [{"name": "A", "value": "1"}]}]}
+    }))
+    .expect("pod");
+    api.create(&PostParams::default(), &pod)
+        .await
+        .expect("created");
+    let image = api
+        .patch(
+            "p",
+            &PatchParams::default(),
+            &Patch::Strategic(
+                json!({"spec": {"containers": [{"name": "c", "image": "postgres:17"}]}}),
+            ),
+        )
+        .await
+        .expect("the image may change");
+    assert_eq!(
+        image.spec.expect("spec").containers[0].image.as_deref(),
+        Some("postgres:17")
+    );
+    let bound = api
+        .patch(
+            "p",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"nodeName": "sandbox"}})),
+        )
+        .await
+        .expect("binding sets nodeName once");
+    assert_eq!(
+        bound.spec.and_then(|s| s.node_name).as_deref(),
+        Some("sandbox")
+    );
+    for body in [
+        json!({"spec": {"containers": [{"name": "c", "env": [{"name": "A", "value": "2"}]}]}}),
+        json!({"spec": {"nodeName": "elsewhere"}}),
+    ] {
+        let refused = api
+            .patch(
+                "p",
+                &PatchParams::default(),
+                &Patch::Strategic(body.clone()),
+            )
+            .await;
+        assert_eq!(code(&refused.expect_err("immutable")), 422, "{body}");
+    }
+}

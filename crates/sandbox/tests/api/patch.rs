@@ -76,7 +76,7 @@ async fn json_patch_test_operations_guard_the_change() {
 }
 
 #[tokio::test]
-async fn strategic_merge_merges_containers_env_and_ports_by_key() {
+async fn strategic_merge_merges_containers_and_conditions_by_key() {
     let t = start().await;
     let api: Api<Pod> = Api::default_namespaced(t.client.clone());
     api.create(&PostParams::default(), &pod("p"))
@@ -86,19 +86,47 @@ async fn strategic_merge_merges_containers_env_and_ports_by_key() {
         .patch(
             "p",
             &PatchParams::default(),
-            &Patch::Strategic(json!({"spec": {"containers": [
-                {"name": "db", "env": [{"name": "B", "value": "2"}], "ports": [{"containerPort": 9187, "name": "metrics"}]}
-            ]}})),
+            &Patch::Strategic(
+                json!({"spec": {"containers": [{"name": "side", "image": "busybox:2"}]}}),
+            ),
         )
         .await
         .expect("patched");
     let spec = patched.spec.expect("spec");
     assert_eq!(spec.containers.len(), 2, "the other container is kept");
-    let db = &spec.containers[0];
-    assert_eq!(db.image.as_deref(), Some("postgres:16"));
-    let env: Vec<&str> = db.env.iter().flatten().map(|e| e.name.as_str()).collect();
-    assert_eq!(env, vec!["A", "B"]);
-    assert_eq!(db.ports.as_ref().map(Vec::len), Some(2));
+    assert_eq!(spec.containers[0].image.as_deref(), Some("postgres:16"));
+    assert_eq!(spec.containers[0].env.as_ref().map(Vec::len), Some(1));
+    assert_eq!(spec.containers[1].image.as_deref(), Some("busybox:2"));
+    let condition = |type_: &str, status: &str| json!({"type": type_, "status": status});
+    api.patch_status(
+        "p",
+        &PatchParams::default(),
+        &Patch::Strategic(json!({"status": {"conditions": [condition("Ready", "False"), condition("Initialized", "True")]}})),
+    )
+    .await
+    .expect("conditions written");
+    let merged = api
+        .patch_status(
+            "p",
+            &PatchParams::default(),
+            &Patch::Strategic(json!({"status": {"conditions": [condition("Ready", "True")]}})),
+        )
+        .await
+        .expect("conditions merged");
+    let conditions: Vec<(String, String)> = merged
+        .status
+        .and_then(|s| s.conditions)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|c| (c.type_, c.status))
+        .collect();
+    assert_eq!(
+        conditions,
+        vec![
+            ("Ready".into(), "True".into()),
+            ("Initialized".into(), "True".into())
+        ]
+    );
     let custom = {
         install_widgets(&t.client).await;
         let widgets = widgets(&t.client, "v1");
