@@ -82,6 +82,8 @@ pub struct Manager<S> {
     passwords_converged: bool,
     /// The configuration files changed and PostgreSQL has not reloaded them.
     reload_pending: bool,
+    /// The new primary a former primary waits for (logged once).
+    awaited_primary: Option<IpAddr>,
 }
 
 impl<S: DesiredStateSource> Manager<S> {
@@ -99,6 +101,7 @@ impl<S: DesiredStateSource> Manager<S> {
             streaming_ticks: 0,
             passwords_converged: false,
             reload_pending: false,
+            awaited_primary: None,
         }
     }
 
@@ -420,9 +423,13 @@ impl<S: DesiredStateSource> Manager<S> {
             return Ok(());
         };
         if !self.is_writable_primary(address).await {
-            tracing::info!(%address, "waiting for the new primary to finish its promotion");
+            if self.awaited_primary != Some(address) {
+                tracing::info!(%address, "waiting for the new primary to finish its promotion");
+                self.awaited_primary = Some(address);
+            }
             return Ok(());
         }
+        self.awaited_primary = None;
         let started = Instant::now();
         let method = rewind::rejoin(&self.ctx, desired, address).await?;
         tracing::info!(

@@ -75,9 +75,14 @@ pub struct RunArgs {
 
 #[derive(clap::Args)]
 pub struct StatusArgs {
-    /// Address of the instance manager's HTTP API.
-    #[arg(long, default_value = "127.0.0.1:8000")]
-    pub address: SocketAddr,
+    /// Address of the instance manager's HTTP API; by default this pod's
+    /// (`POD_IP` and `TUSK_HTTP_PORT`), since the API listens on the pod IP.
+    #[arg(long)]
+    pub address: Option<SocketAddr>,
+    #[arg(long, env = "POD_IP", default_value = "127.0.0.1")]
+    pub pod_ip: IpAddr,
+    #[arg(long, env = "TUSK_HTTP_PORT", default_value_t = tusk_api::instance::DEFAULT_HTTP_PORT)]
+    pub http_port: u16,
 }
 
 /// Runs the subcommand. Failures are reported here (as a log line and on
@@ -177,14 +182,17 @@ async fn termination() {
 }
 
 async fn print_status(args: &StatusArgs) -> Result<(), String> {
+    let address = args
+        .address
+        .unwrap_or_else(|| SocketAddr::new(args.pod_ip, args.http_port));
     let work = async {
-        let mut stream = tokio::net::TcpStream::connect(args.address).await?;
+        let mut stream = tokio::net::TcpStream::connect(address).await?;
         stream
             .write_all(
                 format!(
                     "GET {} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
                     tusk_api::instance::STATUS_PATH,
-                    args.address
+                    address
                 )
                 .as_bytes(),
             )
@@ -195,8 +203,8 @@ async fn print_status(args: &StatusArgs) -> Result<(), String> {
     };
     let response = tokio::time::timeout(Duration::from_secs(10), work)
         .await
-        .map_err(|_| format!("{} did not answer in time", args.address))?
-        .map_err(|e| format!("cannot reach {}: {e}", args.address))?;
+        .map_err(|_| format!("{address} did not answer in time"))?
+        .map_err(|e| format!("cannot reach {address}: {e}"))?;
     let body = response
         .split_once("\r\n\r\n")
         .map(|(_, body)| body)
