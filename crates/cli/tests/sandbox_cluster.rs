@@ -1,0 +1,203 @@
+//! The one-command experience end to end: `tusk sandbox up --apply` with a
+//! PostgresCluster runs real PostgreSQL through the operator, the kubelet
+//! and the instance manager; psql reaches it through the read-write
+//! Service; Ctrl-C stops every process; starting again brings the data back.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::Receiver;
+use std::time::{Duration, Instant};
+
+/// A running `tusk sandbox up`, interrupted (then killed) when dropped so a
+/// failing test leaves no processes behind.
+struct Up {
+    child: Child,
+    lines: Receiver<String>,
+}
+
+impl Up {
+    fn start(data_dir: &Path, apply: Option<&Path>) -> Self {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_tusk"));
+        command.args(["sandbox", "up", "--data-dir"]).arg(data_dir);
+        if let Some(file) = apply {
+            command.arg("--apply").arg(file);
+        }
+        let mut child = command
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("tusk starts");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Self { child, lines }
+    }
+
+    /// Waits for an output line containing `text`.
+    fn wait_for_line(&self, text: &str, timeout: Duration) -> String {
+        let deadline = Instant::now() + timeout;
+        let mut seen = Vec::new();
+        while Instant::now() < deadline {
+            if let Ok(line) = self.lines.recv_timeout(Duration::from_millis(200)) {
+                if line.contains(text) {
+                    return line;
+                }
+                seen.push(line);
+            }
+        }
+        panic!("no line with {text:?} within {timeout:?}; saw {seen:#?}");
+    }
+
+    /// Ctrl-C, then waits for a clean exit.
+    fn interrupt(&mut self, timeout: Duration) -> bool {
+        let _ = Command::new("kill")
+            .args(["-INT", &self.child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status.success();
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        false
+    }
+}
+
+impl Drop for Up {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) && !self.interrupt(Duration::from_secs(30)) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+fn kubectl(data_dir: &Path, args: &[&str]) -> String {
+    let output = Command::new("kubectl")
+        .args(args)
+        .env("KUBECONFIG", data_dir.join("kubeconfig"))
+        .env("HOME", data_dir)
+        .output()
+        .expect("kubectl runs (scripts/setup installs it)");
+    assert!(
+        output.status.success(),
+        "kubectl {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).trim().to_owned()
+}
+
+fn psql(data_dir: &Path, sql: &str) -> Result<String, String> {
+    let address = kubectl(
+        data_dir,
+        &[
+            "get",
+            "service",
+            "small-rw",
+            "-o",
+            "jsonpath={.spec.clusterIP}",
+        ],
+    );
+    let field = |name: &str| {
+        kubectl(
+            data_dir,
+            &[
+                "get",
+                "secret",
+                "small-superuser",
+                "-o",
+                &format!("go-template={{{{.data.{name} | base64decode}}}}"),
+            ],
+        )
+    };
+    let output = Command::new("psql")
+        .args(["-h", &address, "-U", &field("username"), "-d", "postgres"])
+        .args(["-X", "-q", "-A", "-t", "-c", sql])
+        .env("PGPASSWORD", field("password"))
+        .env("PGCONNECT_TIMEOUT", "5")
+        .output()
+        .map_err(|e| format!("psql cannot run: {e}"))?;
+    if output.status.success() {
+        Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned())
+    } else {
+        Err(String::from_utf8_lossy(&output.stderr).into_owned())
+    }
+}
+
+fn eventually_psql(data_dir: &Path, sql: &str, timeout: Duration) -> String {
+    let deadline = Instant::now() + timeout;
+    loop {
+        match psql(data_dir, sql) {
+            Ok(answer) => return answer,
+            Err(error) if Instant::now() > deadline => panic!("psql never succeeded: {error}"),
+            Err(_) => std::thread::sleep(Duration::from_millis(500)),
+        }
+    }
+}
+
+/// Processes whose command line names the data directory (PostgreSQL runs
+/// with `-D <data dir>/volumes/...`).
+fn processes_under(data_dir: &Path) -> Vec<String> {
+    let needle = data_dir.to_string_lossy().into_owned();
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        let is_zombie = std::fs::read_to_string(entry.path().join("stat"))
+            .is_ok_and(|s| s.split_whitespace().nth(2) == Some("Z"));
+        if cmdline.contains(&needle) && !cmdline.contains("sandbox up") && !is_zombie {
+            found.push(cmdline);
+        }
+    }
+    found
+}
+
+fn example(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../deploy/examples")
+        .join(name)
+}
+
+#[test]
+fn a_cluster_applied_with_sandbox_up_serves_psql_and_survives_a_restart() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let data_dir = dir.path();
+    let mut up = Up::start(data_dir, Some(&example("small.yaml")));
+    up.wait_for_line("converged", Duration::from_secs(180));
+    let answer = eventually_psql(
+        data_dir,
+        "create table kept (x int); insert into kept values (7); select sum(x) from kept",
+        Duration::from_secs(60),
+    );
+    assert_eq!(answer, "7");
+    assert!(
+        !processes_under(data_dir).is_empty(),
+        "PostgreSQL runs from the claim directory"
+    );
+    assert!(
+        up.interrupt(Duration::from_secs(90)),
+        "Ctrl-C ends tusk sandbox up cleanly"
+    );
+    let left = processes_under(data_dir);
+    assert!(left.is_empty(), "processes outlived the sandbox: {left:#?}");
+
+    let again = Up::start(data_dir, None);
+    again.wait_for_line("Ctrl-C stops", Duration::from_secs(60));
+    let answer = eventually_psql(
+        data_dir,
+        "select sum(x) from kept",
+        Duration::from_secs(120),
+    );
+    assert_eq!(answer, "7", "the claim's data survives a restart");
+}
