@@ -368,6 +368,56 @@ async fn claim_data_survives_pod_recreation_and_a_sandbox_restart() {
     })
     .await;
     assert_eq!(bound.name_any(), "data");
+
+    // Deleting the claim reclaims its volume and directory.
+    let directory = node.dir.path().join("volumes").join(&volume);
+    assert!(directory.is_dir());
+    let pods = node.pods(NS);
+    pods.delete("after-restart", &DeleteParams::default())
+        .await
+        .expect("delete the last user");
+    claims
+        .delete("data", &DeleteParams::default())
+        .await
+        .expect("delete the claim");
+    let volumes: Api<PersistentVolume> = Api::all(node.client.clone());
+    eventually("the volume to be reclaimed", WAIT, || async {
+        let gone = volumes.get_opt(&volume).await.ok()?.is_none();
+        (gone && !directory.exists()).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_node_reports_ready_and_renews_its_lease() {
+    use k8s_openapi::api::coordination::v1::Lease;
+    use k8s_openapi::api::core::v1::Node as KubeNode;
+    let node = Node::start().await;
+    let nodes: Api<KubeNode> = Api::all(node.client.clone());
+    let ready = eventually("the node to be ready", WAIT, || async {
+        let kube_node = nodes.get_opt("sandbox").await.ok()??;
+        let status = kube_node.status?;
+        let ready = status
+            .conditions?
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == "True");
+        ready.then_some(status.capacity?)
+    })
+    .await;
+    assert!(
+        ready.contains_key("cpu") && ready.contains_key("memory") && ready.contains_key("pods")
+    );
+    let leases: Api<Lease> = Api::namespaced(node.client.clone(), "kube-node-lease");
+    let first = eventually("the lease", WAIT, || async {
+        leases.get_opt("sandbox").await.ok()??.spec?.renew_time
+    })
+    .await;
+    let renewed = eventually("a renewal", WAIT, || async {
+        let time = leases.get_opt("sandbox").await.ok()??.spec?.renew_time?;
+        (time != first).then_some(time)
+    })
+    .await;
+    assert!(renewed.0 > first.0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
