@@ -552,3 +552,36 @@ async fn a_failing_liveness_probe_restarts_the_container() {
         .expect("a message");
     assert!(message.starts_with("Liveness probe failed"), "{restarted}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_program_that_cannot_start_backs_off_instead_of_spinning() {
+    let node = Node::start().await;
+    node.create_pod(NS, json!({
+        "metadata": {"name": "missing"},
+        "spec": {"containers": [{"name": "main", "image": SHELL, "command": ["/nonexistent/program"]}]}
+    }))
+    .await;
+    let pods = node.pods(NS);
+    let waiting = eventually("the failure to show", WAIT, || async {
+        let pod = pod_json(&pods, "missing").await?;
+        let main = pod["status"]["containerStatuses"][0].clone();
+        let reason = main["state"]["waiting"]["reason"].as_str()?.to_owned();
+        (reason == "CrashLoopBackOff" || reason == "RunContainerError").then_some(main)
+    })
+    .await;
+    assert!(
+        waiting["lastState"]["terminated"]["message"].is_string()
+            || waiting["state"]["waiting"]["message"].is_string(),
+        "{waiting}"
+    );
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let pod = pod_json(&pods, "missing").await.expect("pod");
+    let restarts = pod["status"]["containerStatuses"][0]["restartCount"]
+        .as_i64()
+        .expect("count");
+    // Test back-off: immediately, 0.5 s, 1 s, then every 2 s.
+    assert!(
+        (1..=6).contains(&restarts),
+        "{restarts} restarts in about 3 s"
+    );
+}

@@ -161,6 +161,8 @@ pub async fn run(
         let started_at = now();
         let (exit, failure) = match Process::spawn(&spec) {
             Err(error) => {
+                // A program that cannot start backs off like one that crashes.
+                crashes = crashes.saturating_add(1);
                 slot.update(|r| r.state = State::waiting("RunContainerError", error.to_string()));
                 (
                     Exit {

@@ -264,7 +264,6 @@ pub fn pod_status(state: &PodState, pod_uid: &str, transitions: &mut Transitions
         "conditions": conditions,
         "hostIP": "127.0.0.1",
         "hostIPs": [{"ip": "127.0.0.1"}],
-        "qosClass": "BestEffort",
         "containerStatuses": state.main.iter().map(|r| report_json(r, pod_uid)).collect::<Vec<_>>(),
     });
     if !state.init.is_empty() {
