@@ -236,7 +236,9 @@ mod tests {
 
     #[tokio::test]
     async fn tcp_checks_pass_only_while_something_listens() {
-        let listener = TcpListener::bind((LOCAL, 0)).await.expect("bind");
+        // An address of its own: no other test can take the port once freed.
+        let own = IpAddr::V4(Ipv4Addr::new(127, 3, 0, 1));
+        let listener = TcpListener::bind((own, 0)).await.expect("bind");
         let address = listener.local_addr().expect("addr");
         assert!(
             run_check(&Check::Tcp(address), Duration::from_secs(2))
@@ -253,7 +255,9 @@ mod tests {
 
     #[tokio::test]
     async fn http_checks_read_the_status_code() {
-        let listener = TcpListener::bind((LOCAL, 0)).await.expect("bind");
+        let listener = TcpListener::bind((Ipv4Addr::new(127, 3, 0, 2), 0))
+            .await
+            .expect("bind");
         let address = listener.local_addr().expect("addr");
         let server = tokio::spawn(async move {
             for status in ["200 OK", "503 Service Unavailable"] {
