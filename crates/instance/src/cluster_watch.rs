@@ -142,6 +142,7 @@ async fn run(
         .applied_objects()
         .boxed();
     let mut latest: Option<PostgresCluster> = None;
+    let mut pod_error: Option<String> = None;
     let mut refresh = tokio::time::interval(ADDRESS_REFRESH);
     loop {
         tokio::select! {
@@ -164,7 +165,7 @@ async fn run(
             .as_ref()
             .and_then(|s| s.target_primary.clone());
         let address = match &target {
-            Some(name) => primary_address(&pods, name).await,
+            Some(name) => primary_address(&pods, name, &mut pod_error).await,
             None => None,
         };
         let desired = desired_from_cluster(cluster, &me, address);
@@ -185,11 +186,30 @@ async fn run(
     }
 }
 
-async fn primary_address(pods: &Api<Pod>, name: &str) -> Option<IpAddr> {
+/// The pod IP of `name`. The last failure is remembered in `last_error`
+/// so that a lasting one (a Role without `get` on pods) is logged once,
+/// not every few seconds.
+async fn primary_address(
+    pods: &Api<Pod>,
+    name: &str,
+    last_error: &mut Option<String>,
+) -> Option<IpAddr> {
     match pods.get_opt(name).await {
-        Ok(pod) => pod?.status?.pod_ip?.parse().ok(),
+        Ok(pod) => {
+            *last_error = None;
+            pod?.status?.pod_ip?.parse().ok()
+        }
         Err(error) => {
-            tracing::warn!(%error, pod = name, "cannot read the primary's pod");
+            let text = error.to_string();
+            if last_error.as_deref() != Some(text.as_str()) {
+                let forbidden = matches!(&error, kube::Error::Api(status) if status.code == 403);
+                if forbidden {
+                    tracing::error!(%error, pod = name, "the instance's Role must allow get on pods to learn the primary's address");
+                } else {
+                    tracing::warn!(%error, pod = name, "cannot read the primary's pod");
+                }
+                *last_error = Some(text);
+            }
             None
         }
     }
