@@ -41,6 +41,27 @@ impl InstanceContext {
         Ok(())
     }
 
+    /// A connection to the `postgres` database of the instance at `host`,
+    /// as the replication user.
+    pub async fn connect_remote(
+        &self,
+        host: IpAddr,
+    ) -> Result<tokio_postgres::Client, tokio_postgres::Error> {
+        let replication = &self.settings.credentials.replication;
+        let (client, connection) = tokio_postgres::Config::new()
+            .host(host.to_string())
+            .port(self.settings.postgres_port)
+            .user(&replication.username)
+            .password(replication.password.expose())
+            .dbname("postgres")
+            .application_name("tusk-instance-manager")
+            .connect_timeout(std::time::Duration::from_secs(3))
+            .connect(tokio_postgres::NoTls)
+            .await?;
+        tokio::spawn(connection);
+        Ok(client)
+    }
+
     /// Where a standby of the primary at `host` streams from.
     pub fn upstream(&self, host: IpAddr) -> Upstream {
         Upstream {

@@ -501,20 +501,9 @@ impl<S: DesiredStateSource> Manager<S> {
     /// True when the server at `address` accepts connections and is not in
     /// recovery.
     async fn is_writable_primary(&self, address: IpAddr) -> bool {
-        let replication = &self.ctx.settings.credentials.replication;
-        let mut config = tokio_postgres::Config::new();
-        config
-            .host(address.to_string())
-            .port(self.ctx.settings.postgres_port)
-            .user(&replication.username)
-            .password(replication.password.expose())
-            .dbname("postgres")
-            .application_name("tusk-instance-manager")
-            .connect_timeout(Duration::from_secs(3));
-        let Ok((client, connection)) = config.connect(tokio_postgres::NoTls).await else {
+        let Ok(client) = self.ctx.connect_remote(address).await else {
             return false;
         };
-        tokio::spawn(connection);
         match client.query_one("SELECT pg_is_in_recovery()", &[]).await {
             Ok(row) => row
                 .try_get::<_, bool>(0)

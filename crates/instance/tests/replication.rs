@@ -430,3 +430,66 @@ async fn a_standby_left_behind_by_removed_wal_is_cloned_afresh() {
     a.stop(Duration::from_secs(30)).await;
     b.stop(Duration::from_secs(30)).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_instance_pointed_at_another_clusters_primary_keeps_its_data() {
+    init_logs();
+    let mut cluster = TestCluster::new();
+    let mut a = cluster.instance("db-1");
+    let mut b = cluster.instance("db-2");
+    // A primary of an unrelated cluster (its own initdb).
+    let mut stranger = cluster.instance("db-3");
+    let on_a = desired("db-1", a.address);
+    a.start(on_a.clone());
+    stranger.start(desired("db-3", stranger.address));
+    a.wait_status("a ready primary", STARTUP, |r| r.ready).await;
+    a.app()
+        .await
+        .batch_execute("CREATE TABLE t (id int); INSERT INTO t VALUES (1), (2), (3)")
+        .await
+        .expect("rows");
+    b.start(on_a.clone());
+    let report = b
+        .wait_status("a streaming replica", STARTUP, |r| r.ready)
+        .await;
+    let identifier = report.system_identifier;
+    stranger
+        .wait_status("the stranger ready", STARTUP, |r| r.ready)
+        .await;
+
+    // A wrong target: the replica must neither rewind onto nor clone the
+    // other cluster.
+    b.set_desired(desired("db-3", stranger.address));
+    let report = b
+        .wait_status("the refusal reported", Duration::from_secs(60), |r| {
+            r.last_error
+                .as_deref()
+                .is_some_and(|e| e.contains("refusing to replace"))
+        })
+        .await;
+    println!("refusal: {:?}", report.last_error);
+    assert!(
+        !b.settings.pgdata.with_file_name("pgdata.replaced").exists(),
+        "the data was not moved aside"
+    );
+
+    // Pointed back at its own primary, it streams again with its data.
+    b.set_desired(on_a);
+    let report = b
+        .wait_status("streaming from db-1 again", Duration::from_secs(60), |r| {
+            r.ready && r.upstream == Some(a.address.to_string())
+        })
+        .await;
+    assert_eq!(report.system_identifier, identifier);
+    let count: i64 = b
+        .app()
+        .await
+        .query_one("SELECT count(*) FROM t", &[])
+        .await
+        .expect("query")
+        .get(0);
+    assert_eq!(count, 3);
+    for instance in [&mut a, &mut b, &mut stranger] {
+        instance.stop(Duration::from_secs(30)).await;
+    }
+}
