@@ -26,7 +26,8 @@ pub enum SandboxCommand {
 
 #[derive(clap::Args)]
 pub struct UpArgs {
-    /// Where state, credentials and the kubeconfig live [default: ~/.tusk/sandbox].
+    /// Where state, credentials and the kubeconfig live [default:
+    /// ~/.tusk/sandbox, or /var/lib/tusk/sandbox as root].
     #[arg(long, env = "TUSK_SANDBOX_DIR")]
     pub data_dir: Option<PathBuf>,
     /// Port of the API server on 127.0.0.1; 0 picks a free one.
@@ -51,6 +52,11 @@ pub fn run(args: &Args) -> Result<ExitCode, CommandError> {
 }
 
 fn default_data_dir() -> Result<PathBuf, CommandError> {
+    // Pods run as their own users when the sandbox runs as root, and root's
+    // home is closed to them.
+    if tusk_sandbox::kubelet::running_as_root() {
+        return Ok(PathBuf::from("/var/lib/tusk/sandbox"));
+    }
     std::env::var_os("HOME")
         .map(|home| PathBuf::from(home).join(".tusk/sandbox"))
         .ok_or_else(|| CommandError::Sandbox("HOME is not set; pass --data-dir".into()))

@@ -55,6 +55,10 @@ pub enum KubeletError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error(
+        "pods run as their own users and cannot reach {data_dir}: {dir} is closed to other users; use a data directory they can reach (e.g. /var/lib/tusk/sandbox) or run chmod o+x {dir}"
+    )]
+    NotReachable { data_dir: PathBuf, dir: PathBuf },
     #[error(transparent)]
     Images(#[from] ImageError),
 }
@@ -194,12 +198,35 @@ fn prepare_dirs(config: &KubeletConfig, root: bool) -> Result<(), KubeletError> 
                 .map_err(error)?;
         }
     }
+    if root {
+        let data_dir = config
+            .data_dir
+            .canonicalize()
+            .map_err(|source| KubeletError::Dir {
+                path: config.data_dir.clone(),
+                source,
+            })?;
+        for dir in data_dir.ancestors().skip(1) {
+            let closed = std::fs::metadata(dir).is_ok_and(|m| m.permissions().mode() & 0o001 == 0);
+            if closed {
+                return Err(KubeletError::NotReachable {
+                    data_dir: data_dir.clone(),
+                    dir: dir.to_owned(),
+                });
+            }
+        }
+    }
     Ok(())
+}
+
+/// Whether the sandbox runs as root (and so runs pods as their users).
+pub fn running_as_root() -> bool {
+    nix::unistd::geteuid().is_root()
 }
 
 /// Starts the kubelet.
 pub fn start(client: Client, config: KubeletConfig) -> Result<KubeletHandle, KubeletError> {
-    let root = nix::unistd::geteuid().is_root();
+    let root = running_as_root();
     prepare_dirs(&config, root)?;
     let faults = KubeletFaults::default();
     let heartbeat = tokio::spawn(node::heartbeat(
@@ -369,5 +396,34 @@ async fn watch_pods(ctx: Arc<Context>, mut stopping: watch::Receiver<bool>) {
     }
     for worker in workers.values_mut() {
         let _ = (&mut worker.task).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn a_data_directory_closed_to_pod_users_is_refused() {
+        let parent = tempfile::tempdir().expect("temp dir");
+        std::fs::set_permissions(parent.path(), std::fs::Permissions::from_mode(0o700))
+            .expect("chmod");
+        let config = KubeletConfig::new(&parent.path().join("data"), String::new(), "tusk".into())
+            .expect("config");
+        let error = prepare_dirs(&config, true).expect_err("closed parent");
+        let closed = parent.path().canonicalize().expect("canonical");
+        assert!(
+            matches!(&error, KubeletError::NotReachable { dir, .. } if *dir == closed),
+            "{error}"
+        );
+        std::fs::set_permissions(parent.path(), std::fs::Permissions::from_mode(0o711))
+            .expect("chmod");
+        prepare_dirs(&config, true).expect("reachable now");
+        let mode = std::fs::metadata(parent.path().join("data/volumes"))
+            .expect("volumes dir")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o011, 0o011, "pod users can traverse into volumes");
     }
 }
