@@ -141,6 +141,13 @@ impl Context {
             .join("pods")
             .join(format!("{namespace}_{name}_{uid}"))
     }
+
+    /// Where a pod's own volumes live. Kept short and apart from the pod
+    /// directory: PostgreSQL's Unix socket path, often in an emptyDir, must
+    /// fit in 107 bytes.
+    fn pod_volumes_dir(&self, uid: &str) -> PathBuf {
+        self.config.data_dir.join("volumes").join(uid)
+    }
 }
 
 /// A running kubelet. Dropping it aborts it; [`KubeletHandle::shutdown`]

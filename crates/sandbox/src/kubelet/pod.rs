@@ -344,7 +344,8 @@ async fn prepare(
         super::claims::volume_dir(&data_dir, volume)
     })
     .await?;
-    let volume_dirs = materialise(pod, pod_dir, &inputs, owner)?;
+    let volumes_dir = ctx.pod_volumes_dir(&pod.uid().unwrap_or_default());
+    let volume_dirs = materialise(pod, &volumes_dir, &inputs, owner)?;
     if let Some(owner) = owner {
         for claim in inputs.claims.values() {
             std::os::unix::fs::chown(claim, Some(owner.uid), Some(owner.gid))
@@ -650,8 +651,10 @@ pub async fn run(
             Err(error) => tracing::warn!(pod = %name, %error, "cannot remove the terminated pod"),
         }
     }
-    if let Err(error) = std::fs::remove_dir_all(&pod_dir) {
-        tracing::debug!(pod = %name, %error, "cannot remove the pod directory");
+    for dir in [&pod_dir, &ctx.pod_volumes_dir(&uid)] {
+        if let Err(error) = std::fs::remove_dir_all(dir) {
+            tracing::debug!(pod = %name, %error, "cannot remove {}", dir.display());
+        }
     }
     ctx.addresses.release(pod_ip);
 }

@@ -4,7 +4,7 @@
 //! The sandbox must work for a non-root user on a laptop, where mount
 //! namespaces are not available, so it does not mount anything. Every
 //! volume is a directory on the host: a claim's persistent directory, or a
-//! per-pod directory under `<pod dir>/volumes/<name>` holding an emptyDir or
+//! per-pod directory `<data dir>/volumes/<pod uid>/<name>` holding an emptyDir or
 //! the files of a secret, configMap or downward API volume. A container
 //! sees a volume at its `mountPath` through translation: wherever a mount
 //! path appears as a whole path prefix in the container's command, args,
@@ -115,11 +115,11 @@ fn key_files(
     }
 }
 
-/// Prepares every volume of `pod` under `pod_dir` and returns the host
-/// directory of each, by volume name.
+/// Prepares every volume of `pod` (its own ones under `volumes_dir`, claims
+/// where they are bound) and returns the host directory of each, by name.
 pub fn materialise(
     pod: &Pod,
-    pod_dir: &Path,
+    volumes_dir: &Path,
     inputs: &PodInputs,
     owner: Option<Owner>,
 ) -> Result<BTreeMap<String, PathBuf>, VolumeError> {
@@ -131,7 +131,7 @@ pub fn materialise(
     let mut dirs = BTreeMap::new();
     for volume in volumes {
         let name = volume.name.as_str();
-        let dir = pod_dir.join("volumes").join(name);
+        let dir = volumes_dir.join(name);
         let input = |source| VolumeError::Input {
             volume: name.to_owned(),
             source,
