@@ -23,7 +23,7 @@ mod process;
 mod status;
 mod volumes;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -261,6 +261,40 @@ pub fn start(client: Client, config: KubeletConfig) -> Result<KubeletHandle, Kub
     })
 }
 
+/// Whether `text` has the shape of a Kubernetes uid (a UUID).
+fn is_uid(text: &str) -> bool {
+    text.len() == 36
+        && text.chars().enumerate().all(|(i, c)| match i {
+            8 | 13 | 18 | 23 => c == '-',
+            _ => c.is_ascii_hexdigit(),
+        })
+}
+
+/// Removes the pod directories and pod volumes of pods that were deleted
+/// while the sandbox was down (claims' directories, `pvc-...`, are never
+/// touched here).
+fn remove_leftovers(data_dir: &Path, live: &BTreeSet<String>) {
+    let entries = |dir: PathBuf| {
+        std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| (e.path(), e.file_name().to_string_lossy().into_owned()))
+    };
+    let pod_dirs = entries(data_dir.join("pods")).filter_map(|(path, name)| {
+        let uid = name.rsplit('_').next()?.to_owned();
+        (is_uid(&uid) && name.contains('_')).then_some((path, uid))
+    });
+    let volume_dirs = entries(data_dir.join("volumes")).filter(|(_, name)| is_uid(name));
+    for (path, uid) in pod_dirs.chain(volume_dirs) {
+        if !live.contains(&uid)
+            && let Err(error) = std::fs::remove_dir_all(&path)
+        {
+            tracing::warn!(path = %path.display(), %error, "cannot remove a deleted pod's files");
+        }
+    }
+}
+
 struct Worker {
     uid: String,
     signals: mpsc::UnboundedSender<pod::Signal>,
@@ -394,6 +428,8 @@ async fn watch_pods(ctx: Arc<Context>, mut stopping: watch::Receiver<bool>) {
                             let _ = worker.signals.send(pod::Signal::Gone);
                         }
                     }
+                    let uids: BTreeSet<String> = known.values().filter_map(|p| p.uid()).collect();
+                    remove_leftovers(&ctx.config.data_dir, &uids);
                 }
             }
         }
@@ -410,6 +446,30 @@ async fn watch_pods(ctx: Arc<Context>, mut stopping: watch::Receiver<bool>) {
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn only_files_of_pods_that_are_gone_are_removed() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let live = "0b7c3a4e-1111-4222-8333-444455556666";
+        let gone = "9f00aa11-2222-4333-8444-555566667777";
+        let paths = [
+            format!("pods/default_web_{live}"),
+            format!("pods/default_old_{gone}"),
+            format!("volumes/{live}/scratch"),
+            format!("volumes/{gone}/scratch"),
+            format!("volumes/pvc-{gone}"),
+        ];
+        for path in &paths {
+            std::fs::create_dir_all(dir.path().join(path)).expect("mkdir");
+        }
+        remove_leftovers(dir.path(), &BTreeSet::from([live.to_owned()]));
+        let exists: Vec<bool> = paths.iter().map(|p| dir.path().join(p).exists()).collect();
+        assert_eq!(
+            exists,
+            vec![true, false, true, false, true],
+            "claims are never removed"
+        );
+    }
 
     #[test]
     fn a_data_directory_closed_to_pod_users_is_refused() {
