@@ -20,6 +20,22 @@ use serde_json::json;
 
 use crate::informer::Informer;
 
+#[derive(Debug, thiserror::Error)]
+pub enum ClaimError {
+    #[error("cannot prepare or remove the volume directory {path}: {source}")]
+    Dir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Api(#[from] kube::Error),
+}
+
+fn dir_error(path: &Path) -> impl FnOnce(std::io::Error) -> ClaimError {
+    let path = path.to_owned();
+    move |source| ClaimError::Dir { path, source }
+}
+
 /// The host directory of a sandbox volume.
 pub fn volume_dir(data_dir: &Path, volume: &str) -> PathBuf {
     data_dir.join("volumes").join(volume)
@@ -51,7 +67,7 @@ async fn bind(
     client: &Client,
     data_dir: &Path,
     claim: &PersistentVolumeClaim,
-) -> Result<(), kube::Error> {
+) -> Result<(), ClaimError> {
     let namespace = claim.namespace().unwrap_or_default();
     let uid = claim.uid().unwrap_or_default();
     let name = claim.name_any();
@@ -63,7 +79,7 @@ async fn bind(
         .clone()
         .unwrap_or_else(|| vec!["ReadWriteOnce".into()]);
     let dir = volume_dir(data_dir, &volume);
-    std::fs::create_dir_all(&dir).map_err(|e| kube::Error::Service(Box::new(e)))?;
+    std::fs::create_dir_all(&dir).map_err(dir_error(&dir))?;
     let volumes: Api<PersistentVolume> = Api::all(client.clone());
     if volumes.get_opt(&volume).await?.is_none() {
         let pv: PersistentVolume = serde_json::from_value(json!({
@@ -91,7 +107,7 @@ async fn bind(
         match volumes.create(&PostParams::default(), &pv).await {
             Ok(_) => {}
             Err(kube::Error::Api(e)) if e.code == 409 => {}
-            Err(e) => return Err(e),
+            Err(e) => return Err(e.into()),
         }
     }
     volumes
@@ -129,7 +145,7 @@ async fn grow(
     client: &Client,
     claim: &PersistentVolumeClaim,
     size: &str,
-) -> Result<(), kube::Error> {
+) -> Result<(), ClaimError> {
     let namespace = claim.namespace().unwrap_or_default();
     let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &namespace);
     if let Some(volume) = claim.spec.as_ref().and_then(|s| s.volume_name.clone()) {
@@ -156,17 +172,17 @@ async fn reclaim(
     client: &Client,
     data_dir: &Path,
     volume: &PersistentVolume,
-) -> Result<(), kube::Error> {
+) -> Result<(), ClaimError> {
     let name = volume.name_any();
     let dir = volume_dir(data_dir, &name);
     if dir.exists() {
-        std::fs::remove_dir_all(&dir).map_err(|e| kube::Error::Service(Box::new(e)))?;
+        std::fs::remove_dir_all(&dir).map_err(dir_error(&dir))?;
     }
     let volumes: Api<PersistentVolume> = Api::all(client.clone());
     match volumes.delete(&name, &DeleteParams::default()).await {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
-        Err(e) => Err(e),
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -175,7 +191,7 @@ async fn reconcile(
     data_dir: &Path,
     claims: &Informer<PersistentVolumeClaim>,
     volumes: &Informer<PersistentVolume>,
-) -> Result<(), kube::Error> {
+) -> Result<(), ClaimError> {
     let mut live = BTreeSet::new();
     for claim in claims.store.state() {
         live.insert(claim.uid().unwrap_or_default());
