@@ -556,10 +556,10 @@ pub fn apply(
         .map(|e| e.fields.clone())
         .unwrap_or_default();
     let mut merged = current.clone();
-    // Remove what this manager stopped applying and nobody else owns; the
-    // longest paths first so elements go before their lists.
+    // Remove what this manager stopped applying and nobody else owns; whole
+    // list elements first, while their keys still identify them.
     let mut dropped: Vec<&Path> = previous.difference(&applied).collect();
-    dropped.sort_by_key(|p| std::cmp::Reverse(p.len()));
+    dropped.sort_by_key(|p| p.len());
     for path in dropped {
         let owned_elsewhere = entries.iter().any(|e| {
             !(e.manager == write.manager && e.operation == "Apply")
@@ -727,6 +727,51 @@ mod tests {
                 .is_some()
         );
         assert_eq!(from_fields_v1(&v1), set);
+    }
+
+    #[test]
+    fn apply_removes_list_elements_a_manager_stops_applying() {
+        let config = |names: &[&str]| {
+            let containers: Vec<Value> = names
+                .iter()
+                .map(|n| json!({"name": n, "image": format!("{n}:1")}))
+                .collect();
+            json!({"metadata": {"name": "p"}, "spec": {"containers": containers}})
+        };
+        let two = apply(
+            &json!({"metadata": {"name": "p"}}),
+            &config(&["a", "b"]),
+            &write("ctl"),
+            false,
+            "Pod",
+            "p",
+        )
+        .expect("first apply");
+        let one =
+            apply(&two, &config(&["a"]), &write("ctl"), false, "Pod", "p").expect("second apply");
+        assert_eq!(
+            one["spec"]["containers"],
+            json!([{"name": "a", "image": "a:1"}])
+        );
+        // An element another manager also owns stays.
+        let mut shared = two.clone();
+        let mut entries = read_entries(&shared);
+        entries.push(Entry {
+            manager: "other".into(),
+            operation: "Update".into(),
+            subresource: String::new(),
+            api_version: "v1".into(),
+            time: String::new(),
+            fields: fields_of(
+                &json!({"spec": {"containers": [{"name": "b"}]}}),
+                &BuiltinLists,
+                Scope::Whole,
+            ),
+        });
+        write_entries(&mut shared, &entries);
+        let kept =
+            apply(&shared, &config(&["a"]), &write("ctl"), false, "Pod", "p").expect("apply");
+        assert_eq!(kept["spec"]["containers"].as_array().map(Vec::len), Some(2));
     }
 
     #[test]

@@ -415,6 +415,13 @@ fn list(
         None => None,
     };
     let cursor = request.param("continue").map(decode_continue).transpose()?;
+    if let Some((rv, _, _)) = &cursor
+        && *rv < api.store.oldest_rv()?
+    {
+        return Err(ApiError::Gone {
+            message: "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.".into(),
+        });
+    }
     let (current_rv, items) = api.store.list(&resource.key, path.namespace.as_deref())?;
     let list_rv = cursor.as_ref().map_or(current_rv, |(rv, _, _)| *rv);
     let mut selected = Vec::new();

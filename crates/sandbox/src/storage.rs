@@ -163,6 +163,11 @@ impl Store {
         self.state.lock().map_err(|_| StorageError::Poisoned)
     }
 
+    /// The oldest version a watch or a continued list can start from.
+    pub fn oldest_rv(&self) -> Result<u64, StorageError> {
+        Ok(self.lock()?.oldest)
+    }
+
     pub fn current_rv(&self) -> Result<u64, StorageError> {
         Ok(self.lock()?.rv)
     }

@@ -302,3 +302,38 @@ async fn deletecollection_removes_only_the_selected_objects() {
         .collect();
     assert_eq!(left, vec!["c"]);
 }
+
+#[tokio::test]
+async fn a_continue_token_older_than_the_history_is_gone() {
+    let t = crate::common::start_with(|mut c| {
+        c.history_limit = 3;
+        c
+    })
+    .await;
+    let api: Api<ConfigMap> = Api::default_namespaced(t.client.clone());
+    for i in 0..4 {
+        api.create(
+            &PostParams::default(),
+            &config_map(&format!("cm-{i}"), json!({})),
+        )
+        .await
+        .expect("created");
+    }
+    let page = api
+        .list(&ListParams::default().limit(2))
+        .await
+        .expect("first page");
+    let token = page.metadata.continue_.expect("more pages");
+    for i in 4..8 {
+        api.create(
+            &PostParams::default(),
+            &config_map(&format!("cm-{i}"), json!({})),
+        )
+        .await
+        .expect("created");
+    }
+    let expired = api
+        .list(&ListParams::default().limit(2).continue_token(&token))
+        .await;
+    assert_eq!(code(&expired.expect_err("too old")), 410);
+}
