@@ -214,3 +214,36 @@ async fn kube_watcher_resumes_after_watches_are_closed() {
     }
     assert!(t.sandbox.faults().count("watch", "configmaps") >= 2);
 }
+
+#[tokio::test]
+async fn streaming_lists_deliver_initial_events_and_their_end_bookmark() {
+    let t = start().await;
+    let api: Api<ConfigMap> = Api::default_namespaced(t.client.clone());
+    for name in ["a", "b"] {
+        api.create(&PostParams::default(), &config_map(name, json!({})))
+            .await
+            .expect("created");
+    }
+    let mut events = watcher(api.clone(), watcher::Config::default().streaming_lists()).boxed();
+    let mut initial = Vec::new();
+    loop {
+        let event = tokio::time::timeout(WAIT, events.try_next())
+            .await
+            .expect("an event")
+            .expect("ok")
+            .expect("open");
+        match event {
+            watcher::Event::Init => {}
+            watcher::Event::InitApply(cm) => initial.push(cm.name_any()),
+            watcher::Event::InitDone => break,
+            other => panic!("unexpected {other:?} before the initial list ended"),
+        }
+    }
+    initial.sort();
+    assert_eq!(initial, vec!["a", "b"]);
+    assert_eq!(
+        t.sandbox.faults().count("list", "configmaps"),
+        0,
+        "no list request"
+    );
+}
