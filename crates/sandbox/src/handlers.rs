@@ -415,6 +415,17 @@ fn list(
         None => None,
     };
     let cursor = request.param("continue").map(decode_continue).transpose()?;
+    // Older states are not kept: an exact older version cannot be listed.
+    if request.param("resourceVersionMatch") == Some("Exact")
+        && let Some(wanted) = request.param("resourceVersion")
+        && wanted != api.store.current_rv()?.to_string()
+    {
+        return Err(ApiError::Gone {
+            message: format!(
+                "too old resource version: {wanted} (the sandbox lists only its latest state)"
+            ),
+        });
+    }
     if let Some((rv, _, _)) = &cursor
         && *rv < api.store.oldest_rv()?
     {

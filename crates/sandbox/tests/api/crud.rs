@@ -337,3 +337,36 @@ async fn a_continue_token_older_than_the_history_is_gone() {
         .await;
     assert_eq!(code(&expired.expect_err("too old")), 410);
 }
+
+#[tokio::test]
+async fn an_exact_list_of_an_older_version_is_refused_not_faked() {
+    use kube::api::VersionMatch;
+    let t = start().await;
+    let api: Api<ConfigMap> = Api::default_namespaced(t.client.clone());
+    let first = api
+        .create(&PostParams::default(), &config_map("a", json!({})))
+        .await
+        .expect("created");
+    let current = api.list(&ListParams::default()).await.expect("list");
+    let exact_now = ListParams::default()
+        .at(&current.metadata.resource_version.clone().expect("rv"))
+        .matching(VersionMatch::Exact);
+    assert_eq!(
+        api.list(&exact_now)
+            .await
+            .expect("current version")
+            .items
+            .len(),
+        1
+    );
+    api.create(&PostParams::default(), &config_map("b", json!({})))
+        .await
+        .expect("created");
+    let exact_old = ListParams::default()
+        .at(&first.resource_version().expect("rv"))
+        .matching(VersionMatch::Exact);
+    assert_eq!(
+        code(&api.list(&exact_old).await.expect_err("not kept")),
+        410
+    );
+}
