@@ -237,6 +237,8 @@ async fn supervise(
     started_at: &str,
 ) -> Supervised {
     let pid = process.pid();
+    let record = plan.log_dir.join("pid");
+    super::process::record(&record, pid);
     owner
         .faults
         .register(&owner.namespace, &owner.pod, &plan.name, pid);
@@ -281,6 +283,7 @@ async fn supervise(
     owner
         .faults
         .unregister(&owner.namespace, &owner.pod, &plan.name, pid);
+    let _ = std::fs::remove_file(&record);
     result
 }
 

@@ -335,6 +335,14 @@ async fn prepare(
 ) -> Result<Prepared, PodError> {
     let owner = volume_owner(pod, ctx.root);
     std::fs::create_dir_all(pod_dir.join("logs")).map_err(dir_error(pod_dir))?;
+    // Processes a killed sandbox left running would hold the pod's ports.
+    for entry in std::fs::read_dir(pod_dir.join("logs"))
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        super::process::kill_recorded(&entry.path().join("pid")).await;
+    }
     if let Some(owner) = owner {
         std::os::unix::fs::chown(pod_dir, Some(owner.uid), Some(owner.gid))
             .map_err(dir_error(pod_dir))?;

@@ -192,6 +192,58 @@ pub fn signal_group(pid: i32, signal: Signal) {
     let _ = killpg(Pid::from_raw(pid), signal);
 }
 
+/// When a process started, in clock ticks since boot (`/proc/<pid>/stat`
+/// field 22): with the pid, it names one process even after pids wrap.
+fn start_ticks(pid: i32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after_name = &stat[stat.rfind(')')? + 1..];
+    after_name.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// Records a running container's process in `file`, so a sandbox that was
+/// killed without stopping its containers can stop them on its next start.
+pub fn record(file: &Path, pid: i32) {
+    if let Some(ticks) = start_ticks(pid) {
+        let _ = std::fs::write(file, format!("{pid} {ticks}\n"));
+    }
+}
+
+/// Kills the process group recorded in `file` if that very process still
+/// runs (same pid and start time), waits for it to go, and removes the
+/// record.
+pub async fn kill_recorded(file: &Path) {
+    let recorded = std::fs::read_to_string(file).ok().and_then(|text| {
+        let mut words = text.split_whitespace();
+        let pid: i32 = words.next()?.parse().ok()?;
+        let ticks: u64 = words.next()?.parse().ok()?;
+        Some((pid, ticks))
+    });
+    if let Some((pid, ticks)) = recorded
+        && start_ticks(pid) == Some(ticks)
+    {
+        signal_group(pid, Signal::SIGCONT);
+        signal_group(pid, Signal::SIGKILL);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while start_ticks(pid) == Some(ticks) && !is_zombie(pid) && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    let _ = std::fs::remove_file(file);
+}
+
+fn is_zombie(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            let after_name = stat[stat.rfind(')')? + 1..].to_owned();
+            after_name
+                .split_whitespace()
+                .next()
+                .map(|state| state == "Z")
+        })
+        .unwrap_or(true)
+}
+
 impl Drop for Process {
     fn drop(&mut self) {
         if self.exit.is_none() {
@@ -295,10 +347,27 @@ mod tests {
         }
     }
 
-    fn is_zombie(pid: i32) -> bool {
-        std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .map(|s| s.split_whitespace().nth(2) == Some("Z"))
-            .unwrap_or(true)
+    #[tokio::test]
+    async fn a_recorded_process_left_by_a_killed_sandbox_is_stopped() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let spec = shell("echo up; exec sleep 60", dir.path());
+        let process = Process::spawn(&spec).expect("spawn");
+        let pid = process.pid();
+        let record_file = dir.path().join("pid");
+        record(&record_file, pid);
+        // As if the sandbox died: nothing stops the process.
+        std::mem::forget(process);
+        assert!(!is_zombie(pid), "the process runs");
+        kill_recorded(&record_file).await;
+        assert!(
+            is_zombie(pid) || start_ticks(pid).is_none(),
+            "the leftover process is gone"
+        );
+        assert!(!record_file.exists());
+        // A record naming a process that no longer exists is only removed.
+        std::fs::write(&record_file, format!("{pid} 1\n")).expect("write");
+        kill_recorded(&record_file).await;
+        assert!(!record_file.exists());
     }
 
     async fn wait_for_log(path: &Path, text: &str) {
