@@ -53,11 +53,23 @@ fn postgres_pod(uid: u32, gid: u32) -> Value {
     })
 }
 
-async fn psql(address: &str, sql: &str) -> Result<String, String> {
+async fn psql(address: &str, port: u16, sql: &str) -> Result<String, String> {
     let run = tokio::process::Command::new("psql")
         .args([
-            "-h", address, "-p", "5432", "-U", "postgres", "-d", "postgres", "-X", "-q", "-A",
-            "-t", "-c", sql,
+            "-h",
+            address,
+            "-p",
+            &port.to_string(),
+            "-U",
+            "postgres",
+            "-d",
+            "postgres",
+            "-X",
+            "-q",
+            "-A",
+            "-t",
+            "-c",
+            sql,
         ])
         .env("PGCONNECT_TIMEOUT", "3")
         .kill_on_drop(true)
@@ -85,6 +97,12 @@ async fn ready_addresses(endpoints: &Api<Endpoints>) -> Option<usize> {
     )
 }
 
+/// A port free on 127.1.0.1, the first cluster IP a sandbox hands out.
+fn free_service_port() -> u16 {
+    let probe = std::net::TcpListener::bind("127.1.0.1:0").expect("a free port");
+    probe.local_addr().expect("address").port()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn psql_reaches_a_postgres_pod_through_its_service_while_it_is_ready() {
     let node = Node::start().await;
@@ -102,9 +120,13 @@ async fn psql_reaches_a_postgres_pod_through_its_service_while_it_is_ready() {
         .await
         .expect("claim created");
     let services: Api<Service> = Api::namespaced(node.client.clone(), NS);
+    // Every sandbox hands out cluster IPs from 127.1.0.1, so another one on
+    // this machine may hold 127.1.0.1:5432; a port free on the first cluster
+    // IPs keeps this Service apart.
+    let port = free_service_port();
     let service: Service = serde_json::from_value(json!({
         "metadata": {"name": "pg"},
-        "spec": {"selector": {"app": "pg"}, "ports": [{"name": "postgres", "port": 5432, "targetPort": "postgres"}]}
+        "spec": {"selector": {"app": "pg"}, "ports": [{"name": "postgres", "port": port, "targetPort": "postgres"}]}
     }))
     .expect("service");
     let service = services
@@ -141,6 +163,7 @@ async fn psql_reaches_a_postgres_pod_through_its_service_while_it_is_ready() {
     let answer = eventually("psql through the Service", WAIT, || async {
         psql(
             &cluster_ip,
+            port,
             "create table if not exists t (x int); insert into t values (42); select sum(x) from t",
         )
         .await
@@ -156,7 +179,7 @@ async fn psql_reaches_a_postgres_pod_through_its_service_while_it_is_ready() {
         (ready_addresses(&endpoints).await? == 0).then_some(())
     })
     .await;
-    let refused = psql(&cluster_ip, "select 1").await;
+    let refused = psql(&cluster_ip, port, "select 1").await;
     assert!(
         refused.is_err(),
         "no ready endpoint, yet psql got {refused:?}"
@@ -167,7 +190,7 @@ async fn psql_reaches_a_postgres_pod_through_its_service_while_it_is_ready() {
     })
     .await;
     let answer = eventually("psql again", WAIT, || async {
-        psql(&cluster_ip, "select sum(x) from t").await.ok()
+        psql(&cluster_ip, port, "select sum(x) from t").await.ok()
     })
     .await;
     assert_eq!(answer, "42");
@@ -184,7 +207,7 @@ async fn psql_reaches_a_postgres_pod_through_its_service_while_it_is_ready() {
     })
     .await;
     let answer = eventually("psql after the thaw", WAIT, || async {
-        psql(&cluster_ip, "select sum(x) from t").await.ok()
+        psql(&cluster_ip, port, "select sum(x) from t").await.ok()
     })
     .await;
     assert_eq!(answer, "42");
