@@ -16,7 +16,7 @@ use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::runtime::controller::Config;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{Controller, WatchStreamExt, watcher};
-use kube::{Api, Client, Resource};
+use kube::{Api, Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use tusk_api::labels;
 use tusk_api::v1alpha1::PostgresCluster;
@@ -64,6 +64,9 @@ where
     let (store, writer) = reflector::store();
     let stream = watcher(api, watcher::Config::default().labels(labels::CLUSTER))
         .default_backoff()
+        // managedFields are the largest part of most objects and no
+        // reconcile reads them: keep them out of the caches.
+        .modify(|object| object.managed_fields_mut().clear())
         .reflect(writer)
         .touched_objects();
     (store, stream)

@@ -1,6 +1,7 @@
 //! Least privilege for the instance managers (R17): each cluster's pods run
-//! under their own ServiceAccount, allowed to read their own cluster object
-//! and to report events, nothing else.
+//! under their own ServiceAccount, allowed to read their own cluster object,
+//! to look up a pod by name (the target primary's IP, which replication
+//! follows) and to report events, nothing else.
 
 use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
@@ -24,6 +25,12 @@ pub fn instance_role(cluster: &ValidatedCluster) -> Role {
                 resources: Some(vec!["postgresclusters".to_owned()]),
                 resource_names: Some(vec![cluster.name.to_string()]),
                 verbs: vec!["get".to_owned(), "list".to_owned(), "watch".to_owned()],
+                ..PolicyRule::default()
+            },
+            PolicyRule {
+                api_groups: Some(vec![String::new()]),
+                resources: Some(vec!["pods".to_owned()]),
+                verbs: vec!["get".to_owned()],
                 ..PolicyRule::default()
             },
             PolicyRule {
@@ -60,13 +67,15 @@ mod tests {
     use crate::builders::validated;
 
     #[test]
-    fn instance_managers_may_only_read_their_own_cluster_and_report_events() {
+    fn instance_managers_may_only_read_their_cluster_get_pods_and_report_events() {
         let cluster = validated(
             serde_json::json!({"instances": 1, "postgres": {"version": 15}, "storage": {"size": "1Gi"}}),
         );
         let role = instance_role(&cluster);
         let rules = role.rules.expect("rules");
-        assert_eq!(rules.len(), 2);
+        assert_eq!(rules.len(), 3);
+        assert_eq!(rules[1].resources, Some(vec!["pods".to_owned()]));
+        assert_eq!(rules[1].verbs, ["get"], "a pod lookup by name only");
         assert_eq!(rules[0].resource_names, Some(vec!["orders".to_owned()]));
         for rule in &rules {
             for verb in &rule.verbs {

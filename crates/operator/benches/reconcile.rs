@@ -1,0 +1,295 @@
+//! Reconcile throughput, latency, API cost and operator memory with many
+//! clusters (R33), printed as figures (not a timed test).
+//!
+//! ```sh
+//! cargo build --release -p tusk
+//! cargo bench -p tusk-operator --bench reconcile -- 100 1000
+//! ```
+//!
+//! The sandbox API server runs in this process (no kubelet, so pods never
+//! become ready and each cluster stops at its first instance); the operator
+//! runs as its own process (`target/release/tusk operator`, or `TUSK_BIN`),
+//! so its resident memory is measured alone.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use futures::{StreamExt, stream};
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Client;
+use kube::api::{Api, ListParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use serde_json::json;
+use tusk_api::v1alpha1::PostgresCluster;
+use tusk_sandbox::server::{Config, Sandbox};
+
+const NS: &str = "bench";
+
+struct Operator(Child);
+
+impl Drop for Operator {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn tusk_binary() -> PathBuf {
+    std::env::var_os("TUSK_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/release/tusk")
+        })
+}
+
+fn memory_kib(pid: u32, field: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|line| line.strip_prefix(field))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|kib| kib.parse().ok())
+        .unwrap_or(0)
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or(18080)
+}
+
+async fn metric(port: u16, name: &str) -> f64 {
+    let Ok(response) = reqwest::get(format!("http://127.0.0.1:{port}/metrics")).await else {
+        return 0.0;
+    };
+    let text = response.text().await.unwrap_or_default();
+    text.lines()
+        .filter(|l| l.starts_with(name))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// Quantile estimate from the operator's reconcile-duration histogram.
+async fn histogram_quantile(port: u16, quantile: f64) -> f64 {
+    let Ok(response) = reqwest::get(format!("http://127.0.0.1:{port}/metrics")).await else {
+        return f64::NAN;
+    };
+    let text = response.text().await.unwrap_or_default();
+    let mut buckets: Vec<(f64, f64)> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("tusk_operator_reconcile_duration_seconds_bucket{le=\""))
+        .filter_map(|rest| {
+            let (le, count) = rest.split_once("\"} ")?;
+            let le = if le == "+Inf" {
+                f64::INFINITY
+            } else {
+                le.parse().ok()?
+            };
+            Some((le, count.trim().parse().ok()?))
+        })
+        .collect();
+    buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let total = buckets.last().map_or(0.0, |b| b.1);
+    buckets
+        .iter()
+        .find(|(_, count)| *count >= total * quantile)
+        .map_or(f64::NAN, |(le, _)| *le)
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[index.min(sorted.len() - 1)]
+}
+
+async fn run(clusters: usize) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let sandbox = Sandbox::start(Config::new(dir.path()))
+        .await
+        .expect("sandbox");
+    let kubeconfig = Kubeconfig::read_from(sandbox.kubeconfig_path()).expect("kubeconfig");
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .expect("config");
+    let client = Client::try_from(config).expect("client");
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in tusk_api::crds() {
+        crds.create(&PostParams::default(), &crd)
+            .await
+            .expect("CRD");
+    }
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let ns: Namespace =
+        serde_json::from_value(json!({"metadata": {"name": NS}})).expect("namespace");
+    namespaces
+        .create(&PostParams::default(), &ns)
+        .await
+        .expect("namespace created");
+    let api: Api<PostgresCluster> = Api::namespaced(client.clone(), NS);
+    let started_waiting = Instant::now();
+    while api.list(&ListParams::default().limit(1)).await.is_err() {
+        assert!(
+            started_waiting.elapsed() < Duration::from_secs(30),
+            "CRD never served"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    let port = free_port();
+    let operator = Operator(
+        Command::new(tusk_binary())
+            .args([
+                "operator",
+                "--no-leader-election",
+                "--concurrency",
+                "8",
+                "--http-address",
+            ])
+            .arg(format!("127.0.0.1:{port}"))
+            .env("KUBECONFIG", sandbox.kubeconfig_path())
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!(
+                    "cannot start {}: {e} (build it: cargo build --release -p tusk)",
+                    tusk_binary().display()
+                )
+            }),
+    );
+    let pid = operator.0.id();
+    let idle_rss = {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        memory_kib(pid, "VmRSS:")
+    };
+
+    let requests_before = sandbox.faults().count("*", "*");
+    let created_at = Instant::now();
+    let mut creations: Vec<(String, Instant)> = stream::iter(0..clusters)
+        .map(|i| {
+            let api = api.clone();
+            async move {
+                let name = format!("c{i}");
+                let cluster: PostgresCluster = serde_json::from_value(json!({
+                    "apiVersion": "postgres.tusk.dev/v1alpha1", "kind": "PostgresCluster",
+                    "metadata": {"name": name},
+                    "spec": {"instances": 1, "postgres": {"version": 15}, "storage": {"size": "1Gi"}}
+                }))
+                .expect("cluster");
+                api.create(&PostParams::default(), &cluster).await.expect("created");
+                (name, Instant::now())
+            }
+        })
+        .buffer_unordered(16)
+        .collect()
+        .await;
+    creations.sort();
+    let create_seconds = created_at.elapsed().as_secs_f64();
+
+    // Converged: status written (target primary chosen) and the pod exists.
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+    let mut converged_at: std::collections::BTreeMap<String, Instant> = Default::default();
+    let deadline = Instant::now() + Duration::from_secs(600);
+    while converged_at.len() < clusters && Instant::now() < deadline {
+        let listed = api
+            .list(&ListParams::default())
+            .await
+            .expect("list clusters");
+        let pod_names: std::collections::BTreeSet<String> = pods
+            .list(&ListParams::default())
+            .await
+            .expect("list pods")
+            .items
+            .into_iter()
+            .filter_map(|p| p.metadata.name)
+            .collect();
+        let now = Instant::now();
+        for cluster in listed.items {
+            let name = cluster.metadata.name.clone().unwrap_or_default();
+            let done = cluster
+                .status
+                .as_ref()
+                .is_some_and(|s| s.target_primary.is_some())
+                && pod_names.contains(&format!("{name}-1"));
+            if done {
+                converged_at.entry(name).or_insert(now);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let all_converged = created_at.elapsed().as_secs_f64();
+    let mut latencies: Vec<f64> = creations
+        .iter()
+        .filter_map(|(name, at)| Some(converged_at.get(name)?.duration_since(*at).as_secs_f64()))
+        .collect();
+    latencies.sort_by(f64::total_cmp);
+    let provisioning_requests = sandbox.faults().count("*", "*") - requests_before;
+
+    // Steady state: every cluster requeues every 10 s; count what it costs.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let reconciles_before = metric(port, "tusk_operator_reconciles_total").await;
+    let requests_before = sandbox.faults().count("*", "*");
+    let writes_before = sandbox.faults().writes();
+    tokio::time::sleep(Duration::from_secs(21)).await;
+    let steady_reconciles =
+        metric(port, "tusk_operator_reconciles_total").await - reconciles_before;
+    let steady_requests = sandbox.faults().count("*", "*") - requests_before;
+    let steady_writes = sandbox.faults().writes() - writes_before;
+
+    let p50 = histogram_quantile(port, 0.50).await;
+    let p95 = histogram_quantile(port, 0.95).await;
+    let rss = memory_kib(pid, "VmRSS:");
+    let peak = memory_kib(pid, "VmHWM:");
+    println!("clusters: {clusters} (1 instance each, API server only)");
+    println!(
+        "  created in {create_seconds:.1} s; all converged after {all_converged:.1} s ({} of {clusters})",
+        converged_at.len()
+    );
+    println!(
+        "  throughput: {:.1} clusters/s",
+        converged_at.len() as f64 / all_converged
+    );
+    println!(
+        "  create -> converged latency: p50 {:.2} s, p95 {:.2} s, max {:.2} s",
+        percentile(&latencies, 0.5),
+        percentile(&latencies, 0.95),
+        latencies.last().copied().unwrap_or(f64::NAN)
+    );
+    println!(
+        "  reconcile duration (operator histogram bucket bound): p50 <= {p50} s, p95 <= {p95} s"
+    );
+    println!(
+        "  API requests while provisioning: {provisioning_requests} ({:.1} per cluster)",
+        provisioning_requests as f64 / clusters as f64
+    );
+    println!(
+        "  steady state over 21 s: {steady_reconciles} reconciles, {steady_requests} API requests ({:.3} per converged reconcile), {steady_writes} writes",
+        steady_requests as f64 / steady_reconciles.max(1.0)
+    );
+    println!(
+        "  operator memory: idle {} MiB, now {} MiB, peak {} MiB",
+        idle_rss / 1024,
+        rss / 1024,
+        peak / 1024
+    );
+    drop(operator);
+}
+
+fn main() {
+    let sizes: Vec<usize> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .filter_map(|a| a.parse().ok())
+        .collect();
+    let sizes = if sizes.is_empty() { vec![100] } else { sizes };
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    for clusters in sizes {
+        runtime.block_on(run(clusters));
+    }
+}
