@@ -320,12 +320,64 @@ pub fn create(
             created: true,
         });
     }
+    if resource.key == "/pods" {
+        check_service_account(tx, &namespace, &name, &object)?;
+    }
     let stored = tx.put(key, object);
     after_put(api, resource, &stored);
+    if resource.key == "/namespaces" {
+        create_default_service_account(api, tx, &name)?;
+    }
     Ok(Written {
         object: stored,
         warnings: admitted.warnings,
         created: true,
+    })
+}
+
+/// Every namespace gets a `default` ServiceAccount, as the ServiceAccount
+/// controller makes one on Kubernetes.
+fn create_default_service_account(
+    api: &Api,
+    tx: &mut Transaction<'_>,
+    namespace: &str,
+) -> Result<(), ApiError> {
+    let key = ObjectKey::new("/serviceaccounts", namespace, "default");
+    let Some(accounts) = api.registry.by_key("/serviceaccounts") else {
+        return Ok(());
+    };
+    if tx.get(&key).is_some() {
+        return Ok(());
+    }
+    let account =
+        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}});
+    let options = WriteOptions {
+        manage: Manage::AlreadyRecorded,
+        dry_run: false,
+        validation: FieldValidation::Strict,
+    };
+    create(api, tx, &accounts, "v1", Some(namespace), account, &options).map(|_| ())
+}
+
+/// A Pod must name an existing ServiceAccount (the ServiceAccount admission
+/// plugin refuses it otherwise).
+fn check_service_account(
+    tx: &Transaction<'_>,
+    namespace: &str,
+    pod: &str,
+    object: &Value,
+) -> Result<(), ApiError> {
+    let account = str_at(object, "/spec/serviceAccountName").unwrap_or("default");
+    if tx
+        .get(&ObjectKey::new("/serviceaccounts", namespace, account))
+        .is_some()
+    {
+        return Ok(());
+    }
+    Err(ApiError::Forbidden {
+        message: format!(
+            "pods \"{pod}\" is forbidden: error looking up service account {namespace}/{account}: serviceaccount \"{account}\" not found"
+        ),
     })
 }
 

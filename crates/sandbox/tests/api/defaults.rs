@@ -197,3 +197,44 @@ async fn a_pod_spec_only_changes_where_kubernetes_allows() {
         assert_eq!(code(&refused.expect_err("immutable")), 422, "{body}");
     }
 }
+
+#[tokio::test]
+async fn pods_need_an_existing_service_account_and_namespaces_get_a_default_one() {
+    use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+    let t = start().await;
+    let namespaces: Api<Namespace> = Api::all(t.client.clone());
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": "team"}})).expect("ns");
+    namespaces
+        .create(&PostParams::default(), &ns)
+        .await
+        .expect("namespace");
+    let accounts: Api<ServiceAccount> = Api::namespaced(t.client.clone(), "team");
+    accounts
+        .get("default")
+        .await
+        .expect("the default account exists");
+    let pods: Api<Pod> = Api::namespaced(t.client.clone(), "team");
+    let pod = |name: &str, account: Option<&str>| -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": name},
+            "spec": {"serviceAccountName": account, "containers": [{"name": "c", "image": "postgres:16"}]}
+        }))
+        .expect("pod")
+    };
+    pods.create(&PostParams::default(), &pod("plain", None))
+        .await
+        .expect("default account");
+    let refused = pods
+        .create(&PostParams::default(), &pod("own", Some("db")))
+        .await;
+    assert_eq!(code(&refused.expect_err("missing account")), 403);
+    let account: ServiceAccount =
+        serde_json::from_value(json!({"metadata": {"name": "db"}})).expect("sa");
+    accounts
+        .create(&PostParams::default(), &account)
+        .await
+        .expect("account");
+    pods.create(&PostParams::default(), &pod("own", Some("db")))
+        .await
+        .expect("now admitted");
+}
