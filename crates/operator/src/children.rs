@@ -51,7 +51,13 @@ impl Children {
     pub async fn fetch(stores: &Stores, namespace: &str, cluster: &str) -> Result<Self, Error> {
         Ok(Self {
             pods: select(&stores.pods, namespace, cluster).await?,
-            volumes: select(&stores.volumes, namespace, cluster).await?,
+            // A volume kept by `deletionPolicy: Retain` after its replica was
+            // removed is no longer an instance of the cluster.
+            volumes: select(&stores.volumes, namespace, cluster)
+                .await?
+                .into_iter()
+                .filter(|v| v.labels().get(labels::RETAINED).map(String::as_str) != Some("true"))
+                .collect(),
             secrets: select(&stores.secrets, namespace, cluster).await?,
             services: select(&stores.services, namespace, cluster).await?,
             service_accounts: select(&stores.service_accounts, namespace, cluster).await?,

@@ -76,7 +76,22 @@ pub fn compose(input: &StatusInput<'_>) -> PostgresClusterStatus {
         last_reconcile_time: previous.last_reconcile_time.clone(),
         ..previous
     };
+    let waiting = waiting_reasons(input.pods, input.reports);
     for condition in assessment.conditions() {
+        // Say why instances are not ready, so `kubectl describe` alone
+        // explains a cluster that does not converge (R22).
+        let message = if condition.type_ == conditions::READY
+            && condition.status == ConditionStatus::False
+            && !waiting.is_empty()
+        {
+            format!("{}; {}", condition.message, waiting.join("; "))
+        } else {
+            condition.message.to_owned()
+        };
+        let condition = DesiredCondition {
+            message: &message,
+            ..condition
+        };
         set_condition(
             &mut status.conditions,
             &condition,
@@ -122,6 +137,51 @@ pub fn to_write(
     }
     new.last_reconcile_time = Some(now.clone());
     Some(new)
+}
+
+/// `<pod>: <reason>: <message>` for every container that is waiting or
+/// has failed, as the kubelet reports it, and every instance manager that
+/// reports an error it keeps retrying.
+fn waiting_reasons(pods: &[Pod], reports: &BTreeMap<String, InstanceReport>) -> Vec<String> {
+    let mut reasons = Vec::new();
+    for pod in pods {
+        if let Some(error) = reports
+            .get(&pod.name_any())
+            .and_then(|r| r.last_error.as_ref())
+        {
+            reasons.push(format!("{}: {error}", pod.name_any()));
+        }
+        let statuses = pod.status.as_ref().into_iter().flat_map(|s| {
+            s.init_container_statuses
+                .iter()
+                .flatten()
+                .chain(s.container_statuses.iter().flatten())
+        });
+        for container in statuses {
+            let state = container.state.as_ref();
+            let (reason, message) = if let Some(waiting) = state.and_then(|s| s.waiting.as_ref()) {
+                (waiting.reason.clone(), waiting.message.clone())
+            } else if let Some(done) = state
+                .and_then(|s| s.terminated.as_ref())
+                .filter(|t| t.exit_code != 0)
+            {
+                (done.reason.clone(), done.message.clone())
+            } else {
+                continue;
+            };
+            let reason = reason.unwrap_or_else(|| "Waiting".to_owned());
+            if reason == "PodInitializing" || reason == "ContainerCreating" {
+                continue;
+            }
+            reasons.push(match message {
+                Some(message) if !message.is_empty() => {
+                    format!("{}: {reason}: {message}", pod.name_any())
+                }
+                _ => format!("{}: {reason}", pod.name_any()),
+            });
+        }
+    }
+    reasons
 }
 
 fn instance_status(pod: &Pod, reports: &BTreeMap<String, InstanceReport>) -> InstanceStatus {
@@ -199,6 +259,33 @@ mod tests {
         );
         let later = compose(&input(Some(&first), &reports, at(1000 + HEARTBEAT_SECONDS)));
         assert!(to_write(Some(&first), later, &at(1000 + HEARTBEAT_SECONDS)).is_some());
+    }
+
+    #[test]
+    fn the_ready_condition_says_why_instances_wait() {
+        let reports = BTreeMap::new();
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "orders-1"},
+            "status": {"containerStatuses": [{
+                "name": "postgres", "image": "nothing:15", "imageID": "", "ready": false, "restartCount": 0,
+                "state": {"waiting": {"reason": "ImageNotMapped", "message": "no rule matches image nothing:15"}}
+            }]}
+        }))
+        .expect("pod");
+        let pods = [pod];
+        let mut waiting = input(None, &reports, at(5));
+        waiting.pods = &pods;
+        let status = compose(&waiting);
+        let ready =
+            conditions::find_condition(&status.conditions, conditions::READY).expect("Ready");
+        assert_eq!(ready.status, "False");
+        assert!(
+            ready
+                .message
+                .contains("orders-1: ImageNotMapped: no rule matches image nothing:15"),
+            "{}",
+            ready.message
+        );
     }
 
     #[test]
