@@ -9,7 +9,6 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Pod, Secret, Service};
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 use tokio::sync::watch;
@@ -51,12 +50,9 @@ impl World {
         let sandbox = Sandbox::start(Config::new(dir.path()))
             .await
             .expect("sandbox");
-        let kubeconfig = Kubeconfig::read_from(sandbox.kubeconfig_path()).expect("kubeconfig");
-        let config =
-            kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-                .await
-                .expect("config");
-        let client = Client::try_from(config).expect("client");
+        let client = tusk_sandbox::client::from_kubeconfig(sandbox.kubeconfig_path())
+            .await
+            .expect("client");
         tusk_sandbox::converge::install_crds(&client)
             .await
             .expect("CRDs");

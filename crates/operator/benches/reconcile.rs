@@ -18,9 +18,7 @@ use std::time::{Duration, Instant};
 use futures::{StreamExt, stream};
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::Client;
 use kube::api::{Api, ListParams, PostParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use serde_json::json;
 use tusk_api::v1alpha1::PostgresCluster;
 use tusk_sandbox::server::{Config, Sandbox};
@@ -112,11 +110,9 @@ async fn run(clusters: usize) {
     let sandbox = Sandbox::start(Config::new(dir.path()))
         .await
         .expect("sandbox");
-    let kubeconfig = Kubeconfig::read_from(sandbox.kubeconfig_path()).expect("kubeconfig");
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+    let client = tusk_sandbox::client::from_kubeconfig(sandbox.kubeconfig_path())
         .await
-        .expect("config");
-    let client = Client::try_from(config).expect("client");
+        .expect("client");
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     for crd in tusk_api::crds() {
         crds.create(&PostParams::default(), &crd)

@@ -12,7 +12,6 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 use tokio::sync::watch;
@@ -38,11 +37,9 @@ async fn sandbox(with_cel: bool) -> Harness {
     let sandbox = Sandbox::start(Config::new(dir.path()))
         .await
         .expect("sandbox starts");
-    let kubeconfig = Kubeconfig::read_from(sandbox.kubeconfig_path()).expect("kubeconfig");
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+    let client = tusk_sandbox::client::from_kubeconfig(sandbox.kubeconfig_path())
         .await
-        .expect("client config");
-    let client = Client::try_from(config).expect("client");
+        .expect("client");
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     for mut crd in tusk_api::crds() {
         if !with_cel {

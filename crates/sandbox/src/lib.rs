@@ -18,6 +18,7 @@
 
 pub mod admission;
 pub mod apply;
+pub mod client;
 pub mod converge;
 pub mod crds;
 pub mod defaults;

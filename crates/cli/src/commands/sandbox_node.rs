@@ -8,7 +8,6 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use kube::Client;
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use tokio::sync::watch;
 use tusk_operator::config::OperatorConfig;
 use tusk_operator::run::{Settings, run as run_operator};
@@ -29,11 +28,9 @@ fn failed(error: impl std::fmt::Display) -> CommandError {
 }
 
 async fn client_for(kubeconfig: &Path) -> Result<Client, CommandError> {
-    let config = Kubeconfig::read_from(kubeconfig).map_err(failed)?;
-    let config = kube::Config::from_custom_kubeconfig(config, &KubeConfigOptions::default())
+    tusk_sandbox::client::from_kubeconfig(kubeconfig)
         .await
-        .map_err(failed)?;
-    Client::try_from(config).map_err(failed)
+        .map_err(failed)
 }
 
 /// Runs the node side until Ctrl-C (or SIGTERM), then stops it.

@@ -5,7 +5,6 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, PostParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
 use kube::{Client, CustomResourceExt};
 use serde_json::{Value, json};
@@ -38,11 +37,9 @@ pub async fn start_with(adjust: impl FnOnce(Config) -> Config) -> TestSandbox {
 }
 
 pub async fn client_for(sandbox: &Sandbox) -> Client {
-    let kubeconfig = Kubeconfig::read_from(sandbox.kubeconfig_path()).expect("kubeconfig reads");
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+    tusk_sandbox::client::from_kubeconfig(sandbox.kubeconfig_path())
         .await
-        .expect("kubeconfig is usable");
-    Client::try_from(config).expect("client builds")
+        .expect("client builds")
 }
 
 /// Waits until `check` returns `Some`, failing the test after [`WAIT`].
