@@ -16,6 +16,7 @@ pub mod config;
 pub mod context;
 pub mod controller;
 pub mod error;
+pub mod failover;
 pub mod leader;
 pub mod metrics;
 pub mod names;
