@@ -176,7 +176,8 @@ async fn a_declared_cluster_becomes_a_replicated_database_that_scales_and_heals(
         "apiVersion": "postgres.tusk.dev/v1alpha1", "kind": "PostgresCluster",
         "metadata": {"name": "shop", "namespace": NS},
         "spec": {"instances": 3, "postgres": {"version": 15, "parameters": {"shared_buffers": "16MB"}},
-                 "storage": {"size": "1Gi"}}
+                 "storage": {"size": "1Gi"},
+                 "failover": {"delaySeconds": 5, "dataDurability": "preferred"}}
     }))
     .expect("cluster");
     world
@@ -288,6 +289,78 @@ async fn a_declared_cluster_becomes_a_replicated_database_that_scales_and_heals(
         "every replica to have all 150 rows",
         Duration::from_secs(60),
         || async { count_rows(&world, "shop-ro", "shop").await == 150 },
+    )
+    .await;
+
+    // The primary freezes: after the failover delay a standby is promoted,
+    // -rw follows it, and once thawed the former primary rejoins as a
+    // standby without accepting a write (R25).
+    let status = || async {
+        world
+            .clusters()
+            .get("shop")
+            .await
+            .expect("cluster")
+            .status
+            .unwrap_or_default()
+    };
+    let old_primary = status().await.current_primary.expect("a current primary");
+    faults
+        .freeze(NS, &old_primary, "postgres")
+        .expect("freeze the primary");
+    wait_for(
+        "another instance promoted",
+        Duration::from_secs(90),
+        || async {
+            let s = status().await;
+            s.current_primary
+                .as_ref()
+                .is_some_and(|p| *p != old_primary)
+                && s.target_primary == s.current_primary
+        },
+    )
+    .await;
+    let record = status()
+        .await
+        .last_failover
+        .expect("the failover is recorded");
+    assert_eq!(record.from, old_primary);
+    let new_primary = world.connect("shop-rw", "shop").await;
+    let in_recovery: bool = new_primary
+        .query_one("select pg_is_in_recovery()", &[])
+        .await
+        .expect("query")
+        .get(0);
+    assert!(!in_recovery, "-rw reaches the promoted instance");
+    new_primary
+        .batch_execute("insert into orders select generate_series(151, 200)")
+        .await
+        .expect("write after the failover");
+    faults
+        .thaw(NS, &old_primary, "postgres")
+        .expect("thaw the former primary");
+    wait_for(
+        "the former primary back as a standby",
+        Duration::from_secs(120),
+        || async {
+            let s = status().await;
+            s.ready_instances == 3
+                && s.instances
+                    .iter()
+                    .any(|i| i.name == old_primary && i.role == "replica" && i.ready)
+        },
+    )
+    .await;
+    let old_pod = pods.get(&old_primary).await.expect("pod");
+    assert_eq!(
+        old_pod.labels().get("tusk.dev/role").map(String::as_str),
+        Some("replica"),
+        "the former primary is out of -rw"
+    );
+    wait_for(
+        "all 200 rows on the standbys",
+        Duration::from_secs(60),
+        || async { count_rows(&world, "shop-ro", "shop").await == 200 },
     )
     .await;
 

@@ -20,6 +20,7 @@ use tusk_api::v1alpha1::{DeletionPolicy, PostgresCluster};
 use crate::children::Children;
 use crate::context::Context;
 use crate::error::Error;
+use crate::failover::FailoverCheck;
 use crate::reconcile::report;
 
 pub async fn run(cluster: &PostgresCluster, ctx: &Context) -> Result<Action, Error> {
@@ -55,6 +56,7 @@ pub async fn run(cluster: &PostgresCluster, ctx: &Context) -> Result<Action, Err
                 None,
                 Some(&error),
                 &[],
+                &FailoverCheck::default(),
             )
             .await;
             Err(error)

@@ -18,6 +18,27 @@
 use tusk_api::instance::{InstanceReport, InstanceRole};
 use tusk_api::v1alpha1::DataDurability;
 
+/// Condition type recording whether the primary serves; its transition
+/// time is when it stopped.
+pub const PRIMARY_AVAILABLE: &str = "PrimaryAvailable";
+
+/// What the reconcile learned about the primary.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct FailoverCheck {
+    /// `None` when not judged (no serving primary yet).
+    pub primary_available: Option<bool>,
+    /// A failover the declared durability forbids: best candidate and gap.
+    pub blocked: Option<(String, u64)>,
+    /// A failover decided in this reconcile.
+    pub record: Option<tusk_api::v1alpha1::FailoverRecord>,
+}
+
+/// The primary serves: its pod is ready and its manager reports it as the
+/// primary (a manager that does not answer counts as unavailable).
+pub fn primary_healthy(pod_ready: bool, report: Option<&InstanceReport>) -> bool {
+    pod_ready && report.is_some_and(|r| r.role == InstanceRole::Primary && r.ready)
+}
+
 /// A WAL position, compared numerically (`0/3000148` style text).
 fn lsn(text: &str) -> Option<u64> {
     let (high, low) = text.split_once('/')?;

@@ -28,6 +28,7 @@ use crate::children::{Children, named};
 use crate::cleanup;
 use crate::context::Context;
 use crate::error::{Error, ErrorCategory};
+use crate::failover::{self, Decision, FailoverCheck};
 use crate::names::InstanceName;
 use crate::observe::poll_instances;
 use crate::plan::{InstancePlan, InstanceStep, ObservedInstance, plan_instances};
@@ -103,6 +104,7 @@ async fn converge(cluster: &PostgresCluster, ctx: &Context) -> Result<Action, Er
                 None,
                 Some(&error),
                 &[],
+                &FailoverCheck::default(),
             )
             .await?;
             return Err(error);
@@ -124,6 +126,12 @@ async fn converge(cluster: &PostgresCluster, ctx: &Context) -> Result<Action, Er
         apply_children(cluster, ctx, &valid, &children, &plan).await
     };
     let reports = poll_instances(&ctx.http, &children.pods, &ctx.metrics).await;
+    let mut plan = plan;
+    let failover = if valid.paused {
+        FailoverCheck::default()
+    } else {
+        check_primary(cluster, ctx, &valid, &children, &reports, &mut plan).await
+    };
     if outcome.is_ok() && !valid.paused {
         label_roles(ctx, &valid, &children.pods, &reports, &plan).await?;
     }
@@ -137,9 +145,13 @@ async fn converge(cluster: &PostgresCluster, ctx: &Context) -> Result<Action, Er
         Some(&plan),
         failure,
         &valid.unsupported,
+        &failover,
     )
     .await?;
     outcome?;
+    if failover.primary_available == Some(false) {
+        return Ok(Action::requeue(Duration::from_secs(1)));
+    }
     let converged = status.phase == Some(tusk_api::v1alpha1::ClusterPhase::Ready)
         && plan.step == InstanceStep::Steady;
     Ok(Action::requeue(if converged {
@@ -354,17 +366,18 @@ async fn label_roles(
     let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &valid.namespace);
     for pod in pods {
         let name = pod.name_any();
-        let Some(report) = reports.get(&name) else {
-            continue;
-        };
-        let wanted = match report.role {
-            InstanceRole::Primary if InstanceName::recorded(&name) == plan.target_primary => {
-                Some(labels::role::PRIMARY)
-            }
-            InstanceRole::Replica => Some(labels::role::REPLICA),
-            _ => None,
-        };
+        let is_target = InstanceName::recorded(&name) == plan.target_primary;
         let current = pod.labels().get(labels::ROLE).map(String::as_str);
+        let wanted = match (reports.get(&name).map(|r| r.role), is_target) {
+            (Some(InstanceRole::Primary), true) => Some(labels::role::PRIMARY),
+            (Some(InstanceRole::Replica), _) => Some(labels::role::REPLICA),
+            (Some(_), _) => None,
+            // A missed poll keeps the label, except that only the target
+            // primary may ever carry `primary`: a former primary leaves
+            // `-rw` the moment another instance is chosen (fencing).
+            (None, true) => current,
+            (None, false) => current.filter(|c| *c != labels::role::PRIMARY),
+        };
         if current != wanted {
             let patch = json!({"metadata": {"labels": {labels::ROLE: wanted}}});
             api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
@@ -402,6 +415,7 @@ pub(crate) async fn report(
     plan: Option<&InstancePlan>,
     failure: Option<&Error>,
     unsupported: &[String],
+    failover: &FailoverCheck,
 ) -> Result<PostgresClusterStatus, Error> {
     let now = Time(k8s_openapi::jiff::Timestamp::now());
     let previous = cluster.status.as_ref();
@@ -422,6 +436,9 @@ pub(crate) async fn report(
         deleting: cluster.metadata.deletion_timestamp.is_some(),
         failure: failure.map(|e| (e.category(), e.to_string())),
         unsupported,
+        primary_available: failover.primary_available,
+        failover_blocked: failover.blocked.clone(),
+        last_failover: failover.record.clone(),
         now: now.clone(),
     });
     let old_phase = previous.and_then(|s| s.phase);
@@ -511,5 +528,115 @@ pub async fn publish(
     };
     if let Err(error) = recorder.publish(&event, &cluster.object_ref(&())).await {
         tracing::warn!(%error, "could not publish an event");
+    }
+}
+
+/// Watches the primary and, once it has been unavailable for
+/// `spec.failover.delaySeconds`, chooses its replacement (R25). The time
+/// it became unavailable is the `PrimaryAvailable` condition's transition
+/// time, so a restarted operator keeps counting from the same moment.
+async fn check_primary(
+    cluster: &PostgresCluster,
+    ctx: &Context,
+    valid: &ValidatedCluster,
+    children: &Children,
+    reports: &BTreeMap<String, InstanceReport>,
+    plan: &mut InstancePlan,
+) -> FailoverCheck {
+    let Some(previous) = cluster.status.as_ref() else {
+        return FailoverCheck::default();
+    };
+    let target = plan.target_primary.to_string();
+    // Only a primary that was serving can fail over; one that is still
+    // being promoted or bootstrapped is not judged yet.
+    if previous.current_primary.as_deref() != Some(target.as_str()) {
+        return FailoverCheck::default();
+    }
+    let pod = named(&children.pods, &target).filter(|p| p.metadata.deletion_timestamp.is_none());
+    if failover::primary_healthy(pod.is_some_and(pod_ready), reports.get(&target)) {
+        return FailoverCheck {
+            primary_available: Some(true),
+            ..FailoverCheck::default()
+        };
+    }
+    let now = k8s_openapi::jiff::Timestamp::now();
+    let since =
+        tusk_api::conditions::find_condition(&previous.conditions, failover::PRIMARY_AVAILABLE)
+            .filter(|c| c.status == "False")
+            .map_or(now, |c| c.last_transition_time.0);
+    let waited = (now - since).get_seconds();
+    let unavailable = FailoverCheck {
+        primary_available: Some(false),
+        ..FailoverCheck::default()
+    };
+    if waited < i64::from(valid.failover.delay_seconds) {
+        return unavailable;
+    }
+    let last_lsn = previous
+        .instances
+        .iter()
+        .find(|i| i.name == target)
+        .and_then(|i| i.lsn.clone());
+    let pairs: Vec<(&str, &InstanceReport)> =
+        reports.iter().map(|(n, r)| (n.as_str(), r)).collect();
+    let approval = cluster
+        .annotations()
+        .get(labels::APPROVE_DATA_LOSS)
+        .cloned();
+    let decision = failover::decide(
+        &target,
+        last_lsn.as_deref(),
+        &[],
+        &pairs,
+        valid.failover.data_durability,
+        approval.is_some(),
+    );
+    match decision {
+        Decision::Promote {
+            instance,
+            lsn_gap_bytes,
+        } => {
+            if let Some(approved) = approval.as_deref()
+                && approved != "true"
+                && approved != instance
+            {
+                // The approval names another instance: do not guess.
+                return FailoverCheck {
+                    blocked: Some((instance, lsn_gap_bytes)),
+                    ..unavailable
+                };
+            }
+            let reason = if approval.is_some() {
+                "ApprovedFailover"
+            } else {
+                "Failover"
+            };
+            let note = format!(
+                "primary {target} unavailable for {waited} s: promoting {instance} (possible loss: {lsn_gap_bytes} bytes of WAL)"
+            );
+            tracing::warn!(%note, "failover");
+            publish(cluster, ctx, EventType::Warning, reason, &note).await;
+            plan.target_primary = InstanceName::recorded(&instance);
+            FailoverCheck {
+                record: Some(tusk_api::v1alpha1::FailoverRecord {
+                    time: Time(now),
+                    from: target,
+                    to: instance,
+                    reason: reason.to_owned(),
+                    lsn_gap_bytes: i64::try_from(lsn_gap_bytes).unwrap_or(i64::MAX),
+                    recovery_point: None,
+                    duration_seconds: Some(waited as f64),
+                }),
+                ..unavailable
+            }
+        }
+        Decision::Blocked {
+            best,
+            lsn_gap_bytes,
+        } => FailoverCheck {
+            blocked: Some((best, lsn_gap_bytes)),
+            ..unavailable
+        },
+        Decision::NoCandidate => unavailable,
     }
 }

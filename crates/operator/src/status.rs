@@ -31,6 +31,12 @@ pub struct StatusInput<'a> {
     pub failure: Option<(crate::error::ErrorCategory, String)>,
     /// Declared features not acted on (R30).
     pub unsupported: &'a [String],
+    /// Whether the primary serves (`None`: not judged this time).
+    pub primary_available: Option<bool>,
+    /// A failover the declared durability forbids: best candidate, gap.
+    pub failover_blocked: Option<(String, u64)>,
+    /// A failover decided in this reconcile.
+    pub last_failover: Option<tusk_api::v1alpha1::FailoverRecord>,
     pub now: Time,
 }
 
@@ -98,6 +104,71 @@ pub fn compose(input: &StatusInput<'_>) -> PostgresClusterStatus {
             input.generation,
             &input.now,
         );
+    }
+    if let Some(record) = &input.last_failover {
+        // A new primary: its availability is judged afresh once it serves,
+        // so the former primary's outage does not count against it.
+        let message = format!("promoting {}", record.to);
+        set_condition(
+            &mut status.conditions,
+            &DesiredCondition {
+                type_: crate::failover::PRIMARY_AVAILABLE,
+                status: ConditionStatus::Unknown,
+                reason: "Promoting",
+                message: &message,
+            },
+            input.generation,
+            &input.now,
+        );
+    } else if let Some(available) = input.primary_available {
+        let (reason, message) = if available {
+            ("Serving", String::new())
+        } else {
+            (
+                "PrimaryUnavailable",
+                format!(
+                    "the primary {} is not ready or does not answer",
+                    input.target_primary.clone().unwrap_or_default()
+                ),
+            )
+        };
+        set_condition(
+            &mut status.conditions,
+            &DesiredCondition {
+                type_: crate::failover::PRIMARY_AVAILABLE,
+                status: available.into(),
+                reason,
+                message: &message,
+            },
+            input.generation,
+            &input.now,
+        );
+    }
+    match &input.failover_blocked {
+        Some((best, gap)) => {
+            let message = format!(
+                "promoting {best} could lose up to {gap} bytes of acknowledged WAL, which dataDurability: required forbids; \
+                 approve with: kubectl annotate pgc <cluster> {}={best}",
+                labels::APPROVE_DATA_LOSS
+            );
+            set_condition(
+                &mut status.conditions,
+                &DesiredCondition {
+                    type_: conditions::FAILOVER_BLOCKED,
+                    status: ConditionStatus::True,
+                    reason: "DurabilityAtRisk",
+                    message: &message,
+                },
+                input.generation,
+                &input.now,
+            );
+        }
+        None => {
+            conditions::remove_condition(&mut status.conditions, conditions::FAILOVER_BLOCKED);
+        }
+    }
+    if let Some(record) = &input.last_failover {
+        status.last_failover = Some(record.clone());
     }
     if input.unsupported.is_empty() {
         conditions::remove_condition(&mut status.conditions, conditions::UNSUPPORTED);
@@ -241,6 +312,9 @@ mod tests {
             deleting: false,
             failure: None,
             unsupported: &[],
+            primary_available: None,
+            failover_blocked: None,
+            last_failover: None,
             now,
         }
     }
