@@ -93,3 +93,11 @@ where
 pub fn named<'a, K: ResourceExt>(objects: &'a [K], name: &str) -> Option<&'a K> {
     objects.iter().find(|o| o.name_any() == name)
 }
+
+/// Whether the kubelet reports the pod Ready.
+pub fn pod_ready(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}

@@ -24,7 +24,7 @@ use tusk_api::v1alpha1::{DeletionPolicy, PostgresCluster, PostgresClusterStatus}
 
 use crate::apply::{FIELD_MANAGER, apply, create_once};
 use crate::builders::{self, Credential};
-use crate::children::{Children, named};
+use crate::children::{Children, named, pod_ready};
 use crate::cleanup;
 use crate::context::Context;
 use crate::error::{Error, ErrorCategory};
@@ -186,13 +186,6 @@ fn observe_instances(valid: &ValidatedCluster, children: &Children) -> Vec<Obser
     }
     observed.sort_by_key(|o| o.serial);
     observed
-}
-
-fn pod_ready(pod: &Pod) -> bool {
-    pod.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
 /// Applies the children in a fixed order: credentials and identity first,

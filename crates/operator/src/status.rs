@@ -257,11 +257,7 @@ fn waiting_reasons(pods: &[Pod], reports: &BTreeMap<String, InstanceReport>) -> 
 
 fn instance_status(pod: &Pod, reports: &BTreeMap<String, InstanceReport>) -> InstanceStatus {
     let name = pod.name_any();
-    let pod_ready = pod
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+    let pod_ready = crate::children::pod_ready(pod);
     match reports.get(&name) {
         Some(report) => InstanceStatus {
             role: match report.role {
