@@ -9,7 +9,7 @@
 //! - [`instance`]: the instance manager's HTTP API (`/status`), shared by
 //!   the operator and the instance manager.
 //! - [`labels`], [`parameters`]: keys and PostgreSQL parameters the
-//!   operator owns.
+//!   operator owns; [`lsn`]: WAL positions as instance managers report them.
 //!
 //! This crate does no I/O.
 
@@ -17,6 +17,7 @@ pub mod admission;
 pub mod conditions;
 pub mod instance;
 pub mod labels;
+pub mod lsn;
 pub mod parameters;
 pub mod v1alpha1;
 

@@ -16,6 +16,7 @@
 //! `status.targetPrimary`, and the instance managers promote and follow.
 
 use tusk_api::instance::{InstanceReport, InstanceRole};
+use tusk_api::lsn::Lsn;
 use tusk_api::v1alpha1::DataDurability;
 
 /// Condition type recording whether the primary serves; its transition
@@ -39,12 +40,9 @@ pub fn primary_healthy(pod_ready: bool, report: Option<&InstanceReport>) -> bool
     pod_ready && report.is_some_and(|r| r.role == InstanceRole::Primary && r.ready)
 }
 
-/// A WAL position, compared numerically (`0/3000148` style text).
+/// A reported WAL position as a byte offset.
 fn lsn(text: &str) -> Option<u64> {
-    let (high, low) = text.split_once('/')?;
-    let high = u64::from_str_radix(high, 16).ok()?;
-    let low = u64::from_str_radix(low, 16).ok()?;
-    Some((high << 32) | low)
+    text.parse::<Lsn>().ok().map(|lsn| lsn.0)
 }
 
 /// One standby as last reported.
