@@ -170,21 +170,33 @@ async fn replicas_clone_stream_and_follow_a_switchover_that_rewinds_the_former_p
     .await;
 
     // /status agrees with pg_stat_replication once the standbys caught up.
-    let report_a = a
-        .wait_status("the standbys caught up", Duration::from_secs(20), |r| {
-            r.standbys.len() == 2 && r.standbys.iter().all(|s| s.replay_lsn == r.current_lsn)
-        })
-        .await;
-    let rows = a
-        .superuser()
-        .await
-        .query(
-            "SELECT application_name, state, sync_state, replay_lsn::text \
-             FROM pg_stat_replication ORDER BY application_name",
-            &[],
-        )
-        .await
-        .expect("pg_stat_replication");
+    // The server writes WAL of its own (checkpoints, hint bits) between the
+    // two reads, so compare a pair taken while nothing moved.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let (report_a, rows) = loop {
+        let report_a = a
+            .wait_status("the standbys caught up", Duration::from_secs(20), |r| {
+                r.standbys.len() == 2 && r.standbys.iter().all(|s| s.replay_lsn == r.current_lsn)
+            })
+            .await;
+        let rows = a
+            .superuser()
+            .await
+            .query(
+                "SELECT application_name, state, sync_state, replay_lsn::text \
+                 FROM pg_stat_replication ORDER BY application_name",
+                &[],
+            )
+            .await
+            .expect("pg_stat_replication");
+        let same_moment = rows
+            .iter()
+            .all(|row| Some(row.get::<_, String>(3)) == report_a.current_lsn);
+        if same_moment || std::time::Instant::now() > deadline {
+            break (report_a, rows);
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
     assert_eq!(rows.len(), report_a.standbys.len());
     for (row, standby) in rows.iter().zip(&report_a.standbys) {
         assert_eq!(standby.name, row.get::<_, String>(0));
