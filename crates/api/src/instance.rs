@@ -99,6 +99,11 @@ pub struct InstanceReport {
     /// primary; 0 when everything received is replayed (standby only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lag_seconds: Option<f64>,
+    /// Commit time of the last transaction a standby replayed, RFC 3339
+    /// (standby only; absent before it replayed any). With `replayedLsn`
+    /// it is the recovery point a promotion would start from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replayed_commit_time: Option<String>,
     /// True when a standby's WAL receiver is streaming.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub streaming: Option<bool>,
@@ -169,6 +174,7 @@ mod tests {
             replayed_lsn: Some("0/3000148".into()),
             lag_bytes: Some(0),
             lag_seconds: Some(0.0),
+            replayed_commit_time: None,
             streaming: Some(true),
             upstream: Some("10.0.0.2".into()),
             pending_restart: vec![],

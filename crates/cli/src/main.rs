@@ -32,6 +32,9 @@ enum Command {
     Instance(commands::instance::Args),
     /// Run the PostgresCluster controller.
     Operator(commands::operator::Args),
+    /// Switch the primary over to an instance, or approve a blocked failover
+    /// (`--accept-data-loss`).
+    Promote(commands::promote::Args),
     /// Copy this binary into a PostgreSQL pod (its init container runs this).
     InstallManager(commands::install_manager::Args),
     /// A Kubernetes-compatible control plane on this machine.
@@ -45,6 +48,7 @@ fn main() -> ExitCode {
         Command::Validate(args) => commands::validate::run(&args),
         Command::Instance(args) => commands::instance::run(&args),
         Command::Operator(args) => commands::operator::run(&args),
+        Command::Promote(args) => commands::promote::run(&args),
         Command::InstallManager(args) => commands::install_manager::run(&args),
         Command::Sandbox(args) => commands::sandbox::run(&args),
     };

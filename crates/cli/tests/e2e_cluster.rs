@@ -4,170 +4,16 @@
 //! up, survives a killed replica, and explains itself when it cannot
 //! converge (R7-R16, R22, R24).
 
-use std::future::Future;
-use std::time::{Duration, Instant};
+mod common;
 
-use k8s_openapi::api::core::v1::{Pod, Secret, Service};
+use std::time::Duration;
+
+use common::{NS, World, count_rows, wait_for};
+use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use kube::{Client, ResourceExt};
 use serde_json::json;
-use tokio::sync::watch;
-use tusk_api::v1alpha1::{ClusterPhase, PostgresCluster};
-use tusk_operator::config::OperatorConfig;
-use tusk_operator::run::{Settings, run};
-use tusk_sandbox::node::Node;
-use tusk_sandbox::server::{Config, Sandbox};
-
-const NS: &str = "default";
-
-async fn wait_for<F, Fut>(what: &str, limit: Duration, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let deadline = Instant::now() + limit;
-    while Instant::now() < deadline {
-        if check().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-    panic!("timed out after {limit:?} waiting for {what}");
-}
-
-struct World {
-    client: Client,
-    node: Option<Node>,
-    stop: watch::Sender<bool>,
-    operator: tokio::task::JoinHandle<()>,
-    _sandbox: Sandbox,
-    _dir: tempfile::TempDir,
-}
-
-impl World {
-    async fn start() -> Self {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let sandbox = Sandbox::start(Config::new(dir.path()))
-            .await
-            .expect("sandbox");
-        let client = tusk_sandbox::client::from_kubeconfig(sandbox.kubeconfig_path())
-            .await
-            .expect("client");
-        tusk_sandbox::converge::install_crds(&client)
-            .await
-            .expect("CRDs");
-        let node = Node::start(
-            client.clone(),
-            dir.path(),
-            sandbox.kubeconfig_path(),
-            env!("CARGO_BIN_EXE_tusk").into(),
-        )
-        .expect("node");
-        let mut config = OperatorConfig::default();
-        if let Some((uid, gid)) = tusk_sandbox::kubelet::postgres_identity() {
-            config.postgres_uid = i64::from(uid);
-            config.postgres_gid = i64::from(gid);
-        }
-        let (stop, stop_rx) = watch::channel(false);
-        let settings = Settings {
-            config,
-            ..Settings::default()
-        };
-        let operator_client = client.clone();
-        let operator = tokio::spawn(async move {
-            if let Err(error) = run(operator_client, settings, stop_rx).await {
-                panic!("operator failed: {error}");
-            }
-        });
-        Self {
-            client,
-            node: Some(node),
-            stop,
-            operator,
-            _sandbox: sandbox,
-            _dir: dir,
-        }
-    }
-
-    async fn shutdown(mut self) {
-        let _ = self.stop.send(true);
-        let _ = tokio::time::timeout(Duration::from_secs(30), &mut self.operator).await;
-        if let Some(node) = self.node.take() {
-            node.shutdown().await;
-        }
-    }
-
-    fn clusters(&self) -> Api<PostgresCluster> {
-        Api::namespaced(self.client.clone(), NS)
-    }
-
-    async fn phase_and_ready(&self, name: &str) -> (Option<ClusterPhase>, i32) {
-        let cluster = self.clusters().get_opt(name).await.ok().flatten();
-        let status = cluster.and_then(|c| c.status).unwrap_or_default();
-        (status.phase, status.ready_instances)
-    }
-
-    async fn wait_ready(&self, name: &str, instances: i32) {
-        wait_for(
-            &format!("{name} Ready with {instances} instances"),
-            Duration::from_secs(240),
-            || async { self.phase_and_ready(name).await == (Some(ClusterPhase::Ready), instances) },
-        )
-        .await;
-    }
-
-    async fn service_ip(&self, name: &str) -> String {
-        let services: Api<Service> = Api::namespaced(self.client.clone(), NS);
-        services
-            .get(name)
-            .await
-            .expect("service")
-            .spec
-            .and_then(|s| s.cluster_ip)
-            .expect("cluster IP")
-    }
-
-    async fn connect(&self, service: &str, cluster: &str) -> tokio_postgres::Client {
-        let secrets: Api<Secret> = Api::namespaced(self.client.clone(), NS);
-        let secret = secrets
-            .get(&format!("{cluster}-app"))
-            .await
-            .expect("app secret");
-        let field = |key: &str| {
-            let data = secret.data.clone().unwrap_or_default();
-            String::from_utf8(data.get(key).expect("key").0.clone()).expect("UTF-8")
-        };
-        let host = self.service_ip(service).await;
-        let config = format!(
-            "host={host} port=5432 user={} password={} dbname=app connect_timeout=5",
-            field("username"),
-            field("password")
-        );
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            match tokio_postgres::connect(&config, tokio_postgres::NoTls).await {
-                Ok((client, connection)) => {
-                    tokio::spawn(connection);
-                    return client;
-                }
-                Err(error) if Instant::now() < deadline => {
-                    let _ = error;
-                    tokio::time::sleep(Duration::from_millis(500)).await;
-                }
-                Err(error) => panic!("cannot connect through {service}: {error}"),
-            }
-        }
-    }
-}
-
-async fn count_rows(world: &World, service: &str, cluster: &str) -> i64 {
-    let client = world.connect(service, cluster).await;
-    client
-        .query_one("select count(*) from orders", &[])
-        .await
-        .map(|row| row.get::<_, i64>(0))
-        .unwrap_or(-1)
-}
+use tusk_api::v1alpha1::PostgresCluster;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_declared_cluster_becomes_a_replicated_database_that_scales_and_heals() {
@@ -384,7 +230,7 @@ async fn says_why_it_cannot_converge(world: &World) {
         },
     )
     .await;
-    let kubeconfig = world._dir.path().join("kubeconfig");
+    let kubeconfig = world.kubeconfig();
     let output = std::process::Command::new("kubectl")
         .args(["describe", "postgrescluster", "stuck", "-n", NS])
         .env("KUBECONFIG", &kubeconfig)

@@ -60,6 +60,12 @@ const STABLE_AFTER: Duration = Duration::from_secs(30);
 /// writable primary before it is taken for diverged (it replayed WAL the
 /// new primary never had) and rewound.
 const STALL_LIMIT: Duration = Duration::from_secs(10);
+/// How long a promotion waits for the WAL receiver to stop, so the former
+/// primary's last WAL (all of it, after a clean shutdown in a switchover)
+/// is in before the new timeline starts. A frozen primary's connection
+/// ends after `wal_receiver_timeout` (5 s by default here); past this bound
+/// the promotion goes ahead, since the operator has already chosen.
+const WAL_RECEIVER_WAIT: Duration = Duration::from_secs(10);
 /// How often the loop looks again without being woken.
 const TICK: Duration = Duration::from_secs(1);
 
@@ -378,6 +384,18 @@ impl<S: DesiredStateSource> Manager<S> {
         }
         self.state.set_phase(InstancePhase::Promoting);
         let client = sql::wait_ready(&self.ctx.local_target(), Duration::from_secs(60)).await?;
+        let waited = Instant::now();
+        if sql::wait_wal_receiver_stopped(&client, WAL_RECEIVER_WAIT).await? {
+            tracing::info!(
+                seconds = waited.elapsed().as_secs_f64(),
+                "WAL receiver stopped; promoting"
+            );
+        } else {
+            tracing::warn!(
+                seconds = WAL_RECEIVER_WAIT.as_secs(),
+                "the former primary still streams WAL; promoting as the operator decided"
+            );
+        }
         let started = Instant::now();
         let promoted: bool = client
             .query_one("SELECT pg_promote(true, 60)", &[])

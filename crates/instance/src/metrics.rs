@@ -165,6 +165,7 @@ mod tests {
             replayed_lsn: Some("0/2000".into()),
             lag_bytes: Some(4096),
             lag_seconds: Some(1.5),
+            replayed_commit_time: None,
             streaming: Some(true),
             upstream: None,
             pending_restart: vec![],

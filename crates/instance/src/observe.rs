@@ -18,6 +18,7 @@ pub struct Observation {
     pub received_lsn: Option<Lsn>,
     pub replayed_lsn: Option<Lsn>,
     pub lag_seconds: Option<f64>,
+    pub replayed_commit_time: Option<String>,
     pub streaming: bool,
     pub upstream: Option<String>,
     pub pending_restart: Vec<String>,
@@ -49,7 +50,9 @@ SELECT pg_is_in_recovery(),
        END,
        (SELECT status FROM pg_stat_wal_receiver),
        (SELECT sender_host FROM pg_stat_wal_receiver),
-       ARRAY(SELECT name FROM pg_settings WHERE pending_restart ORDER BY name)";
+       ARRAY(SELECT name FROM pg_settings WHERE pending_restart ORDER BY name),
+       to_char(pg_last_xact_replay_timestamp() AT TIME ZONE 'UTC',
+               'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')";
 
 const STANDBYS_QUERY: &str = "
 SELECT application_name, client_addr::text, state, sync_state,
@@ -77,6 +80,7 @@ pub async fn observe(client: &Client) -> Result<Observation, SqlError> {
         received_lsn: lsn(row.try_get(4)?),
         replayed_lsn: lsn(row.try_get(5)?),
         lag_seconds: lag_seconds.and_then(|t| t.parse().ok()),
+        replayed_commit_time: row.try_get(11)?,
         streaming: receiver_status.as_deref() == Some("streaming"),
         upstream: row.try_get(9)?,
         pending_restart: row.try_get(10)?,

@@ -56,6 +56,7 @@ pub fn build(
         replayed_lsn: standby.and_then(|o| o.replayed_lsn).map(|l| l.to_string()),
         lag_bytes: standby.and_then(Observation::lag_bytes),
         lag_seconds: standby.and_then(|o| o.lag_seconds),
+        replayed_commit_time: standby.and_then(|o| o.replayed_commit_time.clone()),
         streaming: standby.map(|o| o.streaming),
         upstream: standby.and_then(|o| o.upstream.clone()),
         pending_restart: observed

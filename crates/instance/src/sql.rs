@@ -68,6 +68,28 @@ pub fn quote_literal(value: &str) -> String {
     format!("'{}'", value.replace('\'', "''"))
 }
 
+/// Waits until this standby's WAL receiver no longer streams, at most
+/// `bound`: true when it stopped, false when it still streams.
+pub async fn wait_wal_receiver_stopped(client: &Client, bound: Duration) -> Result<bool, SqlError> {
+    let deadline = tokio::time::Instant::now() + bound;
+    loop {
+        let streaming: bool = client
+            .query_one(
+                "SELECT EXISTS (SELECT 1 FROM pg_stat_wal_receiver WHERE status = 'streaming')",
+                &[],
+            )
+            .await?
+            .try_get(0)?;
+        if !streaming {
+            return Ok(true);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Ok(false);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

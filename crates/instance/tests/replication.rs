@@ -215,9 +215,11 @@ async fn replicas_clone_stream_and_follow_a_switchover_that_rewinds_the_former_p
     assert_eq!(report_b.lag_bytes, Some(0));
     assert_eq!(report_b.system_identifier, report_a.system_identifier);
 
-    // Switchover: db-2 becomes the target primary. db-1 is told late, and
-    // meanwhile accepts a write that the new primary never sees (local
-    // commit only, so it does not wait for a standby).
+    // db-2 becomes the target primary while db-1 still runs as primary (a
+    // partition, say): db-2 waits for its WAL receiver to stop, then
+    // promotes anyway. db-1 is told late, and meanwhile accepts a write
+    // that the new primary never sees (local commit only, so it does not
+    // wait for a standby).
     let on_b = DesiredState {
         synchronous: synchronous.clone(),
         ..desired("db-2", b.address)
@@ -225,7 +227,7 @@ async fn replicas_clone_stream_and_follow_a_switchover_that_rewinds_the_former_p
     let started = Instant::now();
     b.set_desired(on_b.clone());
     let promoted = b
-        .wait_status("db-2 promoted", Duration::from_secs(30), |r| {
+        .wait_status("db-2 promoted", Duration::from_secs(60), |r| {
             r.role == InstanceRole::Primary && r.ready
         })
         .await;

@@ -2,22 +2,34 @@
 //! what the instance managers last reported to a decision.
 //!
 //! Rules:
-//! - only standbys that are ready and were streaming from the failed
-//!   primary are candidates;
+//! - candidates are standbys whose PostgreSQL runs in recovery, are not
+//!   fenced and are on no later timeline than the failed primary. Their WAL receivers
+//!   have usually stopped already (the primary is gone), so "streaming
+//!   now" cannot be asked of them;
 //! - the best candidate has the highest received LSN, then the highest
 //!   replayed LSN; a synchronous standby wins a tie;
-//! - `dataDurability: required` promotes only a candidate that holds every
-//!   commit the primary acknowledged: a synchronous standby, or one whose
-//!   received LSN reaches the primary's last known position. Otherwise the
-//!   failover is blocked, with the gap in bytes, until a person approves;
+//! - `dataDurability: required` promotes only when the synchronous
+//!   replication the primary last reported proves that the best candidate
+//!   holds every acknowledged commit:
+//!   - `FIRST n`: a standby listed as `sync` is among the candidates (it
+//!     confirmed every commit, and the best is at least as far);
+//!   - `ANY n` of M quorum standbys: at least M - n + 1 of them are
+//!     candidates (every commit is on n of the M, so on one of these, and
+//!     the best is at least as far as each).
+//!
+//!   A received LSN equal to the primary's last known position is no
+//!   proof: that position is only as fresh as the last poll. Otherwise
+//!   the failover is blocked, with the gap in bytes, until a person
+//!   approves;
 //! - `preferred` promotes the best candidate and records the possible loss.
 //!
 //! This module decides; the reconcile loop applies the decision by setting
 //! `status.targetPrimary`, and the instance managers promote and follow.
 
-use tusk_api::instance::{InstanceReport, InstanceRole};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use tusk_api::instance::{InstancePhase, InstanceReport, InstanceRole};
 use tusk_api::lsn::Lsn;
-use tusk_api::v1alpha1::DataDurability;
+use tusk_api::v1alpha1::{DataDurability, RecoveryPoint};
 
 /// Condition type recording whether the primary serves; its transition
 /// time is when it stopped.
@@ -30,7 +42,7 @@ pub struct FailoverCheck {
     pub primary_available: Option<bool>,
     /// A failover the declared durability forbids: best candidate and gap.
     pub blocked: Option<(String, u64)>,
-    /// A failover decided in this reconcile.
+    /// A failover or switchover decided in this reconcile.
     pub record: Option<tusk_api::v1alpha1::FailoverRecord>,
 }
 
@@ -45,61 +57,111 @@ fn lsn(text: &str) -> Option<u64> {
     text.parse::<Lsn>().ok().map(|lsn| lsn.0)
 }
 
+/// The synchronous replication the failed primary last reported.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SyncSet {
+    /// `ANY n` (quorum) when true, `FIRST n` (priority) when false.
+    pub quorum: bool,
+    /// Standbys that confirm each commit (`n`).
+    pub number: u32,
+    /// Standbys the primary listed as `sync` or `quorum`.
+    pub members: Vec<String>,
+}
+
+/// What the operator last knew of the failed primary.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LastKnown<'a> {
+    pub primary: &'a str,
+    /// Its last reported write position.
+    pub lsn: Option<&'a str>,
+    /// Its last reported timeline.
+    pub timeline: Option<i64>,
+    /// Synchronous replication, when declared.
+    pub synchronous: Option<SyncSet>,
+}
+
 /// One standby as last reported.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Candidate<'a> {
-    pub name: &'a str,
-    pub received: u64,
-    pub replayed: u64,
-    /// The failed primary listed it as `sync` or `quorum`.
-    pub synchronous: bool,
+struct Candidate<'a> {
+    name: &'a str,
+    received: u64,
+    replayed: u64,
+    synchronous: bool,
+    report: &'a InstanceReport,
 }
 
 /// What to do about a failed primary.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum Decision {
     /// Promote this instance. `lsn_gap_bytes` is what the failed primary
-    /// may have had beyond it (0: nothing acknowledged is lost).
+    /// may have had beyond it (0: nothing acknowledged is lost);
+    /// `recovery_point` is where its history ends.
     Promote {
         instance: String,
         lsn_gap_bytes: u64,
+        recovery_point: RecoveryPoint,
     },
     /// Promoting would violate `dataDurability: required`; wait for an
     /// approval. `best` is the candidate an approval would promote.
     Blocked { best: String, lsn_gap_bytes: u64 },
-    /// No standby can take over (none ready and streaming).
+    /// No standby can take over (none running in recovery on the
+    /// primary's timeline).
     NoCandidate,
 }
 
-/// Decides which standby replaces `failed_primary`.
-///
-/// `last_primary_lsn` is the primary's last known write position and
-/// `synchronous` the standbys it last reported as synchronous. `approved`
-/// is a person's approval of possible data loss.
+fn is_candidate(last: &LastKnown<'_>, name: &str, report: &InstanceReport) -> bool {
+    // A standby whose WAL receiver stopped reports the timeline of its last
+    // restartpoint, which may be older than the one it replays: only a
+    // later timeline than the primary's proves another history.
+    let same_history = match (last.timeline, report.timeline) {
+        (Some(primary), Some(standby)) => i64::from(standby) <= primary,
+        _ => true,
+    };
+    name != last.primary
+        && report.role == InstanceRole::Replica
+        && report.phase == InstancePhase::Running
+        && !report.fenced
+        && same_history
+}
+
+/// True when the synchronous set proves that the most advanced of
+/// `candidates` holds every acknowledged commit.
+fn holds_every_acknowledged_commit(sync: Option<&SyncSet>, candidates: &[Candidate<'_>]) -> bool {
+    let Some(sync) = sync.filter(|s| s.number > 0) else {
+        return false;
+    };
+    let present = candidates.iter().filter(|c| c.synchronous).count();
+    if sync.quorum {
+        let members = sync.members.len();
+        let needed = members.saturating_sub(sync.number as usize) + 1;
+        members >= sync.number as usize && present >= needed
+    } else {
+        present > 0
+    }
+}
+
+/// Decides which standby replaces the failed primary. `approved` is a
+/// person's approval of possible data loss.
 pub fn decide(
-    failed_primary: &str,
-    last_primary_lsn: Option<&str>,
-    synchronous: &[String],
+    last: &LastKnown<'_>,
     reports: &[(&str, &InstanceReport)],
     durability: DataDurability,
     approved: bool,
 ) -> Decision {
-    let primary_ip_upstream = |report: &InstanceReport| report.upstream.is_some();
+    let members: &[String] = last
+        .synchronous
+        .as_ref()
+        .map_or(&[], |s| s.members.as_slice());
     let mut candidates: Vec<Candidate<'_>> = reports
         .iter()
-        .filter(|(name, report)| {
-            *name != failed_primary
-                && report.role == InstanceRole::Replica
-                && report.ready
-                && !report.fenced
-                && primary_ip_upstream(report)
-        })
+        .filter(|(name, report)| is_candidate(last, name, report))
         .filter_map(|(name, report)| {
             Some(Candidate {
                 name,
                 received: report.received_lsn.as_deref().and_then(lsn)?,
                 replayed: report.replayed_lsn.as_deref().and_then(lsn).unwrap_or(0),
-                synchronous: synchronous.iter().any(|s| s == name),
+                synchronous: members.iter().any(|s| s == name),
+                report,
             })
         })
         .collect();
@@ -111,17 +173,28 @@ pub fn decide(
     let Some(best) = candidates.first() else {
         return Decision::NoCandidate;
     };
-    let primary_lsn = last_primary_lsn.and_then(lsn);
-    let gap = primary_lsn.map_or(0, |p| p.saturating_sub(best.received));
-    let holds_everything = best.synchronous || (primary_lsn.is_some() && gap == 0);
-    match durability {
-        DataDurability::Required if !holds_everything && !approved => Decision::Blocked {
+    let gap = last
+        .lsn
+        .and_then(lsn)
+        .map_or(0, |p| p.saturating_sub(best.received));
+    let safe = holds_every_acknowledged_commit(last.synchronous.as_ref(), &candidates);
+    if durability == DataDurability::Required && !safe && !approved {
+        return Decision::Blocked {
             best: best.name.to_owned(),
             lsn_gap_bytes: gap,
-        },
-        _ => Decision::Promote {
-            instance: best.name.to_owned(),
-            lsn_gap_bytes: if best.synchronous { 0 } else { gap },
+        };
+    }
+    Decision::Promote {
+        instance: best.name.to_owned(),
+        lsn_gap_bytes: if safe { 0 } else { gap },
+        recovery_point: RecoveryPoint {
+            lsn: Lsn(best.received).to_string(),
+            time: best
+                .report
+                .replayed_commit_time
+                .as_deref()
+                .and_then(|t| t.parse().ok())
+                .map(Time),
         },
     }
 }
@@ -129,14 +202,14 @@ pub fn decide(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tusk_api::instance::InstancePhase;
 
     fn standby(name: &str, received: &str, replayed: &str) -> InstanceReport {
         InstanceReport {
             name: name.into(),
             role: InstanceRole::Replica,
             phase: InstancePhase::Running,
-            ready: true,
+            // The primary is gone: the WAL receiver stopped, so not ready.
+            ready: false,
             fenced: false,
             target_primary: Some("db-1".into()),
             postgres_version: None,
@@ -147,8 +220,9 @@ mod tests {
             replayed_lsn: Some(replayed.into()),
             lag_bytes: None,
             lag_seconds: None,
+            replayed_commit_time: None,
             streaming: Some(false),
-            upstream: Some("127.2.0.1".into()),
+            upstream: None,
             pending_restart: vec![],
             standbys: vec![],
             crash_count: 0,
@@ -156,24 +230,41 @@ mod tests {
         }
     }
 
+    fn sync(quorum: bool, number: u32, members: &[&str]) -> Option<SyncSet> {
+        Some(SyncSet {
+            quorum,
+            number,
+            members: members.iter().map(|m| (*m).to_owned()).collect(),
+        })
+    }
+
     fn decide_with(
         reports: &[InstanceReport],
         primary_lsn: &str,
-        sync: &[&str],
+        synchronous: Option<SyncSet>,
         durability: DataDurability,
         approved: bool,
     ) -> Decision {
         let pairs: Vec<(&str, &InstanceReport)> =
             reports.iter().map(|r| (r.name.as_str(), r)).collect();
-        let sync: Vec<String> = sync.iter().map(|s| (*s).to_owned()).collect();
-        decide(
-            "db-1",
-            Some(primary_lsn),
-            &sync,
-            &pairs,
-            durability,
-            approved,
-        )
+        let last = LastKnown {
+            primary: "db-1",
+            lsn: Some(primary_lsn),
+            timeline: Some(1),
+            synchronous,
+        };
+        decide(&last, &pairs, durability, approved)
+    }
+
+    fn promoted(decision: &Decision) -> Option<(&str, u64)> {
+        match decision {
+            Decision::Promote {
+                instance,
+                lsn_gap_bytes,
+                ..
+            } => Some((instance.as_str(), *lsn_gap_bytes)),
+            _ => None,
+        }
     }
 
     #[test]
@@ -182,14 +273,14 @@ mod tests {
             standby("db-2", "0/3000000", "0/3000000"),
             standby("db-3", "0/3000100", "0/3000000"),
         ];
-        let decision = decide_with(&reports, "0/3000100", &[], DataDurability::Required, false);
-        assert_eq!(
-            decision,
-            Decision::Promote {
-                instance: "db-3".into(),
-                lsn_gap_bytes: 0
-            }
+        let decision = decide_with(
+            &reports,
+            "0/3000100",
+            sync(true, 1, &["db-2", "db-3"]),
+            DataDurability::Required,
+            false,
         );
+        assert_eq!(promoted(&decision), Some(("db-3", 0)));
     }
 
     #[test]
@@ -198,14 +289,14 @@ mod tests {
             standby("db-2", "0/3000100", "0/3000000"),
             standby("db-3", "0/3000100", "0/3000080"),
         ];
-        let decision = decide_with(&reports, "0/3000100", &[], DataDurability::Required, false);
-        assert_eq!(
-            decision,
-            Decision::Promote {
-                instance: "db-3".into(),
-                lsn_gap_bytes: 0
-            }
+        let decision = decide_with(
+            &reports,
+            "0/3000100",
+            None,
+            DataDurability::Preferred,
+            false,
         );
+        assert_eq!(promoted(&decision), Some(("db-3", 0)));
         let equal = [
             standby("db-2", "0/3000100", "0/3000100"),
             standby("db-3", "0/3000100", "0/3000100"),
@@ -213,23 +304,17 @@ mod tests {
         let decision = decide_with(
             &equal,
             "0/3000100",
-            &["db-3"],
+            sync(false, 1, &["db-3"]),
             DataDurability::Required,
             false,
         );
-        assert_eq!(
-            decision,
-            Decision::Promote {
-                instance: "db-3".into(),
-                lsn_gap_bytes: 0
-            }
-        );
+        assert_eq!(promoted(&decision), Some(("db-3", 0)));
     }
 
     #[test]
-    fn required_durability_blocks_a_lagging_asynchronous_standby() {
-        let reports = [standby("db-2", "0/3000000", "0/3000000")];
-        let decision = decide_with(&reports, "0/3000400", &[], DataDurability::Required, false);
+    fn required_durability_blocks_an_asynchronous_standby() {
+        let behind = [standby("db-2", "0/3000000", "0/3000000")];
+        let decision = decide_with(&behind, "0/3000400", None, DataDurability::Required, false);
         assert_eq!(
             decision,
             Decision::Blocked {
@@ -237,68 +322,127 @@ mod tests {
                 lsn_gap_bytes: 0x400
             }
         );
+        // Even level with the last known position: that position may be
+        // older than the primary's last acknowledged commit.
+        let level = [standby("db-2", "0/3000400", "0/3000400")];
+        let decision = decide_with(&level, "0/3000400", None, DataDurability::Required, false);
+        assert!(matches!(decision, Decision::Blocked { .. }), "{decision:?}");
     }
 
     #[test]
     fn approval_unblocks_and_preferred_promotes_with_the_gap_recorded() {
         let reports = [standby("db-2", "0/3000000", "0/3000000")];
-        let approved = decide_with(&reports, "0/3000400", &[], DataDurability::Required, true);
-        assert_eq!(
-            approved,
-            Decision::Promote {
-                instance: "db-2".into(),
-                lsn_gap_bytes: 0x400
-            }
+        let approved = decide_with(&reports, "0/3000400", None, DataDurability::Required, true);
+        assert_eq!(promoted(&approved), Some(("db-2", 0x400)));
+        let preferred = decide_with(
+            &reports,
+            "0/3000400",
+            None,
+            DataDurability::Preferred,
+            false,
         );
-        let preferred = decide_with(&reports, "0/3000400", &[], DataDurability::Preferred, false);
-        assert_eq!(
-            preferred,
-            Decision::Promote {
-                instance: "db-2".into(),
-                lsn_gap_bytes: 0x400
-            }
-        );
+        assert_eq!(promoted(&preferred), Some(("db-2", 0x400)));
     }
 
     #[test]
-    fn a_synchronous_standby_holds_every_acknowledged_commit() {
+    fn a_priority_synchronous_standby_holds_every_acknowledged_commit() {
         // The primary's last known position may include unacknowledged WAL
-        // that a synchronous standby never received: nothing acknowledged is lost.
-        let reports = [standby("db-2", "0/3000000", "0/3000000")];
+        // that a synchronous standby never received: nothing acknowledged
+        // is lost. A more advanced potential standby is promoted: it holds
+        // everything the sync one does.
+        let reports = [
+            standby("db-2", "0/3000000", "0/3000000"),
+            standby("db-3", "0/3000200", "0/3000200"),
+        ];
         let decision = decide_with(
             &reports,
             "0/3000400",
-            &["db-2"],
+            sync(false, 1, &["db-2"]),
             DataDurability::Required,
             false,
         );
-        assert_eq!(
-            decision,
-            Decision::Promote {
-                instance: "db-2".into(),
-                lsn_gap_bytes: 0
-            }
-        );
+        assert_eq!(promoted(&decision), Some(("db-3", 0)));
     }
 
     #[test]
-    fn unready_fenced_or_disconnected_standbys_are_not_candidates() {
-        let mut unready = standby("db-2", "0/3000000", "0/3000000");
-        unready.ready = false;
+    fn a_quorum_proves_nothing_unless_enough_of_its_members_answer() {
+        // ANY 1 of db-2, db-3: each commit is on one of them, not both.
+        let both = [
+            standby("db-2", "0/3000000", "0/3000000"),
+            standby("db-3", "0/3000100", "0/3000100"),
+        ];
+        let members = sync(true, 1, &["db-2", "db-3"]);
+        let decision = decide_with(
+            &both,
+            "0/3000400",
+            members.clone(),
+            DataDurability::Required,
+            false,
+        );
+        assert_eq!(promoted(&decision), Some(("db-3", 0)));
+        let one = [standby("db-2", "0/3000000", "0/3000000")];
+        let decision = decide_with(&one, "0/3000400", members, DataDurability::Required, false);
+        assert_eq!(
+            decision,
+            Decision::Blocked {
+                best: "db-2".into(),
+                lsn_gap_bytes: 0x400
+            }
+        );
+        // ANY 2 of three: any two of them suffice.
+        let two_of_three = [
+            standby("db-2", "0/3000000", "0/3000000"),
+            standby("db-4", "0/3000000", "0/3000000"),
+        ];
+        let decision = decide_with(
+            &two_of_three,
+            "0/3000400",
+            sync(true, 2, &["db-2", "db-3", "db-4"]),
+            DataDurability::Required,
+            false,
+        );
+        assert_eq!(promoted(&decision), Some(("db-2", 0)));
+    }
+
+    #[test]
+    fn stopped_fenced_or_diverged_standbys_are_not_candidates() {
+        let mut stopped = standby("db-2", "0/3000000", "0/3000000");
+        stopped.role = InstanceRole::Stopped;
         let mut fenced = standby("db-3", "0/3000000", "0/3000000");
         fenced.fenced = true;
-        let mut orphan = standby("db-4", "0/3000000", "0/3000000");
-        orphan.upstream = None;
+        let mut other_timeline = standby("db-4", "0/3000000", "0/3000000");
+        other_timeline.timeline = Some(3);
         let mut primary = standby("db-5", "0/3000000", "0/3000000");
         primary.role = InstanceRole::Primary;
+        let mut rejoining = standby("db-6", "0/3000000", "0/3000000");
+        rejoining.phase = InstancePhase::Rejoining;
         let decision = decide_with(
-            &[unready, fenced, orphan, primary],
+            &[stopped, fenced, other_timeline, primary, rejoining],
             "0/3000000",
-            &[],
+            None,
             DataDurability::Preferred,
             false,
         );
         assert_eq!(decision, Decision::NoCandidate);
+    }
+
+    #[test]
+    fn the_recovery_point_is_where_the_promoted_standby_stopped_receiving() {
+        let mut report = standby("db-2", "0/3000100", "0/3000100");
+        report.replayed_commit_time = Some("2026-12-02T10:00:00.123456Z".into());
+        let decision = decide_with(
+            &[report],
+            "0/3000100",
+            None,
+            DataDurability::Preferred,
+            false,
+        );
+        let Decision::Promote { recovery_point, .. } = decision else {
+            panic!("promotes: {decision:?}");
+        };
+        assert_eq!(recovery_point.lsn, "0/3000100");
+        let time = recovery_point.time.expect("a commit time");
+        assert_eq!(time.0.to_string(), "2026-12-02T10:00:00.123456Z");
     }
 
     #[test]

@@ -27,4 +27,5 @@ pub mod reconcile;
 pub mod run;
 pub mod server;
 pub mod status;
+pub mod switchover;
 pub mod validate;

@@ -33,6 +33,7 @@ use crate::names::InstanceName;
 use crate::observe::poll_instances;
 use crate::plan::{InstancePlan, InstanceStep, ObservedInstance, plan_instances};
 use crate::status::{self, StatusInput};
+use crate::switchover::{self, Request};
 use crate::validate::{ValidatedCluster, quantity_bytes, validate};
 
 /// Finalizer guarding volumes and backups kept by `deletionPolicy: Retain`.
@@ -127,11 +128,19 @@ async fn converge(cluster: &PostgresCluster, ctx: &Context) -> Result<Action, Er
     };
     let reports = poll_instances(&ctx.http, &children.pods, &ctx.metrics).await;
     let mut plan = plan;
-    let failover = if valid.paused {
+    let mut failover = if valid.paused {
         FailoverCheck::default()
     } else {
         check_primary(cluster, ctx, &valid, &children, &reports, &mut plan).await
     };
+    let switchover_request = cluster
+        .annotations()
+        .get(labels::PROMOTE)
+        .filter(|_| !valid.paused)
+        .cloned();
+    if let Some(requested) = &switchover_request {
+        request_switchover(cluster, ctx, requested, &reports, &mut plan, &mut failover).await;
+    }
     if outcome.is_ok() && !valid.paused {
         label_roles(ctx, &valid, &children.pods, &reports, &plan).await?;
     }
@@ -148,8 +157,15 @@ async fn converge(cluster: &PostgresCluster, ctx: &Context) -> Result<Action, Er
         &failover,
     )
     .await?;
+    if switchover_request.is_some() {
+        switchover::clear_request(cluster, ctx).await?;
+    }
     outcome?;
-    if failover.primary_available == Some(false) {
+    // A failing primary, or a promotion under way: look again soon, so the
+    // new primary is recorded (and `-rw` follows it) within a second.
+    let promoting = previous.is_some_and(|s| s.current_primary.is_some())
+        && status.current_primary != status.target_primary;
+    if failover.primary_available == Some(false) || promoting {
         return Ok(Action::requeue(Duration::from_secs(1)));
     }
     let converged = status.phase == Some(tusk_api::v1alpha1::ClusterPhase::Ready)
@@ -565,11 +581,23 @@ async fn check_primary(
     if waited < i64::from(valid.failover.delay_seconds) {
         return unavailable;
     }
-    let last_lsn = previous
-        .instances
-        .iter()
-        .find(|i| i.name == target)
-        .and_then(|i| i.lsn.clone());
+    let last = previous.instances.iter().find(|i| i.name == target);
+    let synchronous = valid.synchronous.as_ref().map(|sync| failover::SyncSet {
+        quorum: sync.mode == tusk_api::v1alpha1::SynchronousMode::Any,
+        number: sync.number,
+        members: previous
+            .instances
+            .iter()
+            .filter(|i| matches!(i.sync_state.as_deref(), Some("sync" | "quorum")))
+            .map(|i| i.name.clone())
+            .collect(),
+    });
+    let last_known = failover::LastKnown {
+        primary: &target,
+        lsn: last.and_then(|i| i.lsn.as_deref()),
+        timeline: last.and_then(|i| i.timeline),
+        synchronous,
+    };
     let pairs: Vec<(&str, &InstanceReport)> =
         reports.iter().map(|(n, r)| (n.as_str(), r)).collect();
     let approval = cluster
@@ -577,9 +605,7 @@ async fn check_primary(
         .get(labels::APPROVE_DATA_LOSS)
         .cloned();
     let decision = failover::decide(
-        &target,
-        last_lsn.as_deref(),
-        &[],
+        &last_known,
         &pairs,
         valid.failover.data_durability,
         approval.is_some(),
@@ -588,6 +614,7 @@ async fn check_primary(
         Decision::Promote {
             instance,
             lsn_gap_bytes,
+            recovery_point,
         } => {
             if let Some(approved) = approval.as_deref()
                 && approved != "true"
@@ -617,7 +644,7 @@ async fn check_primary(
                     to: instance,
                     reason: reason.to_owned(),
                     lsn_gap_bytes: i64::try_from(lsn_gap_bytes).unwrap_or(i64::MAX),
-                    recovery_point: None,
+                    recovery_point: Some(recovery_point),
                     duration_seconds: Some(waited as f64),
                 }),
                 ..unavailable
@@ -631,5 +658,45 @@ async fn check_primary(
             ..unavailable
         },
         Decision::NoCandidate => unavailable,
+    }
+}
+
+/// Acts on a `tusk.dev/promote` request (see [`switchover`]): moves the
+/// target primary when the cluster can switch over safely now, and says
+/// why not otherwise.
+async fn request_switchover(
+    cluster: &PostgresCluster,
+    ctx: &Context,
+    requested: &str,
+    reports: &BTreeMap<String, InstanceReport>,
+    plan: &mut InstancePlan,
+    failover: &mut FailoverCheck,
+) {
+    let primary = plan.target_primary.to_string();
+    let serving = failover.primary_available == Some(true) && failover.record.is_none();
+    match switchover::evaluate(requested, &primary, serving, reports) {
+        Request::Start { to } => {
+            let note = format!(
+                "switchover requested: {primary} shuts down cleanly, then {to} is promoted"
+            );
+            tracing::info!(%note, "switchover");
+            publish(cluster, ctx, EventType::Normal, "Switchover", &note).await;
+            plan.target_primary = InstanceName::recorded(&to);
+            failover.record = Some(tusk_api::v1alpha1::FailoverRecord {
+                time: Time(k8s_openapi::jiff::Timestamp::now()),
+                from: primary,
+                to,
+                reason: "Switchover".to_owned(),
+                lsn_gap_bytes: 0,
+                recovery_point: None,
+                duration_seconds: None,
+            });
+        }
+        Request::Done => {}
+        Request::Refuse { reason } => {
+            let note = format!("switchover to {requested} refused: {reason}");
+            tracing::warn!(%note, "switchover");
+            publish(cluster, ctx, EventType::Warning, "SwitchoverRefused", &note).await;
+        }
     }
 }

@@ -43,19 +43,38 @@ pub struct StatusInput<'a> {
 /// The new status.
 pub fn compose(input: &StatusInput<'_>) -> PostgresClusterStatus {
     let previous = input.previous.cloned().unwrap_or_default();
+    let primary_report = input
+        .target_primary
+        .as_ref()
+        .and_then(|name| input.reports.get(name))
+        // A primary just restarted lists no standby until they reconnect;
+        // it acknowledges nothing meanwhile, so the last set still holds.
+        .filter(|r| r.role == InstanceRole::Primary && !r.standbys.is_empty());
     let instances: Vec<InstanceStatus> = input
         .pods
         .iter()
-        .map(|pod| instance_status(pod, input.reports))
+        .map(|pod| {
+            let before = previous.instances.iter().find(|i| i.name == pod.name_any());
+            instance_status(pod, input.reports, before, primary_report)
+        })
         .collect();
     let ready = u32::try_from(instances.iter().filter(|i| i.ready).count()).unwrap_or(u32::MAX);
     let existing = u32::try_from(input.pods.len())
         .unwrap_or(u32::MAX)
         .max(input.volumes);
+    // The target once it reports as primary. A primary that stops
+    // answering stays current until another is promoted: the failover
+    // check judges the current primary, and must keep judging it.
     let current_primary = instances
         .iter()
         .find(|i| i.role == "primary" && Some(&i.name) == input.target_primary.as_ref())
-        .map(|i| i.name.clone());
+        .map(|i| i.name.clone())
+        .or_else(|| {
+            previous
+                .current_primary
+                .clone()
+                .filter(|p| Some(p) == input.target_primary.as_ref())
+        });
     let provisioned = matches!(
         previous.phase,
         Some(ClusterPhase::Ready | ClusterPhase::Scaling | ClusterPhase::Upgrading)
@@ -255,9 +274,26 @@ fn waiting_reasons(pods: &[Pod], reports: &BTreeMap<String, InstanceReport>) -> 
     reasons
 }
 
-fn instance_status(pod: &Pod, reports: &BTreeMap<String, InstanceReport>) -> InstanceStatus {
+/// One instance's status from its report. What a silent instance or a
+/// silent primary can no longer say (position, timeline, synchronous
+/// state) is kept from `before`: the last known values are what a failover
+/// decides on.
+fn instance_status(
+    pod: &Pod,
+    reports: &BTreeMap<String, InstanceReport>,
+    before: Option<&InstanceStatus>,
+    primary: Option<&InstanceReport>,
+) -> InstanceStatus {
     let name = pod.name_any();
     let pod_ready = crate::children::pod_ready(pod);
+    let sync_state = match primary {
+        Some(primary) => primary
+            .standbys
+            .iter()
+            .find(|s| s.name == name)
+            .map(|s| s.sync_state.clone()),
+        None => before.and_then(|b| b.sync_state.clone()),
+    };
     match reports.get(&name) {
         Some(report) => InstanceStatus {
             role: match report.role {
@@ -266,19 +302,27 @@ fn instance_status(pod: &Pod, reports: &BTreeMap<String, InstanceReport>) -> Ins
                 InstanceRole::Stopped => "stopped".to_owned(),
             },
             ready: pod_ready && report.ready,
-            timeline: report.timeline.map(i64::from),
+            timeline: report
+                .timeline
+                .map(i64::from)
+                .or_else(|| before.and_then(|b| b.timeline)),
             lsn: report
                 .current_lsn
                 .clone()
-                .or_else(|| report.replayed_lsn.clone()),
+                .or_else(|| report.replayed_lsn.clone())
+                .or_else(|| before.and_then(|b| b.lsn.clone())),
             lag_bytes: report.lag_bytes.and_then(|b| i64::try_from(b).ok()),
+            sync_state,
             name,
         },
         None => InstanceStatus {
             name,
             role: "unknown".to_owned(),
             ready: false,
-            ..InstanceStatus::default()
+            timeline: before.and_then(|b| b.timeline),
+            lsn: before.and_then(|b| b.lsn.clone()),
+            sync_state,
+            lag_bytes: None,
         },
     }
 }

@@ -98,12 +98,20 @@ pub struct InstanceStatus {
     pub role: String,
     /// Ready to serve: accepting connections and, for a replica, streaming.
     pub ready: bool,
-    /// PostgreSQL timeline.
+    /// PostgreSQL timeline, as last reported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeline: Option<i64>,
-    /// Current WAL position (primary) or last replayed position (replica).
+    /// Current WAL position (primary) or last replayed position (replica),
+    /// as last reported: an instance that stops answering keeps its last
+    /// known position, which a failover compares standbys against.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lsn: Option<String>,
+    /// How the primary last listed this standby in synchronous replication:
+    /// `sync` or `quorum` (it confirms commits), `potential` or `async`.
+    /// Kept while the primary does not answer, so a failover knows which
+    /// standbys hold every acknowledged commit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sync_state: Option<String>,
     /// Bytes of WAL the replica has still to replay.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lag_bytes: Option<i64>,

@@ -5,6 +5,7 @@ pub mod install_manager;
 pub mod instance;
 pub mod logging;
 pub mod operator;
+pub mod promote;
 pub mod sandbox;
 pub mod sandbox_node;
 pub mod validate;

@@ -80,6 +80,12 @@ const OVERRIDABLE_DEFAULTS: &[(&str, &str)] = &[
     ("max_replication_slots", "10"),
     ("max_wal_senders", "10"),
     ("wal_keep_size", "512MB"),
+    // A standby notices a silent primary (frozen, cut off) within seconds
+    // instead of the default minute, so a promotion waiting for its WAL
+    // receiver to stop is not held up (and a primary drops a silent
+    // standby from the synchronous set as fast).
+    ("wal_receiver_timeout", "5s"),
+    ("wal_sender_timeout", "5s"),
 ];
 
 /// `postgresql.conf` for `config`.

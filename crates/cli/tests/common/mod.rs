@@ -1,0 +1,270 @@
+//! The full sandbox (API server, kubelet, Service proxy) with the operator
+//! in process, for end-to-end tests with real PostgreSQL.
+
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Secret, Service};
+use kube::Client;
+use kube::api::Api;
+use tokio::sync::watch;
+use tusk_api::v1alpha1::{ClusterPhase, PostgresCluster, PostgresClusterStatus};
+use tusk_operator::config::OperatorConfig;
+use tusk_operator::run::{Settings, run};
+use tusk_sandbox::node::Node;
+use tusk_sandbox::server::{Config, Sandbox};
+
+pub const NS: &str = "default";
+
+pub async fn wait_for<F, Fut>(what: &str, limit: Duration, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    panic!("timed out after {limit:?} waiting for {what}");
+}
+
+pub struct World {
+    pub client: Client,
+    pub node: Option<Node>,
+    stop: watch::Sender<bool>,
+    operator: tokio::task::JoinHandle<()>,
+    _sandbox: Sandbox,
+    pub dir: tempfile::TempDir,
+}
+
+impl World {
+    pub async fn start() -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let sandbox = Sandbox::start(Config::new(dir.path()))
+            .await
+            .expect("sandbox");
+        let client = tusk_sandbox::client::from_kubeconfig(sandbox.kubeconfig_path())
+            .await
+            .expect("client");
+        tusk_sandbox::converge::install_crds(&client)
+            .await
+            .expect("CRDs");
+        let node = Node::start(
+            client.clone(),
+            dir.path(),
+            sandbox.kubeconfig_path(),
+            env!("CARGO_BIN_EXE_tusk").into(),
+        )
+        .expect("node");
+        let mut config = OperatorConfig::default();
+        if let Some((uid, gid)) = tusk_sandbox::kubelet::postgres_identity() {
+            config.postgres_uid = i64::from(uid);
+            config.postgres_gid = i64::from(gid);
+        }
+        let (stop, stop_rx) = watch::channel(false);
+        let settings = Settings {
+            config,
+            ..Settings::default()
+        };
+        let operator_client = client.clone();
+        let operator = tokio::spawn(async move {
+            if let Err(error) = run(operator_client, settings, stop_rx).await {
+                panic!("operator failed: {error}");
+            }
+        });
+        Self {
+            client,
+            node: Some(node),
+            stop,
+            operator,
+            _sandbox: sandbox,
+            dir,
+        }
+    }
+
+    pub async fn shutdown(mut self) {
+        let _ = self.stop.send(true);
+        let _ = tokio::time::timeout(Duration::from_secs(30), &mut self.operator).await;
+        if let Some(node) = self.node.take() {
+            node.shutdown().await;
+        }
+    }
+
+    pub fn clusters(&self) -> Api<PostgresCluster> {
+        Api::namespaced(self.client.clone(), NS)
+    }
+
+    pub async fn phase_and_ready(&self, name: &str) -> (Option<ClusterPhase>, i32) {
+        let cluster = self.clusters().get_opt(name).await.ok().flatten();
+        let status = cluster.and_then(|c| c.status).unwrap_or_default();
+        (status.phase, status.ready_instances)
+    }
+
+    pub async fn wait_ready(&self, name: &str, instances: i32) {
+        wait_for(
+            &format!("{name} Ready with {instances} instances"),
+            Duration::from_secs(240),
+            || async { self.phase_and_ready(name).await == (Some(ClusterPhase::Ready), instances) },
+        )
+        .await;
+    }
+
+    pub async fn service_ip(&self, name: &str) -> String {
+        let services: Api<Service> = Api::namespaced(self.client.clone(), NS);
+        services
+            .get(name)
+            .await
+            .expect("service")
+            .spec
+            .and_then(|s| s.cluster_ip)
+            .expect("cluster IP")
+    }
+
+    /// libpq connection settings for `service` as the application owner.
+    pub async fn conninfo(&self, service: &str, cluster: &str) -> String {
+        let host = self.service_ip(service).await;
+        self.conninfo_at(&host, cluster).await
+    }
+
+    /// libpq connection settings for `host` as the application owner.
+    pub async fn conninfo_at(&self, host: &str, cluster: &str) -> String {
+        let secrets: Api<Secret> = Api::namespaced(self.client.clone(), NS);
+        let secret = secrets
+            .get(&format!("{cluster}-app"))
+            .await
+            .expect("app secret");
+        let field = |key: &str| {
+            let data = secret.data.clone().unwrap_or_default();
+            String::from_utf8(data.get(key).expect("key").0.clone()).expect("UTF-8")
+        };
+        format!(
+            "host={host} port=5432 user={} password={} dbname=app connect_timeout=3",
+            field("username"),
+            field("password")
+        )
+    }
+
+    /// The cluster's status (default while it has none).
+    pub async fn status(&self, name: &str) -> PostgresClusterStatus {
+        self.clusters()
+            .get(name)
+            .await
+            .expect("cluster")
+            .status
+            .unwrap_or_default()
+    }
+
+    /// The kubeconfig `kubectl` and `tusk promote` use.
+    pub fn kubeconfig(&self) -> std::path::PathBuf {
+        self.dir.path().join("kubeconfig")
+    }
+
+    pub async fn connect(&self, service: &str, cluster: &str) -> tokio_postgres::Client {
+        let config = self.conninfo(service, cluster).await;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            match tokio_postgres::connect(&config, tokio_postgres::NoTls).await {
+                Ok((client, connection)) => {
+                    tokio::spawn(connection);
+                    return client;
+                }
+                Err(error) if Instant::now() < deadline => {
+                    let _ = error;
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+                Err(error) => panic!("cannot connect through {service}: {error}"),
+            }
+        }
+    }
+}
+
+pub async fn count_rows(world: &World, service: &str, cluster: &str) -> i64 {
+    let client = world.connect(service, cluster).await;
+    client
+        .query_one("select count(*) from orders", &[])
+        .await
+        .map(|row| row.get::<_, i64>(0))
+        .unwrap_or(-1)
+}
+
+/// A client inserting numbered rows through a Service, one autocommit
+/// statement each, reconnecting after every error, and recording which
+/// commits were acknowledged. A failed attempt may still have committed;
+/// an acknowledged one must never be lost.
+pub struct Writer {
+    stop: watch::Sender<bool>,
+    acknowledged: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    task: tokio::task::JoinHandle<Vec<i64>>,
+}
+
+impl Writer {
+    /// Starts writing into `table` (which must exist, with a bigint `id`).
+    pub async fn start(world: &World, service: &str, cluster: &str, table: &str) -> Self {
+        let conninfo = world.conninfo(service, cluster).await;
+        let insert = format!("insert into {table} (id) values ($1)");
+        let (stop, stopped) = watch::channel(false);
+        let acknowledged = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let count = acknowledged.clone();
+        let task = tokio::spawn(async move {
+            let mut acked = Vec::new();
+            let mut client: Option<tokio_postgres::Client> = None;
+            let mut next = 1_i64;
+            while !*stopped.borrow() {
+                let Some(connected) = client.as_ref() else {
+                    let attempt = tokio_postgres::connect(&conninfo, tokio_postgres::NoTls);
+                    match tokio::time::timeout(Duration::from_secs(4), attempt).await {
+                        Ok(Ok((c, connection))) => {
+                            tokio::spawn(connection);
+                            client = Some(c);
+                        }
+                        _ => tokio::time::sleep(Duration::from_millis(100)).await,
+                    }
+                    continue;
+                };
+                let id = next;
+                let params: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&id];
+                let write = connected.execute(insert.as_str(), &params);
+                match tokio::time::timeout(Duration::from_secs(5), write).await {
+                    Ok(Ok(_)) => {
+                        acked.push(next);
+                        count.store(acked.len(), std::sync::atomic::Ordering::SeqCst);
+                    }
+                    _ => client = None,
+                }
+                next += 1;
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            acked
+        });
+        Writer {
+            stop,
+            acknowledged,
+            task,
+        }
+    }
+
+    /// Commits acknowledged so far.
+    pub fn acknowledged(&self) -> usize {
+        self.acknowledged.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Waits until `more` commits beyond the current count are acknowledged.
+    pub async fn wait_for_more(&self, more: usize, limit: Duration) {
+        let target = self.acknowledged() + more;
+        wait_for(&format!("{target} acknowledged writes"), limit, || async {
+            self.acknowledged() >= target
+        })
+        .await;
+    }
+
+    /// Stops writing; the ids whose commit was acknowledged.
+    pub async fn finish(self) -> Vec<i64> {
+        let _ = self.stop.send(true);
+        self.task.await.expect("writer task")
+    }
+}

@@ -1,0 +1,259 @@
+//! High availability end to end (R25), on the full sandbox with real
+//! PostgreSQL: with synchronous replication and `dataDurability:
+//! required`, a writer records every acknowledged commit through `-rw`
+//! while the cluster switches over with `tusk promote` and then fails over
+//! twice from a primary whose processes are SIGKILLed again and again. No
+//! acknowledged row may be missing, the former primary must never accept a
+//! write, and it must rejoin as a standby without help.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{NS, World, Writer, wait_for};
+use k8s_openapi::api::core::v1::{Endpoints, Pod};
+use kube::api::{Api, PostParams};
+use serde_json::json;
+use tusk_api::v1alpha1::PostgresCluster;
+
+const CLUSTER: &str = "ha";
+
+async fn pod_ip(world: &World, name: &str) -> Option<String> {
+    let pods: Api<Pod> = Api::namespaced(world.client.clone(), NS);
+    pods.get(name).await.ok()?.status?.pod_ip
+}
+
+/// Waits until every instance is ready and both standbys confirm commits
+/// (`quorum`), so the primary's synchronous set is on record.
+async fn wait_replicating(world: &World) {
+    wait_for(
+        "three ready instances with two quorum standbys on record",
+        Duration::from_secs(180),
+        || async {
+            let s = world.status(CLUSTER).await;
+            s.ready_instances == 3
+                && s.current_primary.is_some()
+                && s.current_primary == s.target_primary
+                && s.instances
+                    .iter()
+                    .filter(|i| i.role == "replica" && i.sync_state.as_deref() == Some("quorum"))
+                    .count()
+                    == 2
+        },
+    )
+    .await;
+}
+
+/// Waits until `name` is back as a ready standby, and meanwhile tries to
+/// write on it directly (not through `-rw`): every try must fail.
+async fn rejoins_without_accepting_a_write(world: &World, name: &str) {
+    let deadline = Instant::now() + Duration::from_secs(180);
+    let mut tries = 0;
+    loop {
+        if let Some(ip) = pod_ip(world, name).await {
+            let conninfo = world.conninfo_at(&ip, CLUSTER).await;
+            if let Ok(Ok((client, connection))) = tokio::time::timeout(
+                Duration::from_secs(3),
+                tokio_postgres::connect(&conninfo, tokio_postgres::NoTls),
+            )
+            .await
+            {
+                tokio::spawn(connection);
+                tries += 1;
+                let write = client.execute("insert into ledger (id) values (-1)", &[]);
+                let outcome = tokio::time::timeout(Duration::from_secs(3), write).await;
+                assert!(
+                    !matches!(outcome, Ok(Ok(_))),
+                    "the former primary {name} accepted a write"
+                );
+            }
+        }
+        let s = world.status(CLUSTER).await;
+        let back = s
+            .instances
+            .iter()
+            .any(|i| i.name == name && i.role == "replica" && i.ready);
+        if back && s.ready_instances == 3 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{name} did not rejoin as a standby: {s:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    println!("{name} rejoined as a standby; {tries} direct writes on it were refused");
+}
+
+/// Kills the primary's processes until the operator has chosen another
+/// instance; returns (former, new) primary.
+async fn fail_over_by_killing_the_primary(world: &World) -> (String, String) {
+    wait_replicating(world).await;
+    let old = world
+        .status(CLUSTER)
+        .await
+        .current_primary
+        .expect("a primary");
+    let faults = world.node.as_ref().expect("node").faults();
+    let started = Instant::now();
+    let new = loop {
+        // Not running between restarts: nothing to kill then.
+        let _ = faults.kill(NS, &old, "postgres");
+        let s = world.status(CLUSTER).await;
+        if let Some(target) = s.target_primary.as_ref().filter(|t| **t != old) {
+            break target.clone();
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(90),
+            "no failover from {old}: {s:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    };
+    println!(
+        "failover {old} -> {new} chosen after {:?}",
+        started.elapsed()
+    );
+    let record = world.status(CLUSTER).await.last_failover.expect("recorded");
+    assert_eq!(
+        (record.from.as_str(), record.to.as_str()),
+        (old.as_str(), new.as_str())
+    );
+    assert_eq!(record.reason, "Failover");
+    assert_eq!(
+        record.lsn_gap_bytes, 0,
+        "a synchronous standby loses nothing"
+    );
+    assert!(record.recovery_point.is_some(), "{record:?}");
+    wait_for(
+        "the new primary serving",
+        Duration::from_secs(60),
+        || async { world.status(CLUSTER).await.current_primary.as_deref() == Some(new.as_str()) },
+    )
+    .await;
+    rejoins_without_accepting_a_write(world, &old).await;
+    (old, new)
+}
+
+async fn rw_endpoints(world: &World) -> Vec<String> {
+    let endpoints: Api<Endpoints> = Api::namespaced(world.client.clone(), NS);
+    let Ok(found) = endpoints.get(&format!("{CLUSTER}-rw")).await else {
+        return Vec::new();
+    };
+    found
+        .subsets
+        .unwrap_or_default()
+        .into_iter()
+        .flat_map(|s| s.addresses.unwrap_or_default())
+        .map(|a| a.ip)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_acknowledged_write_is_lost_in_a_switchover_or_two_failovers() {
+    let world = World::start().await;
+    let cluster: PostgresCluster = serde_json::from_value(json!({
+        "apiVersion": "postgres.tusk.dev/v1alpha1", "kind": "PostgresCluster",
+        "metadata": {"name": CLUSTER, "namespace": NS},
+        "spec": {"instances": 3,
+                 "postgres": {"version": 15, "parameters": {"shared_buffers": "16MB"}},
+                 "storage": {"size": "1Gi"},
+                 "replication": {"synchronous": {"mode": "any", "number": 1}},
+                 "failover": {"delaySeconds": 3, "dataDurability": "required"}}
+    }))
+    .expect("cluster");
+    world
+        .clusters()
+        .create(&PostParams::default(), &cluster)
+        .await
+        .expect("created");
+    wait_replicating(&world).await;
+    world
+        .connect(&format!("{CLUSTER}-rw"), CLUSTER)
+        .await
+        .batch_execute("create table ledger (id bigint primary key)")
+        .await
+        .expect("table");
+    let writer = Writer::start(&world, &format!("{CLUSTER}-rw"), CLUSTER, "ledger").await;
+    writer.wait_for_more(20, Duration::from_secs(60)).await;
+
+    // A planned switchover under write load, asked for with `tusk promote`.
+    let before = world.status(CLUSTER).await;
+    let old = before.current_primary.clone().expect("a primary");
+    let to = before
+        .instances
+        .iter()
+        .find(|i| i.role == "replica")
+        .map(|i| i.name.clone())
+        .expect("a standby");
+    let started = Instant::now();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_tusk"))
+        .args(["promote", CLUSTER, &to, "--wait", "120"])
+        .env("KUBECONFIG", world.kubeconfig())
+        .output()
+        .expect("tusk promote runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(stdout.contains(&format!("{to} is the primary")), "{stdout}");
+    println!("switchover {old} -> {to}: {:?}", started.elapsed());
+    let record = world.status(CLUSTER).await.last_failover.expect("recorded");
+    assert_eq!(
+        (
+            record.reason.as_str(),
+            record.from.as_str(),
+            record.to.as_str()
+        ),
+        ("Switchover", old.as_str(), to.as_str())
+    );
+    let cluster = world.clusters().get(CLUSTER).await.expect("cluster");
+    assert!(
+        !cluster
+            .metadata
+            .annotations
+            .unwrap_or_default()
+            .contains_key("tusk.dev/promote"),
+        "the request is removed once acted on"
+    );
+    rejoins_without_accepting_a_write(&world, &old).await;
+    writer.wait_for_more(20, Duration::from_secs(60)).await;
+
+    // Two failovers in a row.
+    for _ in 0..2 {
+        let (_, new) = fail_over_by_killing_the_primary(&world).await;
+        writer.wait_for_more(20, Duration::from_secs(60)).await;
+        let new_ip = pod_ip(&world, &new).await.expect("the new primary's IP");
+        assert_eq!(
+            rw_endpoints(&world).await,
+            [new_ip],
+            "-rw selects only the new primary"
+        );
+    }
+
+    let acknowledged = writer.finish().await;
+    let stored: Vec<i64> = world
+        .connect(&format!("{CLUSTER}-rw"), CLUSTER)
+        .await
+        .query("select id from ledger order by id", &[])
+        .await
+        .expect("rows")
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let missing: Vec<i64> = acknowledged
+        .iter()
+        .copied()
+        .filter(|id| stored.binary_search(id).is_err())
+        .collect();
+    println!(
+        "{} acknowledged commits, {} rows stored, {} missing",
+        acknowledged.len(),
+        stored.len(),
+        missing.len()
+    );
+    assert!(acknowledged.len() >= 80, "{}", acknowledged.len());
+    assert!(missing.is_empty(), "acknowledged rows lost: {missing:?}");
+    world.shutdown().await;
+}
