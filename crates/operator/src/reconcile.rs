@@ -36,6 +36,9 @@ use crate::status::{self, StatusInput};
 use crate::switchover::{self, Request};
 use crate::validate::{ValidatedCluster, quantity_bytes, validate};
 
+/// `lastFailover.reason` of a failover a person approved.
+const APPROVED_FAILOVER: &str = "ApprovedFailover";
+
 /// Finalizer guarding volumes and backups kept by `deletionPolicy: Retain`.
 pub const FINALIZER: &str = "postgres.tusk.dev/cleanup";
 
@@ -157,8 +160,22 @@ async fn converge(cluster: &PostgresCluster, ctx: &Context) -> Result<Action, Er
         &failover,
     )
     .await?;
-    if switchover_request.is_some() {
-        switchover::clear_request(cluster, ctx).await?;
+    // One-shot requests are removed once acted on, so they never fire
+    // again later: a switchover request, and an approval of data loss
+    // once a failover used it.
+    let approval_used = failover
+        .record
+        .as_ref()
+        .is_some_and(|r| r.reason == APPROVED_FAILOVER);
+    let done: Vec<&str> = [
+        switchover_request.as_ref().map(|_| labels::PROMOTE),
+        approval_used.then_some(labels::APPROVE_DATA_LOSS),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    if !done.is_empty() {
+        clear_annotations(cluster, ctx, &done).await?;
     }
     outcome?;
     // A failing primary, or a promotion under way: look again soon, so the
@@ -627,7 +644,7 @@ async fn check_primary(
                 };
             }
             let reason = if approval.is_some() {
-                "ApprovedFailover"
+                APPROVED_FAILOVER
             } else {
                 "Failover"
             };
@@ -699,4 +716,27 @@ async fn request_switchover(
             publish(cluster, ctx, EventType::Warning, "SwitchoverRefused", &note).await;
         }
     }
+}
+
+/// Removes the annotations `keys` from the cluster.
+async fn clear_annotations(
+    cluster: &PostgresCluster,
+    ctx: &Context,
+    keys: &[&str],
+) -> Result<(), Error> {
+    let api: Api<PostgresCluster> =
+        Api::namespaced(ctx.client.clone(), &cluster.namespace().unwrap_or_default());
+    let annotations: serde_json::Map<String, serde_json::Value> = keys
+        .iter()
+        .map(|key| ((*key).to_owned(), serde_json::Value::Null))
+        .collect();
+    let patch = json!({"metadata": {"annotations": annotations}});
+    api.patch(
+        &cluster.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(&patch),
+    )
+    .await
+    .map_err(Error::kube("remove a request annotation"))?;
+    Ok(())
 }

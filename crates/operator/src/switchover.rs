@@ -12,14 +12,7 @@
 //! it was carried out or refused (with an event saying why), so it never
 //! fires again later, after a failover moved the primary elsewhere.
 
-use kube::ResourceExt;
-use kube::api::{Api, Patch, PatchParams};
 use tusk_api::instance::{InstanceReport, InstanceRole};
-use tusk_api::labels;
-use tusk_api::v1alpha1::PostgresCluster;
-
-use crate::context::Context;
-use crate::error::Error;
 
 /// What to do about a switchover request.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -72,21 +65,6 @@ pub fn evaluate(
     Request::Start {
         to: requested.to_owned(),
     }
-}
-
-/// Removes the request from the cluster once it was acted on.
-pub async fn clear_request(cluster: &PostgresCluster, ctx: &Context) -> Result<(), Error> {
-    let api: Api<PostgresCluster> =
-        Api::namespaced(ctx.client.clone(), &cluster.namespace().unwrap_or_default());
-    let patch = serde_json::json!({"metadata": {"annotations": {labels::PROMOTE: null}}});
-    api.patch(
-        &cluster.name_any(),
-        &PatchParams::default(),
-        &Patch::Merge(&patch),
-    )
-    .await
-    .map_err(Error::kube("clear the switchover request"))?;
-    Ok(())
 }
 
 #[cfg(test)]
