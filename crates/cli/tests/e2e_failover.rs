@@ -186,6 +186,7 @@ async fn no_acknowledged_write_is_lost_in_a_switchover_or_two_failovers() {
         .map(|i| i.name.clone())
         .expect("a standby");
     let started = Instant::now();
+    let switchover_started = started;
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_tusk"))
         .args(["promote", CLUSTER, &to, "--wait", "120"])
         .env("KUBECONFIG", world.kubeconfig())
@@ -219,11 +220,20 @@ async fn no_acknowledged_write_is_lost_in_a_switchover_or_two_failovers() {
     );
     rejoins_without_accepting_a_write(&world, &old).await;
     writer.wait_for_more(20, Duration::from_secs(60)).await;
+    println!(
+        "switchover: longest time without an acknowledged write {:?}",
+        writer.longest_pause_since(switchover_started)
+    );
 
     // Two failovers in a row.
-    for _ in 0..2 {
+    for round in 1..=2 {
+        let killed = Instant::now();
         let (_, new) = fail_over_by_killing_the_primary(&world).await;
         writer.wait_for_more(20, Duration::from_secs(60)).await;
+        println!(
+            "failover {round}: longest time without an acknowledged write {:?}",
+            writer.longest_pause_since(killed)
+        );
         let new_ip = pod_ip(&world, &new).await.expect("the new primary's IP");
         assert_eq!(
             rw_endpoints(&world).await,

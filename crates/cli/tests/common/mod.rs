@@ -199,6 +199,8 @@ pub async fn count_rows(world: &World, service: &str, cluster: &str) -> i64 {
 pub struct Writer {
     stop: watch::Sender<bool>,
     acknowledged: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    /// When each acknowledgement arrived.
+    times: std::sync::Arc<std::sync::Mutex<Vec<Instant>>>,
     task: tokio::task::JoinHandle<Vec<i64>>,
 }
 
@@ -210,6 +212,8 @@ impl Writer {
         let (stop, stopped) = watch::channel(false);
         let acknowledged = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let count = acknowledged.clone();
+        let times = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let stamps = times.clone();
         let task = tokio::spawn(async move {
             let mut acked = Vec::new();
             let mut client: Option<tokio_postgres::Client> = None;
@@ -232,6 +236,9 @@ impl Writer {
                 match tokio::time::timeout(Duration::from_secs(5), write).await {
                     Ok(Ok(_)) => {
                         acked.push(next);
+                        if let Ok(mut stamps) = stamps.lock() {
+                            stamps.push(Instant::now());
+                        }
                         count.store(acked.len(), std::sync::atomic::Ordering::SeqCst);
                     }
                     _ => client = None,
@@ -244,8 +251,24 @@ impl Writer {
         Writer {
             stop,
             acknowledged,
+            times,
             task,
         }
+    }
+
+    /// The longest time without an acknowledged write since `since`
+    /// (counting from the last acknowledgement before it): the outage a
+    /// client saw.
+    pub fn longest_pause_since(&self, since: Instant) -> Duration {
+        let Ok(times) = self.times.lock() else {
+            return Duration::ZERO;
+        };
+        let start = times.partition_point(|t| *t < since);
+        times[start.saturating_sub(1)..]
+            .windows(2)
+            .map(|w| w[1] - w[0])
+            .max()
+            .unwrap_or_default()
     }
 
     /// Commits acknowledged so far.
