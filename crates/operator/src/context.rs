@@ -17,6 +17,8 @@ pub struct Context {
     pub http: reqwest::Client,
     pub reporter: Reporter,
     pub stores: Stores,
+    /// Consecutive failures per cluster, for the back-off.
+    pub failures: crate::retry::Failures,
 }
 
 impl Context {
@@ -36,6 +38,7 @@ impl Context {
                 instance: std::env::var("POD_NAME").ok(),
             },
             stores,
+            failures: crate::retry::Failures::default(),
         }
     }
 }

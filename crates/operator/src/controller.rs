@@ -13,6 +13,7 @@ use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret, Service, ServiceAccount};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+use kube::core::DeserializeGuard;
 use kube::runtime::controller::Config;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{Controller, WatchStreamExt, watcher};
@@ -100,9 +101,12 @@ pub async fn run(
         role_bindings,
         pdbs,
     };
+    // A cluster object that does not decode (written under another
+    // schema, say) is handed to reconcile as such, instead of failing the
+    // watch for every cluster.
     let clusters = match ns {
-        Some(ns) => Api::<PostgresCluster>::namespaced(client.clone(), ns),
-        None => Api::<PostgresCluster>::all(client.clone()),
+        Some(ns) => Api::<DeserializeGuard<PostgresCluster>>::namespaced(client.clone(), ns),
+        None => Api::<DeserializeGuard<PostgresCluster>>::all(client.clone()),
     };
     let ctx = Arc::new(Context::new(client, config, metrics, stores));
     Controller::new(clusters, watcher::Config::default().any_semantic())

@@ -24,6 +24,7 @@ pub mod observe;
 pub mod phase;
 pub mod plan;
 pub mod reconcile;
+pub mod retry;
 pub mod run;
 pub mod server;
 pub mod status;

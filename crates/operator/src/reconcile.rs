@@ -7,11 +7,14 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret, Service, ServiceAccount};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::core::DeserializeGuard;
+use kube::core::error_boundary::InvalidObject;
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType, Recorder};
 use kube::runtime::finalizer::{Event as Finalizer, finalizer};
@@ -27,7 +30,7 @@ use crate::builders::{self, Credential};
 use crate::children::{Children, named, pod_ready};
 use crate::cleanup;
 use crate::context::Context;
-use crate::error::{Error, ErrorCategory};
+use crate::error::Error;
 use crate::failover::{self, Decision, FailoverCheck};
 use crate::names::InstanceName;
 use crate::observe::poll_instances;
@@ -50,8 +53,61 @@ const PROGRESS_REQUEUE: Duration = Duration::from_secs(10);
 const RESYNC: Duration = Duration::from_secs(60);
 
 /// Entry point used by the controller.
-pub async fn reconcile(cluster: Arc<PostgresCluster>, ctx: Arc<Context>) -> Result<Action, Error> {
+pub async fn reconcile(
+    guard: Arc<DeserializeGuard<PostgresCluster>>,
+    ctx: Arc<Context>,
+) -> Result<Action, Error> {
+    match &guard.0 {
+        Ok(cluster) => reconcile_cluster(Arc::new(cluster.clone()), ctx).await,
+        Err(invalid) => {
+            report_undecodable(invalid, &ctx).await;
+            Ok(Action::await_change())
+        }
+    }
+}
+
+/// A cluster object that does not match this operator's types: nothing
+/// can be done with it until it is fixed, so say so, on the object, once
+/// per change of it.
+async fn report_undecodable(invalid: &InvalidObject, ctx: &Context) {
+    let meta = &invalid.metadata;
+    let name = meta.name.clone().unwrap_or_default();
+    tracing::warn!(cluster = %name, namespace = ?meta.namespace, error = %invalid.error, "cannot read the PostgresCluster");
+    ctx.metrics.reconciled(
+        Instant::now(),
+        Some(crate::error::ErrorCategory::InvalidSpec),
+    );
+    let reference = ObjectReference {
+        api_version: Some(PostgresCluster::api_version(&()).into_owned()),
+        kind: Some(PostgresCluster::kind(&()).into_owned()),
+        name: meta.name.clone(),
+        namespace: meta.namespace.clone(),
+        uid: meta.uid.clone(),
+        resource_version: meta.resource_version.clone(),
+        ..ObjectReference::default()
+    };
+    let recorder = Recorder::new(ctx.client.clone(), ctx.reporter.clone());
+    let event = Event {
+        type_: EventType::Warning,
+        reason: "InvalidSpec".to_owned(),
+        note: Some(format!(
+            "this operator cannot read the object: {}",
+            invalid.error
+        )),
+        action: "Reconcile".to_owned(),
+        secondary: None,
+    };
+    if let Err(error) = recorder.publish(&event, &reference).await {
+        tracing::warn!(%error, "could not publish an event");
+    }
+}
+
+async fn reconcile_cluster(
+    cluster: Arc<PostgresCluster>,
+    ctx: Arc<Context>,
+) -> Result<Action, Error> {
     let started = Instant::now();
+    let key = retry_key(cluster.as_ref());
     let namespace = cluster.namespace().unwrap_or_default();
     let api: Api<PostgresCluster> = Api::namespaced(ctx.client.clone(), &namespace);
     let result = finalizer(&api, FINALIZER, cluster, |event| async {
@@ -73,18 +129,40 @@ pub async fn reconcile(cluster: Arc<PostgresCluster>, ctx: Arc<Context>) -> Resu
     });
     ctx.metrics
         .reconciled(started, result.as_ref().err().map(Error::category));
+    if result.is_ok() {
+        ctx.failures.succeeded(&key);
+    }
     result
 }
 
-/// Back-off by category: permanent errors wait for a spec change (the
-/// status already says what to fix), transient ones retry.
-pub fn error_policy(_cluster: Arc<PostgresCluster>, error: &Error, _ctx: Arc<Context>) -> Action {
-    tracing::warn!(%error, category = error.category().reason(), "reconcile failed");
-    match error.category() {
-        ErrorCategory::InvalidSpec | ErrorCategory::RefusedChange => Action::await_change(),
-        ErrorCategory::Conflict => Action::requeue(Duration::from_millis(200)),
-        ErrorCategory::Throttled => Action::requeue(Duration::from_secs(10)),
-        _ => Action::requeue(Duration::from_secs(5)),
+/// The key the back-off counts failures under.
+fn retry_key(cluster: &impl ResourceExt) -> String {
+    format!(
+        "{}/{}",
+        cluster.namespace().unwrap_or_default(),
+        cluster.name_any()
+    )
+}
+
+/// Back-off by category (see [`crate::retry`]): permanent errors wait for
+/// a spec change (the status already says what to fix), transient ones
+/// retry after a delay that doubles with each failure in a row.
+pub fn error_policy(
+    cluster: Arc<DeserializeGuard<PostgresCluster>>,
+    error: &Error,
+    ctx: Arc<Context>,
+) -> Action {
+    let failures = ctx.failures.failed(&retry_key(cluster.as_ref()));
+    let category = error.category();
+    match crate::retry::delay(category, failures) {
+        Some(delay) => {
+            tracing::warn!(%error, category = category.reason(), failures, retry_in_seconds = delay.as_secs_f64(), "reconcile failed");
+            Action::requeue(delay)
+        }
+        None => {
+            tracing::warn!(%error, category = category.reason(), "reconcile failed; waiting for a change");
+            Action::await_change()
+        }
     }
 }
 

@@ -33,6 +33,11 @@ struct Harness {
 }
 
 async fn sandbox(with_cel: bool) -> Harness {
+    sandbox_with(if with_cel { |_| {} } else { strip_cel }).await
+}
+
+/// A sandbox whose CRDs `adjust` changed before they were installed.
+async fn sandbox_with(adjust: fn(&mut CustomResourceDefinition)) -> Harness {
     let dir = tempfile::tempdir().expect("temp dir");
     let sandbox = Sandbox::start(Config::new(dir.path()))
         .await
@@ -42,9 +47,7 @@ async fn sandbox(with_cel: bool) -> Harness {
         .expect("client");
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     for mut crd in tusk_api::crds() {
-        if !with_cel {
-            strip_cel(&mut crd);
-        }
+        adjust(&mut crd);
         crds.create(&PostParams::default(), &crd)
             .await
             .expect("CRD installs");
@@ -74,6 +77,23 @@ fn strip_cel(crd: &mut CustomResourceDefinition) {
         }
     }
     walk(&mut value);
+    *crd = serde_json::from_value(value).expect("deserializes");
+}
+
+/// A CRD that admits any spec, so an object this operator cannot decode
+/// can be stored (as one written under another schema would be).
+fn admit_any_spec(crd: &mut CustomResourceDefinition) {
+    strip_cel(crd);
+    if crd.spec.names.kind != "PostgresCluster" {
+        return;
+    }
+    let mut value = serde_json::to_value(&*crd).expect("serializes");
+    if let Some(versions) = value["spec"]["versions"].as_array_mut() {
+        for version in versions {
+            version["schema"]["openAPIV3Schema"]["properties"]["spec"] =
+                json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true});
+        }
+    }
     *crd = serde_json::from_value(value).expect("deserializes");
 }
 
@@ -557,4 +577,37 @@ async fn a_restarted_operator_resumes_without_duplicates() {
     let live: PostgresCluster = get(&h.client, "resume").await.expect("cluster");
     assert_eq!(live.status.expect("status").latest_instance_serial, 1);
     second.stop().await;
+}
+
+#[tokio::test]
+async fn a_cluster_that_does_not_decode_is_reported_and_does_not_stop_the_others() {
+    let h = sandbox_with(admit_any_spec).await;
+    let resource = kube::api::ApiResource::erase::<PostgresCluster>(&());
+    let dynamic: Api<kube::api::DynamicObject> =
+        Api::namespaced_with(h.client.clone(), NS, &resource);
+    let mut broken = kube::api::DynamicObject::new("broken", &resource).within(NS);
+    broken.data = json!({"spec": {"instances": "three", "storage": {"size": "1Gi"}}});
+    dynamic
+        .create(&PostParams::default(), &broken)
+        .await
+        .expect("stored under the loose schema");
+    let operator = Operator::start(&h.client, None);
+    create(&h.client, "fine", small()).await;
+    wait_for("the valid cluster's children", || {
+        children_exist(&h.client, "fine")
+    })
+    .await;
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(h.client.clone(), NS);
+    wait_for("an event on the undecodable cluster", || async {
+        events.list(&Default::default()).await.is_ok_and(|list| {
+            list.items.iter().any(|e| {
+                e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("broken")
+                    && e.reason.as_deref() == Some("InvalidSpec")
+                    && e.note.as_deref().is_some_and(|n| n.contains("cannot read"))
+            })
+        })
+    })
+    .await;
+    assert!(get::<Pod>(&h.client, "broken-1").await.is_none());
+    operator.stop().await;
 }
