@@ -108,8 +108,10 @@ pub async fn run(
         Some(ns) => Api::<DeserializeGuard<PostgresCluster>>::namespaced(client.clone(), ns),
         None => Api::<DeserializeGuard<PostgresCluster>>::all(client.clone()),
     };
-    let ctx = Arc::new(Context::new(client, config, metrics, stores));
-    Controller::new(clusters, watcher::Config::default().any_semantic())
+    let ctx = Arc::new(Context::new(client, config, metrics.clone(), stores));
+    let controller = Controller::new(clusters, watcher::Config::default().any_semantic());
+    metrics.count_clusters_of(controller.store());
+    controller
         .with_config(Config::default().concurrency(options.concurrency))
         .owns_stream(pod_events)
         .owns_stream(volume_events)

@@ -3,8 +3,13 @@
 //! Labels are stable, closed sets (error categories, phases, results), never
 //! free text, so series do not multiply.
 
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 use std::time::Instant;
+
+use kube::core::DeserializeGuard;
+use kube::runtime::reflector::Store;
+use tusk_api::conditions;
+use tusk_api::v1alpha1::{ClusterPhase, PostgresCluster};
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::encoding::text::encode;
@@ -31,6 +36,36 @@ struct PhaseLabels {
     phase: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ConditionLabels {
+    condition: &'static str,
+    status: &'static str,
+}
+
+/// The condition types counted per cluster: the operator's own.
+const CONDITION_TYPES: &[&str] = &[
+    conditions::READY,
+    conditions::PROGRESSING,
+    conditions::DEGRADED,
+    conditions::FAILOVER_BLOCKED,
+    conditions::UNSUPPORTED,
+    crate::failover::PRIMARY_AVAILABLE,
+];
+
+fn phase_label(phase: Option<ClusterPhase>) -> &'static str {
+    use ClusterPhase::*;
+    match phase {
+        None => "None",
+        Some(Pending) => "Pending",
+        Some(Provisioning) => "Provisioning",
+        Some(Ready) => "Ready",
+        Some(Degraded) => "Degraded",
+        Some(Scaling) => "Scaling",
+        Some(Upgrading) => "Upgrading",
+        Some(Deleting) => "Deleting",
+    }
+}
+
 /// Every metric the operator exports.
 pub struct Metrics {
     registry: Mutex<Registry>,
@@ -38,6 +73,9 @@ pub struct Metrics {
     reconcile_seconds: Histogram,
     errors: Family<CategoryLabels, Counter>,
     clusters_by_phase: Family<PhaseLabels, Gauge>,
+    clusters_by_condition: Family<ConditionLabels, Gauge>,
+    /// The controller's cache of clusters, counted at each scrape.
+    clusters: OnceLock<Store<DeserializeGuard<PostgresCluster>>>,
     generation_observed_seconds: Histogram,
     instance_poll_seconds: Histogram,
 }
@@ -49,6 +87,7 @@ impl Default for Metrics {
         let reconcile_seconds = Histogram::new(exponential_buckets(0.001, 2.0, 16));
         let errors = Family::<CategoryLabels, Counter>::default();
         let clusters_by_phase = Family::<PhaseLabels, Gauge>::default();
+        let clusters_by_condition = Family::<ConditionLabels, Gauge>::default();
         let generation_observed_seconds = Histogram::new(exponential_buckets(0.01, 2.0, 16));
         let instance_poll_seconds = Histogram::new(exponential_buckets(0.0005, 2.0, 14));
         registry.register("reconciles", "Reconciles by result", reconciles.clone());
@@ -68,6 +107,11 @@ impl Default for Metrics {
             clusters_by_phase.clone(),
         );
         registry.register(
+            "clusters_by_condition",
+            "PostgresClusters by condition type and status",
+            clusters_by_condition.clone(),
+        );
+        registry.register(
             "generation_observed_seconds",
             "Time from a spec change to the status observing it",
             generation_observed_seconds.clone(),
@@ -83,6 +127,8 @@ impl Default for Metrics {
             reconcile_seconds,
             errors,
             clusters_by_phase,
+            clusters_by_condition,
+            clusters: OnceLock::new(),
             generation_observed_seconds,
             instance_poll_seconds,
         }
@@ -107,17 +153,39 @@ impl Metrics {
         }
     }
 
-    /// Moves one cluster from `from` to `to` in the by-phase gauge.
-    pub fn phase_changed(&self, from: Option<&'static str>, to: Option<&'static str>) {
-        if let Some(phase) = from {
+    /// Counts clusters from the controller's cache at every scrape, so the
+    /// gauges are right after a restart and never drift.
+    pub fn count_clusters_of(&self, store: Store<DeserializeGuard<PostgresCluster>>) {
+        let _ = self.clusters.set(store);
+    }
+
+    /// Sets the by-phase and by-condition gauges from `clusters`.
+    pub fn count_clusters<'a>(&self, clusters: impl Iterator<Item = &'a PostgresCluster>) {
+        self.clusters_by_phase.clear();
+        self.clusters_by_condition.clear();
+        for cluster in clusters {
+            let status = cluster.status.as_ref();
             self.clusters_by_phase
-                .get_or_create(&PhaseLabels { phase })
-                .dec();
-        }
-        if let Some(phase) = to {
-            self.clusters_by_phase
-                .get_or_create(&PhaseLabels { phase })
+                .get_or_create(&PhaseLabels {
+                    phase: phase_label(status.and_then(|s| s.phase)),
+                })
                 .inc();
+            for condition in status.map(|s| s.conditions.as_slice()).unwrap_or_default() {
+                let Some(type_) = CONDITION_TYPES.iter().find(|t| **t == condition.type_) else {
+                    continue;
+                };
+                let status = match condition.status.as_str() {
+                    "True" => "True",
+                    "False" => "False",
+                    _ => "Unknown",
+                };
+                self.clusters_by_condition
+                    .get_or_create(&ConditionLabels {
+                        condition: type_,
+                        status,
+                    })
+                    .inc();
+            }
         }
     }
 
@@ -132,6 +200,10 @@ impl Metrics {
 
     /// The text exposition format.
     pub fn encode(&self) -> String {
+        if let Some(store) = self.clusters.get() {
+            let cached = store.state();
+            self.count_clusters(cached.iter().filter_map(|guard| guard.0.as_ref().ok()));
+        }
         let mut out = String::new();
         let registry = match self.registry.lock() {
             Ok(registry) => registry,
@@ -153,7 +225,19 @@ mod tests {
         let metrics = Metrics::default();
         metrics.reconciled(Instant::now(), None);
         metrics.reconciled(Instant::now(), Some(ErrorCategory::Throttled));
-        metrics.phase_changed(None, Some("Ready"));
+        let cluster: PostgresCluster = serde_json::from_value(serde_json::json!({
+            "apiVersion": "postgres.tusk.dev/v1alpha1", "kind": "PostgresCluster",
+            "metadata": {"name": "a"},
+            "spec": {"instances": 1, "postgres": {"version": 15}, "storage": {"size": "1Gi"}},
+            "status": {"phase": "Ready", "conditions": [
+                {"type": "Ready", "status": "True", "reason": "Ready", "message": "",
+                 "lastTransitionTime": "2026-12-02T10:00:00Z"},
+                {"type": "SomethingElse", "status": "True", "reason": "X", "message": "",
+                 "lastTransitionTime": "2026-12-02T10:00:00Z"}
+            ]}
+        }))
+        .expect("cluster");
+        metrics.count_clusters([&cluster].into_iter());
         let text = metrics.encode();
         assert!(
             text.contains("tusk_operator_reconciles_total{result=\"success\"} 1"),
@@ -167,6 +251,13 @@ mod tests {
             text.contains("tusk_operator_clusters{phase=\"Ready\"} 1"),
             "{text}"
         );
+        assert!(
+            text.contains(
+                "tusk_operator_clusters_by_condition{condition=\"Ready\",status=\"True\"} 1"
+            ),
+            "{text}"
+        );
+        assert!(!text.contains("SomethingElse"), "{text}");
         assert!(
             text.contains("tusk_operator_reconcile_duration_seconds_count 2"),
             "{text}"

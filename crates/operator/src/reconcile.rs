@@ -562,8 +562,6 @@ pub(crate) async fn report(
         .await
         .map_err(Error::kube("write status"))?;
         if old_phase != new.phase {
-            ctx.metrics
-                .phase_changed(old_phase.map(phase_name), new.phase.map(phase_name));
             publish(
                 cluster,
                 ctx,
