@@ -188,6 +188,13 @@ pub fn compose(input: &StatusInput<'_>) -> PostgresClusterStatus {
     }
     if let Some(record) = &input.last_failover {
         status.last_failover = Some(record.clone());
+    } else if let Some(record) = status.last_failover.as_mut() {
+        promoted(
+            record,
+            previous.current_primary.as_deref(),
+            status.current_primary.as_deref(),
+            &input.now,
+        );
     }
     if input.unsupported.is_empty() {
         conditions::remove_condition(&mut status.conditions, conditions::UNSUPPORTED);
@@ -209,6 +216,24 @@ pub fn compose(input: &StatusInput<'_>) -> PostgresClusterStatus {
         );
     }
     status
+}
+
+/// The moment the chosen instance first reports as the current primary,
+/// the record's time becomes the promotion's, and its duration runs from
+/// the failure (or the request) to it.
+fn promoted(
+    record: &mut tusk_api::v1alpha1::FailoverRecord,
+    before: Option<&str>,
+    now_primary: Option<&str>,
+    now: &Time,
+) {
+    if now_primary != Some(record.to.as_str()) || before == now_primary {
+        return;
+    }
+    let decision_to_promotion = now.0.duration_since(record.time.0).as_secs_f64();
+    record.duration_seconds =
+        Some(record.duration_seconds.unwrap_or(0.0) + decision_to_promotion.max(0.0));
+    record.time = now.clone();
 }
 
 /// Whether `new` must be written over `old`: it changed, or the heartbeat
@@ -400,6 +425,26 @@ mod tests {
             "{}",
             ready.message
         );
+    }
+
+    #[test]
+    fn a_failover_record_times_the_promotion_once_the_new_primary_serves() {
+        let mut record = tusk_api::v1alpha1::FailoverRecord {
+            time: at(100),
+            from: "db-1".into(),
+            to: "db-2".into(),
+            reason: "Failover".into(),
+            lsn_gap_bytes: 0,
+            recovery_point: None,
+            duration_seconds: Some(5.0),
+        };
+        promoted(&mut record, Some("db-1"), None, &at(101));
+        assert_eq!(record.duration_seconds, Some(5.0), "not promoted yet");
+        promoted(&mut record, None, Some("db-2"), &at(102));
+        assert_eq!(record.duration_seconds, Some(7.0));
+        assert_eq!(record.time, at(102));
+        promoted(&mut record, Some("db-2"), Some("db-2"), &at(200));
+        assert_eq!(record.duration_seconds, Some(7.0), "counted once");
     }
 
     #[test]

@@ -121,7 +121,8 @@ pub struct InstanceStatus {
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct FailoverRecord {
-    /// When the new primary was promoted.
+    /// When the new primary was chosen, then, once it reports serving,
+    /// when it was seen promoted.
     pub time: Time,
     /// The former primary.
     pub from: String,
@@ -130,13 +131,17 @@ pub struct FailoverRecord {
     /// Why: `Failover` (the primary failed), `Switchover` (requested) or
     /// `ApprovedFailover` (a blocked failover approved by a person).
     pub reason: String,
-    /// Bytes of WAL the former primary had that the promoted one did not
-    /// receive: the most that may have been lost (0 means nothing).
+    /// Bytes of WAL between the former primary's last observed position
+    /// and what the promoted one received: what may have been lost, as far
+    /// as the operator saw (the primary may have written more since it was
+    /// last observed). 0 when synchronous replication proves that no
+    /// acknowledged commit is lost.
     pub lsn_gap_bytes: i64,
     /// Where the promoted instance's history ends and the new timeline starts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recovery_point: Option<RecoveryPoint>,
-    /// Seconds from detecting the failure to the promotion.
+    /// Seconds from the primary's failure (or the switchover request) to
+    /// the new primary serving.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration_seconds: Option<f64>,
 }
