@@ -16,7 +16,7 @@ use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::core::DeserializeGuard;
 use kube::runtime::controller::Config;
 use kube::runtime::reflector::{self, Store};
-use kube::runtime::{Controller, WatchStreamExt, watcher};
+use kube::runtime::{Controller, PredicateConfig, WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use tusk_api::labels;
@@ -73,6 +73,26 @@ where
     (store, stream)
 }
 
+/// What a change of a cluster must touch to trigger a reconcile: its spec
+/// (generation), its annotations (requests such as a switchover or
+/// fencing), finalizers and deletion. Status writes, the operator's own
+/// included, do not: otherwise each status write (a WAL position moves
+/// with every commit) would set off the next reconcile in a tight loop.
+/// Children's changes, requeues and the periodic resync still trigger.
+fn worth_reconciling(cluster: &DeserializeGuard<PostgresCluster>) -> Option<u64> {
+    use std::hash::{Hash, Hasher};
+    let meta = cluster.meta();
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    meta.generation.hash(&mut hasher);
+    meta.annotations.hash(&mut hasher);
+    meta.finalizers.hash(&mut hasher);
+    meta.deletion_timestamp
+        .as_ref()
+        .map(|t| t.0.as_nanosecond())
+        .hash(&mut hasher);
+    Some(hasher.finish())
+}
+
 /// Runs the controller until `shutdown` completes; in-flight reconciles
 /// finish first.
 pub async fn run(
@@ -109,7 +129,13 @@ pub async fn run(
         None => Api::<DeserializeGuard<PostgresCluster>>::all(client.clone()),
     };
     let ctx = Arc::new(Context::new(client, config, metrics.clone(), stores));
-    let controller = Controller::new(clusters, watcher::Config::default().any_semantic());
+    let (cluster_store, cluster_writer) = reflector::store();
+    let cluster_events = watcher(clusters, watcher::Config::default().any_semantic())
+        .default_backoff()
+        .reflect(cluster_writer)
+        .touched_objects()
+        .predicate_filter(worth_reconciling, PredicateConfig::default());
+    let controller = Controller::for_stream(cluster_events, cluster_store);
     metrics.count_clusters_of(controller.store());
     controller
         .with_config(Config::default().concurrency(options.concurrency))
