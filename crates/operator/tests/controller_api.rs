@@ -611,3 +611,144 @@ async fn a_cluster_that_does_not_decode_is_reported_and_does_not_stop_the_others
     assert!(get::<Pod>(&h.client, "broken-1").await.is_none());
     operator.stop().await;
 }
+
+async fn condition(client: &Client, name: &str, type_: &str) -> Option<(String, String, String)> {
+    get::<PostgresCluster>(client, name)
+        .await?
+        .status?
+        .conditions
+        .into_iter()
+        .find(|c| c.type_ == type_)
+        .map(|c| (c.status, c.reason, c.message))
+}
+
+async fn requested_storage(client: &Client, name: &str) -> Option<String> {
+    get::<PersistentVolumeClaim>(client, name)
+        .await?
+        .spec?
+        .resources?
+        .requests?
+        .get("storage")
+        .map(|q| q.0.clone())
+}
+
+async fn events_of(client: &Client, name: &str) -> Vec<(String, String)> {
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), NS);
+    events
+        .list(&Default::default())
+        .await
+        .map(|list| {
+            list.items
+                .into_iter()
+                .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+                .map(|e| (e.reason.unwrap_or_default(), e.note.unwrap_or_default()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn storage_grows_and_a_shrink_is_refused_even_past_admission() {
+    // R26. Without CEL in the CRD, a shrink reaches the controller.
+    let h = sandbox(false).await;
+    let operator = Operator::start(&h.client, None);
+    create(&h.client, "disk", small()).await;
+    wait_for("the volume", || async {
+        requested_storage(&h.client, "disk-1").await.is_some()
+    })
+    .await;
+    let clusters: Api<PostgresCluster> = Api::namespaced(h.client.clone(), NS);
+    let size = |s: &str| json!({"spec": {"storage": {"size": s}}});
+    clusters
+        .patch("disk", &PatchParams::default(), &Patch::Merge(&size("2Gi")))
+        .await
+        .expect("grow");
+    wait_for("the volume to grow", || async {
+        requested_storage(&h.client, "disk-1").await.as_deref() == Some("2Gi")
+    })
+    .await;
+    clusters
+        .patch(
+            "disk",
+            &PatchParams::default(),
+            &Patch::Merge(&size("1536Mi")),
+        )
+        .await
+        .expect("a shrink the old CRD admits");
+    wait_for("the refusal in Degraded", || async {
+        condition(&h.client, "disk", "Degraded")
+            .await
+            .is_some_and(|(status, reason, message)| {
+                status == "True" && reason == "RefusedChange" && message.contains("never shrink")
+            })
+    })
+    .await;
+    assert_eq!(
+        requested_storage(&h.client, "disk-1").await.as_deref(),
+        Some("2Gi"),
+        "the volume keeps its size"
+    );
+    wait_for("a RefusedChange event", || async {
+        events_of(&h.client, "disk")
+            .await
+            .iter()
+            .any(|(reason, note)| reason == "RefusedChange" && note.contains("disk-1"))
+    })
+    .await;
+    assert!(
+        events_of(&h.client, "disk")
+            .await
+            .iter()
+            .any(|(reason, _)| reason == "PhaseChanged"),
+        "phase transitions are events too"
+    );
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn credentials_are_generated_once_and_never_overwritten() {
+    let h = sandbox(true).await;
+    let operator = Operator::start(&h.client, None);
+    create(&h.client, "creds", small()).await;
+    wait_for("every child", || children_exist(&h.client, "creds")).await;
+    let password = |secret: Secret| {
+        secret
+            .data
+            .and_then(|d| d.get("password").cloned())
+            .map(|p| p.0)
+    };
+    let generated =
+        password(get(&h.client, "creds-app").await.expect("secret")).expect("a password");
+    assert!(generated.len() >= 32, "a strong generated password");
+    // A person rotates the password; later reconciles leave it alone.
+    let secrets: Api<Secret> = Api::namespaced(h.client.clone(), NS);
+    let rotated = json!({"stringData": {"password": "rotated-by-a-person"}});
+    secrets
+        .patch(
+            "creds-app",
+            &PatchParams::default(),
+            &Patch::Merge(&rotated),
+        )
+        .await
+        .expect("rotate");
+    let clusters: Api<PostgresCluster> = Api::namespaced(h.client.clone(), NS);
+    clusters
+        .patch(
+            "creds",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"instances": 2}})),
+        )
+        .await
+        .expect("a spec change, so the cluster is reconciled again");
+    wait_for("the change observed", || async {
+        get::<PostgresCluster>(&h.client, "creds")
+            .await
+            .and_then(|c| c.status)
+            .and_then(|s| s.observed_generation)
+            == Some(2)
+    })
+    .await;
+    let now = password(get(&h.client, "creds-app").await.expect("secret"));
+    assert_eq!(now.as_deref(), Some(b"rotated-by-a-person".as_slice()));
+    operator.stop().await;
+}
