@@ -1,8 +1,9 @@
 //! High availability end to end (R25), on the full sandbox with real
 //! PostgreSQL: with synchronous replication and `dataDurability:
 //! required`, a writer records every acknowledged commit through `-rw`
-//! while the cluster switches over with `tusk promote` and then fails over
-//! twice from a primary whose processes are SIGKILLed again and again. No
+//! while the cluster switches over with `tusk promote`, fails over twice
+//! from a primary whose processes are SIGKILLed again and again, and once
+//! from a frozen one. No
 //! acknowledged row may be missing, the former primary must never accept a
 //! write, and it must rejoin as a standby without help.
 
@@ -21,27 +22,6 @@ const CLUSTER: &str = "ha";
 async fn pod_ip(world: &World, name: &str) -> Option<String> {
     let pods: Api<Pod> = Api::namespaced(world.client.clone(), NS);
     pods.get(name).await.ok()?.status?.pod_ip
-}
-
-/// Waits until every instance is ready and both standbys confirm commits
-/// (`quorum`), so the primary's synchronous set is on record.
-async fn wait_replicating(world: &World) {
-    wait_for(
-        "three ready instances with two quorum standbys on record",
-        Duration::from_secs(180),
-        || async {
-            let s = world.status(CLUSTER).await;
-            s.ready_instances == 3
-                && s.current_primary.is_some()
-                && s.current_primary == s.target_primary
-                && s.instances
-                    .iter()
-                    .filter(|i| i.role == "replica" && i.sync_state.as_deref() == Some("quorum"))
-                    .count()
-                    == 2
-        },
-    )
-    .await;
 }
 
 /// Waits until `name` is back as a ready standby, and meanwhile tries to
@@ -88,7 +68,7 @@ async fn rejoins_without_accepting_a_write(world: &World, name: &str) {
 /// Kills the primary's processes until the operator has chosen another
 /// instance; returns (former, new) primary.
 async fn fail_over_by_killing_the_primary(world: &World) -> (String, String) {
-    wait_replicating(world).await;
+    world.wait_replicating(CLUSTER, 3).await;
     let old = world
         .status(CLUSTER)
         .await
@@ -166,7 +146,7 @@ async fn no_acknowledged_write_is_lost_in_a_switchover_or_two_failovers() {
         .create(&PostParams::default(), &cluster)
         .await
         .expect("created");
-    wait_replicating(&world).await;
+    world.wait_replicating(CLUSTER, 3).await;
     world
         .connect(&format!("{CLUSTER}-rw"), CLUSTER)
         .await
@@ -241,6 +221,37 @@ async fn no_acknowledged_write_is_lost_in_a_switchover_or_two_failovers() {
             "-rw selects only the new primary"
         );
     }
+
+    // A primary frozen instead of killed (every process stopped, as a hung
+    // node): another instance is promoted, and once thawed the former
+    // primary acknowledges no write (its synchronous standbys follow the
+    // new primary) before its manager stops it, then it rejoins.
+    world.wait_replicating(CLUSTER, 3).await;
+    let old = world
+        .status(CLUSTER)
+        .await
+        .current_primary
+        .expect("a primary");
+    let faults = world.node.as_ref().expect("node").faults();
+    let frozen = Instant::now();
+    faults.freeze(NS, &old, "postgres").expect("freeze");
+    wait_for(
+        "another instance promoted",
+        Duration::from_secs(90),
+        || async {
+            let s = world.status(CLUSTER).await;
+            s.current_primary.as_ref().is_some_and(|p| *p != old)
+                && s.current_primary == s.target_primary
+        },
+    )
+    .await;
+    writer.wait_for_more(20, Duration::from_secs(60)).await;
+    println!(
+        "frozen primary: longest time without an acknowledged write {:?}",
+        writer.longest_pause_since(frozen)
+    );
+    faults.thaw(NS, &old, "postgres").expect("thaw");
+    rejoins_without_accepting_a_write(&world, &old).await;
 
     let acknowledged = writer.finish().await;
     let stored: Vec<i64> = world

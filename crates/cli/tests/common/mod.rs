@@ -159,6 +159,32 @@ impl World {
             .unwrap_or_default()
     }
 
+    /// Waits until all `instances` are ready and every standby confirms
+    /// commits (`sync` or `quorum`), so the primary's synchronous set is
+    /// on record.
+    pub async fn wait_replicating(&self, cluster: &str, instances: i32) {
+        wait_for(
+            &format!("{instances} ready instances of {cluster}, every standby synchronous"),
+            Duration::from_secs(180),
+            || async {
+                let s = self.status(cluster).await;
+                let synchronous = s
+                    .instances
+                    .iter()
+                    .filter(|i| {
+                        i.role == "replica"
+                            && matches!(i.sync_state.as_deref(), Some("quorum" | "sync"))
+                    })
+                    .count();
+                s.ready_instances == instances
+                    && s.current_primary.is_some()
+                    && s.current_primary == s.target_primary
+                    && i32::try_from(synchronous).is_ok_and(|n| n == instances - 1)
+            },
+        )
+        .await;
+    }
+
     /// The kubeconfig `kubectl` and `tusk promote` use.
     pub fn kubeconfig(&self) -> std::path::PathBuf {
         self.dir.path().join("kubeconfig")
@@ -254,6 +280,12 @@ impl Writer {
             times,
             task,
         }
+    }
+
+    /// When the first write acknowledged after `since` was.
+    pub fn first_after(&self, since: Instant) -> Option<Instant> {
+        let times = self.times.lock().ok()?;
+        times.iter().copied().find(|t| *t > since)
     }
 
     /// The longest time without an acknowledged write since `since`
