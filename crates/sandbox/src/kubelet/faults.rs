@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use nix::sys::signal::Signal;
 
-use super::process::signal_group;
+use super::process::signal_tree;
 
 #[derive(Debug, thiserror::Error)]
 pub enum FaultError {
@@ -71,13 +71,7 @@ impl KubeletFaults {
                 pod: pod.into(),
                 container: container.into(),
             })?;
-        // Programs may start children in sessions of their own (PostgreSQL
-        // does, for every backend): the container is the whole tree, as a
-        // cgroup is on a real node.
-        for descendant in descendants(pid) {
-            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(descendant), signal);
-        }
-        signal_group(pid, signal);
+        signal_tree(pid, signal);
         Ok(())
     }
 
@@ -113,45 +107,4 @@ impl KubeletFaults {
             .unready
             .contains(&(namespace.to_owned(), pod.to_owned()))
     }
-}
-
-/// Every process descending from `root`, from `/proc`.
-fn descendants(root: i32) -> Vec<i32> {
-    let mut parents: Vec<(i32, i32)> = Vec::new();
-    if let Ok(entries) = std::fs::read_dir("/proc") {
-        for entry in entries.flatten() {
-            let Some(pid) = entry
-                .file_name()
-                .to_str()
-                .and_then(|n| n.parse::<i32>().ok())
-            else {
-                continue;
-            };
-            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-                continue;
-            };
-            // Field 4, after the parenthesised command name.
-            let ppid = stat
-                .rfind(')')
-                .and_then(|end| stat[end + 1..].split_whitespace().nth(1))
-                .and_then(|p| p.parse::<i32>().ok());
-            if let Some(ppid) = ppid {
-                parents.push((pid, ppid));
-            }
-        }
-    }
-    let mut found = vec![root];
-    let mut index = 0;
-    while index < found.len() {
-        let parent = found[index];
-        found.extend(
-            parents
-                .iter()
-                .filter(|(_, p)| *p == parent)
-                .map(|(c, _)| *c),
-        );
-        index += 1;
-    }
-    found.remove(0);
-    found
 }

@@ -148,7 +148,7 @@ impl Process {
     /// Sends `signal` to every process of the container. A group that is
     /// already gone is not an error.
     pub fn signal(&self, signal: Signal) {
-        signal_group(self.pid, signal);
+        signal_tree(self.pid, signal);
     }
 
     /// Waits for the main process to end.
@@ -192,6 +192,59 @@ pub fn signal_group(pid: i32, signal: Signal) {
     let _ = killpg(Pid::from_raw(pid), signal);
 }
 
+/// Signals a container's processes: its leader's group and every process
+/// descending from the leader. Programs may start children in sessions of
+/// their own (PostgreSQL does, for every backend), so the group alone is
+/// not the container; the tree is, as a cgroup is on a real node.
+pub fn signal_tree(pid: i32, signal: Signal) {
+    let descendants = descendants(pid);
+    signal_group(pid, signal);
+    for descendant in descendants {
+        let _ = nix::sys::signal::kill(Pid::from_raw(descendant), signal);
+    }
+}
+
+/// Every process descending from `root`, from `/proc`.
+fn descendants(root: i32) -> Vec<i32> {
+    let mut parents: Vec<(i32, i32)> = Vec::new();
+    if let Ok(entries) = std::fs::read_dir("/proc") {
+        for entry in entries.flatten() {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<i32>().ok())
+            else {
+                continue;
+            };
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+                continue;
+            };
+            // Field 4, after the parenthesised command name.
+            let ppid = stat
+                .rfind(')')
+                .and_then(|end| stat[end + 1..].split_whitespace().nth(1))
+                .and_then(|p| p.parse::<i32>().ok());
+            if let Some(ppid) = ppid {
+                parents.push((pid, ppid));
+            }
+        }
+    }
+    let mut found = vec![root];
+    let mut index = 0;
+    while index < found.len() {
+        let parent = found[index];
+        found.extend(
+            parents
+                .iter()
+                .filter(|(_, p)| *p == parent)
+                .map(|(c, _)| *c),
+        );
+        index += 1;
+    }
+    found.remove(0);
+    found
+}
+
 /// When a process started, in clock ticks since boot (`/proc/<pid>/stat`
 /// field 22): with the pid, it names one process even after pids wrap.
 fn start_ticks(pid: i32) -> Option<u64> {
@@ -221,8 +274,8 @@ pub async fn kill_recorded(file: &Path) {
     if let Some((pid, ticks)) = recorded
         && start_ticks(pid) == Some(ticks)
     {
-        signal_group(pid, Signal::SIGCONT);
-        signal_group(pid, Signal::SIGKILL);
+        signal_tree(pid, Signal::SIGCONT);
+        signal_tree(pid, Signal::SIGKILL);
         let deadline = Instant::now() + Duration::from_secs(5);
         while start_ticks(pid) == Some(ticks) && !is_zombie(pid) && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(20)).await;
