@@ -33,7 +33,7 @@ use crate::context::Context;
 use crate::error::Error;
 use crate::failover::{self, Decision, FailoverCheck};
 use crate::names::InstanceName;
-use crate::observe::poll_instances;
+use crate::observe::{not_worth_polling, poll_instances};
 use crate::plan::{InstancePlan, InstanceStep, ObservedInstance, plan_instances};
 use crate::status::{self, StatusInput};
 use crate::switchover::{self, Request};
@@ -207,7 +207,8 @@ async fn converge(cluster: &PostgresCluster, ctx: &Context) -> Result<Action, Er
     } else {
         apply_children(cluster, ctx, &valid, &children, &plan).await
     };
-    let reports = poll_instances(&ctx.http, &children.pods, &ctx.metrics).await;
+    let skip = not_worth_polling(previous, &children.pods);
+    let reports = poll_instances(&ctx.http, &children.pods, &skip, &ctx.metrics).await;
     let mut plan = plan;
     let mut failover = if valid.paused {
         FailoverCheck::default()
