@@ -282,12 +282,6 @@ impl Writer {
         }
     }
 
-    /// When the first write acknowledged after `since` was.
-    pub fn first_after(&self, since: Instant) -> Option<Instant> {
-        let times = self.times.lock().ok()?;
-        times.iter().copied().find(|t| *t > since)
-    }
-
     /// The longest time without an acknowledged write since `since`
     /// (counting from the last acknowledgement before it): the outage a
     /// client saw.

@@ -1,0 +1,201 @@
+//! Recovery time of an automated failover (R25, R33), measured on the full
+//! sandbox with real PostgreSQL: figures printed, nothing asserted.
+//!
+//! A three-instance cluster with `ANY 1` synchronous replication and
+//! `dataDurability: required` takes writes through `-rw` (one autocommit
+//! insert at a time, every acknowledgement timed). Each repetition freezes
+//! the primary's processes (SIGSTOP of the whole tree: a hung node, which
+//! is what a failover is for; a killed one is restarted in place by the
+//! kubelet and comes back within the failover delay), then measures:
+//! - RTO: the longest time without an acknowledged write, from the last
+//!   one before the freeze to the first one after the failover;
+//! - follow: from the freeze until the other standby streams from the new
+//!   primary;
+//! - rejoin: from thawing the former primary until it is a ready standby.
+//!
+//! ```sh
+//! cargo bench -p tusk --bench failover -- [REPETITIONS] [DELAY_SECONDS]
+//! ```
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{NS, World, Writer, wait_for};
+use kube::api::PostParams;
+use serde_json::json;
+use tusk_api::v1alpha1::PostgresCluster;
+
+const CLUSTER: &str = "rto";
+
+struct Repetition {
+    rto: Duration,
+    follow: Duration,
+    rejoin: Duration,
+    decision: f64,
+}
+
+fn summary(name: &str, mut values: Vec<f64>) {
+    values.sort_by(f64::total_cmp);
+    let median = values[values.len() / 2];
+    let max = values[values.len() - 1];
+    let min = values[0];
+    println!("{name:<8} median {median:6.2} s   min {min:6.2} s   max {max:6.2} s");
+}
+
+async fn repetition(world: &World, writer: &Writer) -> Repetition {
+    world.wait_replicating(CLUSTER, 3).await;
+    writer.wait_for_more(10, Duration::from_secs(60)).await;
+    let status = world.status(CLUSTER).await;
+    let old = status.current_primary.expect("a primary");
+    let faults = world.node.as_ref().expect("node").faults();
+    let frozen = Instant::now();
+    faults.freeze(NS, &old, "postgres").expect("freeze");
+    let acknowledged = writer.acknowledged();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while writer.acknowledged() <= acknowledged {
+        if Instant::now() > deadline {
+            let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
+                kube::Api::namespaced(world.client.clone(), NS);
+            let list = pods.list(&Default::default()).await.expect("pods");
+            for pod in list.items {
+                println!(
+                    "pod {:?} labels {:?} status {:?}",
+                    pod.metadata.name,
+                    pod.metadata.labels,
+                    pod.status.map(|s| (s.conditions, s.container_statuses))
+                );
+            }
+            let kept = std::env::temp_dir().join("tusk-failover-bench-pods");
+            let _ = std::process::Command::new("cp")
+                .arg("-r")
+                .arg(world.dir.path().join("pods"))
+                .arg(&kept)
+                .status();
+            println!("pod logs copied to {}", kept.display());
+            panic!(
+                "no write after freezing {old}: {:#?}",
+                world.status(CLUSTER).await
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // From the last write acknowledged before the freeze to the first one
+    // after it: the outage a client saw.
+    let rto = writer.longest_pause_since(frozen);
+    wait_for(
+        "the other standby following",
+        Duration::from_secs(120),
+        || async {
+            let s = world.status(CLUSTER).await;
+            let Some(primary) = s.current_primary.clone().filter(|p| *p != old) else {
+                return false;
+            };
+            s.instances
+                .iter()
+                .any(|i| i.name != old && i.name != primary && i.role == "replica" && i.ready)
+        },
+    )
+    .await;
+    let follow = frozen.elapsed();
+    let new = world
+        .status(CLUSTER)
+        .await
+        .current_primary
+        .unwrap_or_default();
+    let record = world.status(CLUSTER).await.last_failover.expect("recorded");
+    let thawed = Instant::now();
+    faults.thaw(NS, &old, "postgres").expect("thaw");
+    world.wait_replicating(CLUSTER, 3).await;
+    let rejoin = thawed.elapsed();
+    println!(
+        "{old} -> {new}: RTO {:.2} s, other standby following after {:.2} s, former primary back after {:.2} s (recorded: {:.2} s to promotion, {} bytes possibly lost)",
+        rto.as_secs_f64(),
+        follow.as_secs_f64(),
+        rejoin.as_secs_f64(),
+        record.duration_seconds.unwrap_or_default(),
+        record.lsn_gap_bytes
+    );
+    Repetition {
+        rto,
+        follow,
+        rejoin,
+        decision: record.duration_seconds.unwrap_or_default(),
+    }
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    // `cargo bench` passes `--bench`; the figures are positional.
+    let numbers: Vec<u64> = std::env::args()
+        .skip(1)
+        .filter_map(|a| a.parse().ok())
+        .collect();
+    // RUST_LOG=tusk_operator=info shows the operator's decisions in time.
+    if std::env::var_os("RUST_LOG").is_some() {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .init();
+    }
+    let repetitions = numbers.first().copied().unwrap_or(10).max(1);
+    let delay = numbers.get(1).copied().unwrap_or(5);
+    let world = World::start().await;
+    let cluster: PostgresCluster = serde_json::from_value(json!({
+        "apiVersion": "postgres.tusk.dev/v1alpha1", "kind": "PostgresCluster",
+        "metadata": {"name": CLUSTER, "namespace": NS},
+        "spec": {"instances": 3,
+                 "postgres": {"version": 15, "parameters": {"shared_buffers": "16MB"}},
+                 "storage": {"size": "1Gi"},
+                 "replication": {"synchronous": {"mode": "any", "number": 1}},
+                 "failover": {"delaySeconds": delay, "dataDurability": "required"}}
+    }))
+    .expect("cluster");
+    world
+        .clusters()
+        .create(&PostParams::default(), &cluster)
+        .await
+        .expect("created");
+    world.wait_replicating(CLUSTER, 3).await;
+    world
+        .connect(&format!("{CLUSTER}-rw"), CLUSTER)
+        .await
+        .batch_execute("create table ledger (id bigint primary key)")
+        .await
+        .expect("table");
+    let writer = Writer::start(&world, &format!("{CLUSTER}-rw"), CLUSTER, "ledger").await;
+    println!("{repetitions} failovers, delaySeconds {delay}");
+    let mut runs = Vec::new();
+    for _ in 0..repetitions {
+        runs.push(repetition(&world, &writer).await);
+    }
+    let acknowledged = writer.finish().await;
+    let stored: Vec<i64> = world
+        .connect(&format!("{CLUSTER}-rw"), CLUSTER)
+        .await
+        .query("select id from ledger order by id", &[])
+        .await
+        .expect("rows")
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let lost = acknowledged
+        .iter()
+        .filter(|id| stored.binary_search(id).is_err())
+        .count();
+    summary("RTO", runs.iter().map(|r| r.rto.as_secs_f64()).collect());
+    summary("promote", runs.iter().map(|r| r.decision).collect());
+    summary(
+        "follow",
+        runs.iter().map(|r| r.follow.as_secs_f64()).collect(),
+    );
+    summary(
+        "rejoin",
+        runs.iter().map(|r| r.rejoin.as_secs_f64()).collect(),
+    );
+    println!(
+        "{} writes acknowledged, {lost} of them missing afterwards",
+        acknowledged.len()
+    );
+    world.shutdown().await;
+}
