@@ -23,9 +23,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{NS, World, Writer, wait_for};
-use kube::api::PostParams;
 use serde_json::json;
-use tusk_api::v1alpha1::PostgresCluster;
 
 const CLUSTER: &str = "rto";
 
@@ -141,28 +139,18 @@ async fn main() {
     let repetitions = numbers.first().copied().unwrap_or(10).max(1);
     let delay = numbers.get(1).copied().unwrap_or(5);
     let world = World::start().await;
-    let cluster: PostgresCluster = serde_json::from_value(json!({
-        "apiVersion": "postgres.tusk.dev/v1alpha1", "kind": "PostgresCluster",
-        "metadata": {"name": CLUSTER, "namespace": NS},
-        "spec": {"instances": 3,
-                 "postgres": {"version": 15, "parameters": {"shared_buffers": "16MB"}},
-                 "storage": {"size": "1Gi"},
-                 "replication": {"synchronous": {"mode": "any", "number": 1}},
-                 "failover": {"delaySeconds": delay, "dataDurability": "required"}}
-    }))
-    .expect("cluster");
     world
-        .clusters()
-        .create(&PostParams::default(), &cluster)
-        .await
-        .expect("created");
+        .create_cluster(
+            CLUSTER,
+            json!({"instances": 3,
+                   "postgres": {"version": 15, "parameters": {"shared_buffers": "16MB"}},
+                   "storage": {"size": "1Gi"},
+                   "replication": {"synchronous": {"mode": "any", "number": 1}},
+                   "failover": {"delaySeconds": delay, "dataDurability": "required"}}),
+        )
+        .await;
     world.wait_replicating(CLUSTER, 3).await;
-    world
-        .connect(&format!("{CLUSTER}-rw"), CLUSTER)
-        .await
-        .batch_execute("create table ledger (id bigint primary key)")
-        .await
-        .expect("table");
+    world.create_ledger(CLUSTER).await;
     let writer = Writer::start(&world, &format!("{CLUSTER}-rw"), CLUSTER, "ledger").await;
     println!("{repetitions} failovers, delaySeconds {delay}");
     let mut runs = Vec::new();
@@ -170,19 +158,8 @@ async fn main() {
         runs.push(repetition(&world, &writer).await);
     }
     let acknowledged = writer.finish().await;
-    let stored: Vec<i64> = world
-        .connect(&format!("{CLUSTER}-rw"), CLUSTER)
-        .await
-        .query("select id from ledger order by id", &[])
-        .await
-        .expect("rows")
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
-    let lost = acknowledged
-        .iter()
-        .filter(|id| stored.binary_search(id).is_err())
-        .count();
+    let (missing, _) = world.missing_from_ledger(CLUSTER, &acknowledged).await;
+    let lost = missing.len();
     summary("RTO", runs.iter().map(|r| r.rto.as_secs_f64()).collect());
     summary("promote", runs.iter().map(|r| r.decision).collect());
     summary(

@@ -11,38 +11,27 @@ use std::time::Duration;
 use common::{NS, World, count_rows, wait_for};
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
-use tusk_api::v1alpha1::PostgresCluster;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_declared_cluster_becomes_a_replicated_database_that_scales_and_heals() {
     let world = World::start().await;
-    let cluster: PostgresCluster = serde_json::from_value(json!({
-        "apiVersion": "postgres.tusk.dev/v1alpha1", "kind": "PostgresCluster",
-        "metadata": {"name": "shop", "namespace": NS},
-        "spec": {"instances": 3, "postgres": {"version": 15, "parameters": {"shared_buffers": "16MB"}},
-                 "storage": {"size": "1Gi"},
-                 "failover": {"delaySeconds": 5, "dataDurability": "preferred"}}
-    }))
-    .expect("cluster");
     world
-        .clusters()
-        .create(&PostParams::default(), &cluster)
-        .await
-        .expect("created");
+        .create_cluster(
+            "shop",
+            json!({"instances": 3, "postgres": {"version": 15, "parameters": {"shared_buffers": "16MB"}},
+                   "storage": {"size": "1Gi"},
+                   "failover": {"delaySeconds": 5, "dataDurability": "preferred"}}),
+        )
+        .await;
     // A cluster that cannot converge: PostgreSQL 17 is not installed here.
-    let stuck: PostgresCluster = serde_json::from_value(json!({
-        "apiVersion": "postgres.tusk.dev/v1alpha1", "kind": "PostgresCluster",
-        "metadata": {"name": "stuck", "namespace": NS},
-        "spec": {"instances": 1, "postgres": {"version": 17}, "storage": {"size": "1Gi"}}
-    }))
-    .expect("cluster");
     world
-        .clusters()
-        .create(&PostParams::default(), &stuck)
-        .await
-        .expect("created");
+        .create_cluster(
+            "stuck",
+            json!({"instances": 1, "postgres": {"version": 17}, "storage": {"size": "1Gi"}}),
+        )
+        .await;
     world.wait_ready("shop", 3).await;
     says_why_it_cannot_converge(&world).await;
 

@@ -13,9 +13,8 @@ use std::time::{Duration, Instant};
 
 use common::{NS, World, Writer, wait_for};
 use k8s_openapi::api::core::v1::{Endpoints, Pod};
-use kube::api::{Api, PostParams};
+use kube::api::Api;
 use serde_json::json;
-use tusk_api::v1alpha1::PostgresCluster;
 
 const CLUSTER: &str = "ha";
 
@@ -131,28 +130,18 @@ async fn rw_endpoints(world: &World) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_acknowledged_write_is_lost_in_a_switchover_or_two_failovers() {
     let world = World::start().await;
-    let cluster: PostgresCluster = serde_json::from_value(json!({
-        "apiVersion": "postgres.tusk.dev/v1alpha1", "kind": "PostgresCluster",
-        "metadata": {"name": CLUSTER, "namespace": NS},
-        "spec": {"instances": 3,
-                 "postgres": {"version": 15, "parameters": {"shared_buffers": "16MB"}},
-                 "storage": {"size": "1Gi"},
-                 "replication": {"synchronous": {"mode": "any", "number": 1}},
-                 "failover": {"delaySeconds": 3, "dataDurability": "required"}}
-    }))
-    .expect("cluster");
     world
-        .clusters()
-        .create(&PostParams::default(), &cluster)
-        .await
-        .expect("created");
+        .create_cluster(
+            CLUSTER,
+            json!({"instances": 3,
+                   "postgres": {"version": 15, "parameters": {"shared_buffers": "16MB"}},
+                   "storage": {"size": "1Gi"},
+                   "replication": {"synchronous": {"mode": "any", "number": 1}},
+                   "failover": {"delaySeconds": 3, "dataDurability": "required"}}),
+        )
+        .await;
     world.wait_replicating(CLUSTER, 3).await;
-    world
-        .connect(&format!("{CLUSTER}-rw"), CLUSTER)
-        .await
-        .batch_execute("create table ledger (id bigint primary key)")
-        .await
-        .expect("table");
+    world.create_ledger(CLUSTER).await;
     let writer = Writer::start(&world, &format!("{CLUSTER}-rw"), CLUSTER, "ledger").await;
     writer.wait_for_more(20, Duration::from_secs(60)).await;
 
@@ -254,24 +243,11 @@ async fn no_acknowledged_write_is_lost_in_a_switchover_or_two_failovers() {
     rejoins_without_accepting_a_write(&world, &old).await;
 
     let acknowledged = writer.finish().await;
-    let stored: Vec<i64> = world
-        .connect(&format!("{CLUSTER}-rw"), CLUSTER)
-        .await
-        .query("select id from ledger order by id", &[])
-        .await
-        .expect("rows")
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
-    let missing: Vec<i64> = acknowledged
-        .iter()
-        .copied()
-        .filter(|id| stored.binary_search(id).is_err())
-        .collect();
+    let (missing, stored) = world.missing_from_ledger(CLUSTER, &acknowledged).await;
     println!(
         "{} acknowledged commits, {} rows stored, {} missing",
         acknowledged.len(),
-        stored.len(),
+        stored,
         missing.len()
     );
     assert!(acknowledged.len() >= 80, "{}", acknowledged.len());

@@ -9,11 +9,9 @@ mod common;
 use std::time::Duration;
 
 use common::{NS, World, count_rows, wait_for};
-use kube::api::PostParams;
 use serde_json::json;
 use tusk_api::conditions::{FAILOVER_BLOCKED, find_condition};
 use tusk_api::lsn::Lsn;
-use tusk_api::v1alpha1::PostgresCluster;
 
 const CLUSTER: &str = "lag";
 
@@ -35,20 +33,15 @@ fn tusk_promote(world: &World, args: &[&str]) -> (bool, String) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lagging_asynchronous_standby_is_promoted_only_once_approved() {
     let world = World::start().await;
-    let cluster: PostgresCluster = serde_json::from_value(json!({
-        "apiVersion": "postgres.tusk.dev/v1alpha1", "kind": "PostgresCluster",
-        "metadata": {"name": CLUSTER, "namespace": NS},
-        "spec": {"instances": 2,
-                 "postgres": {"version": 15, "parameters": {"shared_buffers": "16MB"}},
-                 "storage": {"size": "1Gi"},
-                 "failover": {"delaySeconds": 2, "dataDurability": "required"}}
-    }))
-    .expect("cluster");
     world
-        .clusters()
-        .create(&PostParams::default(), &cluster)
-        .await
-        .expect("created");
+        .create_cluster(
+            CLUSTER,
+            json!({"instances": 2,
+                   "postgres": {"version": 15, "parameters": {"shared_buffers": "16MB"}},
+                   "storage": {"size": "1Gi"},
+                   "failover": {"delaySeconds": 2, "dataDurability": "required"}}),
+        )
+        .await;
     world.wait_ready(CLUSTER, 2).await;
     let rw = format!("{CLUSTER}-rw");
     let primary_client = world.connect(&rw, CLUSTER).await;

@@ -149,6 +149,53 @@ impl World {
         )
     }
 
+    /// Creates the PostgresCluster `name` with `spec`.
+    pub async fn create_cluster(&self, name: &str, spec: serde_json::Value) {
+        let cluster: PostgresCluster = serde_json::from_value(serde_json::json!({
+            "apiVersion": "postgres.tusk.dev/v1alpha1", "kind": "PostgresCluster",
+            "metadata": {"name": name, "namespace": NS},
+            "spec": spec,
+        }))
+        .expect("a cluster");
+        self.clusters()
+            .create(&kube::api::PostParams::default(), &cluster)
+            .await
+            .expect("created");
+    }
+
+    /// Creates the `ledger` table a [`Writer`] fills, through `-rw`.
+    pub async fn create_ledger(&self, cluster: &str) {
+        self.connect(&format!("{cluster}-rw"), cluster)
+            .await
+            .batch_execute("create table ledger (id bigint primary key)")
+            .await
+            .expect("table");
+    }
+
+    /// The acknowledged ids missing from the ledger, read through `-rw`,
+    /// and how many rows it holds.
+    pub async fn missing_from_ledger(
+        &self,
+        cluster: &str,
+        acknowledged: &[i64],
+    ) -> (Vec<i64>, usize) {
+        let stored: Vec<i64> = self
+            .connect(&format!("{cluster}-rw"), cluster)
+            .await
+            .query("select id from ledger order by id", &[])
+            .await
+            .expect("rows")
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        let missing = acknowledged
+            .iter()
+            .copied()
+            .filter(|id| stored.binary_search(id).is_err())
+            .collect();
+        (missing, stored.len())
+    }
+
     /// The cluster's status (default while it has none).
     pub async fn status(&self, name: &str) -> PostgresClusterStatus {
         self.clusters()
