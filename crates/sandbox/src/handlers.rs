@@ -785,6 +785,14 @@ fn apply_request(
     let kind = resource.qualified_plural();
     let written = api.store.mutate(|tx| match tx.get(key) {
         Some(current) => {
+            // A resourceVersion in the configuration is a precondition, as
+            // on Kubernetes: a writer that read an older version is refused.
+            if let Some(wanted) = objects::str_at(&config, "/metadata/resourceVersion")
+                && !wanted.is_empty()
+                && objects::str_at(&current, "/metadata/resourceVersion") != Some(wanted)
+            {
+                return Err(ApiError::stale(&kind, &key.name));
+            }
             let current = from_version(path, as_version(resource, path, &current));
             let merged = apply::apply(&current, &config, &write, force, &kind, &key.name)?;
             objects::update(

@@ -251,3 +251,46 @@ async fn apply_to_a_status_subresource_owns_only_status() {
         .expect("status entry");
     assert_eq!(entry.manager.as_deref(), Some("ctl"));
 }
+
+#[tokio::test]
+async fn apply_with_a_resource_version_is_a_precondition() {
+    let t = start().await;
+    install_widgets(&t.client).await;
+    let api = widgets(&t.client, "v1");
+    let created = api
+        .patch(
+            "w",
+            &PatchParams::apply("ctl"),
+            &Patch::Apply(json!({"apiVersion": "example.com/v1", "kind": "Widget",
+                "metadata": {"name": "w"}, "spec": {"size": 1}})),
+        )
+        .await
+        .expect("created");
+    let read = created.resource_version().expect("resourceVersion");
+    let status = |phase: &str, version: &str| {
+        Patch::Apply(json!({"apiVersion": "example.com/v1", "kind": "Widget",
+            "metadata": {"name": "w", "resourceVersion": version},
+            "status": {"phase": phase}}))
+    };
+    let first = api
+        .patch_status(
+            "w",
+            &PatchParams::apply("ctl").force(),
+            &status("Ready", &read),
+        )
+        .await
+        .expect("a write against the version read");
+    assert_eq!(first.data["status"]["phase"], "Ready");
+    // A writer that read before that write is refused, even with force.
+    let stale = api
+        .patch_status(
+            "w",
+            &PatchParams::apply("ctl").force(),
+            &status("Stale", &read),
+        )
+        .await
+        .expect_err("a stale write is refused");
+    assert_eq!(code(&stale), 409, "{stale:?}");
+    let now = api.get("w").await.expect("get");
+    assert_eq!(now.data["status"]["phase"], "Ready");
+}
