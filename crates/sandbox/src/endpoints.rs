@@ -145,7 +145,7 @@ async fn write(
     service: &Service,
     existing: Option<&Endpoints>,
     subsets: Vec<Value>,
-) -> Result<(), EndpointsError> {
+) -> Result<Option<Endpoints>, EndpointsError> {
     let namespace = service.namespace().unwrap_or_default();
     let name = service.name_any();
     let error = |source| EndpointsError::Write {
@@ -158,7 +158,7 @@ async fn write(
     if let Some(existing) = existing
         && current_subsets(existing) == current_subsets(&normalized)
     {
-        return Ok(());
+        return Ok(None);
     }
     let api: Api<Endpoints> = Api::namespaced(client.clone(), &namespace);
     let mut labels = service.labels().clone();
@@ -168,27 +168,44 @@ async fn write(
         "subsets": subsets,
     }))
     .map_err(|e| error(kube::Error::SerdeError(e)))?;
-    match existing {
+    let written = match existing {
         Some(existing) => {
             object.metadata.resource_version = existing.resource_version();
-            api.replace(&name, &PostParams::default(), &object)
-                .await
-                .map_err(error)?;
+            api.replace(&name, &PostParams::default(), &object).await
         }
-        None => {
-            api.create(&PostParams::default(), &object)
-                .await
-                .map_err(error)?;
-        }
-    }
-    Ok(())
+        None => api.create(&PostParams::default(), &object).await,
+    };
+    written.map(Some).map_err(error)
 }
 
+/// The newer of the cached Endpoints and the one this controller last
+/// wrote: right after a write the cache may not have seen it yet, and
+/// writing against the older version would only conflict.
+fn newest<'a>(
+    cached: Option<&'a Endpoints>,
+    written: Option<&'a Endpoints>,
+) -> Option<&'a Endpoints> {
+    let version = |e: &Endpoints| {
+        e.resource_version()
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    match (cached, written) {
+        (Some(c), Some(w)) if version(w) > version(c) => Some(w),
+        (None, Some(w)) => Some(w),
+        (cached, _) => cached,
+    }
+}
+
+/// Brings every selecting Service's Endpoints in line; one that cannot be
+/// written does not hold the others back (the first error is returned
+/// after all were tried).
 async fn reconcile(
     client: &Client,
     services: &Informer<Service>,
     pods: &Informer<Pod>,
     endpoints: &Informer<Endpoints>,
+    written: &mut BTreeMap<(String, String), Endpoints>,
 ) -> Result<(), EndpointsError> {
     let pods = pods.store.state();
     let existing: BTreeMap<(String, String), std::sync::Arc<Endpoints>> = endpoints
@@ -198,6 +215,7 @@ async fn reconcile(
         .map(|e| ((e.namespace().unwrap_or_default(), e.name_any()), e))
         .collect();
     let mut wanted = BTreeMap::new();
+    let mut first_error = None;
     for service in services.store.state() {
         let has_selector = service
             .spec
@@ -208,15 +226,20 @@ async fn reconcile(
             continue;
         }
         let key = (service.namespace().unwrap_or_default(), service.name_any());
-        write(
-            client,
-            &service,
-            existing.get(&key).map(|e| e.as_ref()),
-            subsets(&service, &pods),
-        )
-        .await?;
+        let current = newest(existing.get(&key).map(|e| e.as_ref()), written.get(&key));
+        match write(client, &service, current, subsets(&service, &pods)).await {
+            Ok(Some(object)) => {
+                written.insert(key.clone(), object);
+            }
+            Ok(None) => {}
+            Err(error) => {
+                written.remove(&key);
+                first_error.get_or_insert(error);
+            }
+        }
         wanted.insert(key, ());
     }
+    written.retain(|key, _| wanted.contains_key(key));
     for (key, endpoints) in existing {
         let managed = endpoints
             .labels()
@@ -227,7 +250,7 @@ async fn reconcile(
             match api.delete(&key.1, &DeleteParams::default()).await {
                 Ok(_) | Err(kube::Error::Api(_)) => {}
                 Err(source) => {
-                    return Err(EndpointsError::Write {
+                    first_error.get_or_insert(EndpointsError::Write {
                         namespace: key.0,
                         name: key.1,
                         source,
@@ -236,7 +259,7 @@ async fn reconcile(
             }
         }
     }
-    Ok(())
+    first_error.map_or(Ok(()), Err)
 }
 
 /// Runs the controller until the task is dropped.
@@ -258,8 +281,9 @@ pub async fn run(client: Client) {
             return;
         }
     }
+    let mut written = BTreeMap::new();
     loop {
-        if let Err(error) = reconcile(&client, &services, &pods, &endpoints).await {
+        if let Err(error) = reconcile(&client, &services, &pods, &endpoints, &mut written).await {
             tracing::warn!(%error, "cannot reconcile endpoints; retrying");
             tokio::time::sleep(Duration::from_millis(200)).await;
             continue;
@@ -313,5 +337,29 @@ mod tests {
         assert_eq!(subset["addresses"][0]["ip"], "127.1.0.3");
         assert_eq!(subset["notReadyAddresses"][0]["ip"], "127.1.0.2");
         assert_eq!(subset["addresses"][0]["targetRef"]["name"], "b");
+    }
+
+    #[test]
+    fn a_write_newer_than_the_cache_is_written_against() {
+        let at = |version: &str| -> Endpoints {
+            serde_json::from_value(
+                json!({"metadata": {"name": "db-rw", "resourceVersion": version}}),
+            )
+            .expect("endpoints")
+        };
+        let (old, new) = (at("41"), at("57"));
+        let version = |e: Option<&Endpoints>| e.and_then(|e| e.resource_version());
+        assert_eq!(
+            version(newest(Some(&old), Some(&new))).as_deref(),
+            Some("57")
+        );
+        // The cache caught up (or someone else wrote since): the cache.
+        assert_eq!(
+            version(newest(Some(&new), Some(&old))).as_deref(),
+            Some("57")
+        );
+        assert_eq!(version(newest(Some(&old), None)).as_deref(), Some("41"));
+        assert_eq!(version(newest(None, Some(&new))).as_deref(), Some("57"));
+        assert!(newest(None, None).is_none());
     }
 }

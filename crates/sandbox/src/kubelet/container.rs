@@ -297,11 +297,17 @@ impl Drop for AbortOnDrop {
 }
 
 /// Runs one probe until its verdict is `want` (or forever when `want` is
-/// `None`), sending every change of verdict.
+/// `None`), sending every change of verdict. Probes start every period, as
+/// the kubelet's ticker starts them: a check that times out is followed at
+/// once by the next, so a hung container fails `failureThreshold` checks in
+/// about `failureThreshold` timeouts, not timeouts plus periods.
 async fn probe_loop(plan: &ProbePlan, want: Option<bool>, mut changed: impl FnMut(bool, String)) {
     tokio::time::sleep(plan.initial_delay).await;
     let mut verdict = Verdict::default();
+    let mut ticker = tokio::time::interval(plan.period);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
+        ticker.tick().await;
         let result = run_check(&plan.check, plan.timeout).await;
         let message = result.as_ref().err().cloned().unwrap_or_default();
         if verdict.record(result.is_ok(), plan)
@@ -312,7 +318,6 @@ async fn probe_loop(plan: &ProbePlan, want: Option<bool>, mut changed: impl FnMu
                 return;
             }
         }
-        tokio::time::sleep(plan.period).await;
     }
 }
 

@@ -117,7 +117,7 @@ impl ProbePlan {
         Ok(Ok(Self {
             check,
             initial_delay: seconds(probe.initial_delay_seconds, 0),
-            period: seconds(probe.period_seconds, 10),
+            period: Duration::from_secs(count(probe.period_seconds, 10).into()),
             timeout: seconds(probe.timeout_seconds, 1),
             success_threshold: count(probe.success_threshold, 1),
             failure_threshold: count(probe.failure_threshold, 3),
