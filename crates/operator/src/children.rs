@@ -9,9 +9,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret, Service, ServiceAccount};
+use k8s_openapi::api::core::v1::{
+    PersistentVolumeClaim, Pod, PodCondition, Secret, Service, ServiceAccount,
+};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+use k8s_openapi::jiff::Timestamp;
 use kube::runtime::reflector::Store;
 use kube::{Resource, ResourceExt};
 use tusk_api::labels;
@@ -96,8 +99,21 @@ pub fn named<'a, K: ResourceExt>(objects: &'a [K], name: &str) -> Option<&'a K> 
 
 /// Whether the kubelet reports the pod Ready.
 pub fn pod_ready(pod: &Pod) -> bool {
+    ready_condition(pod).is_some_and(|c| c.status == "True")
+}
+
+/// When the kubelet last turned the pod's Ready condition False, while it
+/// is False: the moment its readiness probe declared it failed.
+pub fn not_ready_since(pod: &Pod) -> Option<Timestamp> {
+    ready_condition(pod)
+        .filter(|c| c.status == "False")
+        .and_then(|c| c.last_transition_time.as_ref())
+        .map(|t| t.0)
+}
+
+fn ready_condition(pod: &Pod) -> Option<&PodCondition> {
     pod.status
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+        .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
 }

@@ -38,7 +38,10 @@ pub async fn run(cluster: &PostgresCluster, ctx: &Context) -> Result<Action, Err
     }
     .await;
     match outcome {
-        Ok(()) => Ok(Action::await_change()),
+        Ok(()) => {
+            ctx.freshness.forget(&format!("{namespace}/{name}"));
+            Ok(Action::await_change())
+        }
         Err(error) if forced(cluster) => {
             tracing::warn!(%error, "cleanup failed; finishing the deletion as {} asks", labels::FORCE_DELETE);
             Ok(Action::await_change())

@@ -19,6 +19,8 @@ pub struct Context {
     pub stores: Stores,
     /// Consecutive failures per cluster, for the back-off.
     pub failures: crate::retry::Failures,
+    /// Cluster versions our own writes replaced (see [`crate::freshness`]).
+    pub freshness: crate::freshness::Freshness,
 }
 
 impl Context {
@@ -39,6 +41,7 @@ impl Context {
             },
             stores,
             failures: crate::retry::Failures::default(),
+            freshness: crate::freshness::Freshness::default(),
         }
     }
 }

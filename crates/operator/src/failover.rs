@@ -27,6 +27,7 @@
 //! `status.targetPrimary`, and the instance managers promote and follow.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
 use tusk_api::instance::{InstancePhase, InstanceReport, InstanceRole};
 use tusk_api::lsn::Lsn;
 use tusk_api::v1alpha1::{DataDurability, RecoveryPoint};
@@ -44,12 +45,47 @@ pub struct FailoverCheck {
     pub blocked: Option<(String, u64)>,
     /// A failover or switchover decided in this reconcile.
     pub record: Option<tusk_api::v1alpha1::FailoverRecord>,
+    /// How long the failover delay still runs, while it runs.
+    pub delay_left: Option<std::time::Duration>,
 }
 
 /// The primary serves: its pod is ready and its manager reports it as the
 /// primary (a manager that does not answer counts as unavailable).
 pub fn primary_healthy(pod_ready: bool, report: Option<&InstanceReport>) -> bool {
     pod_ready && report.is_some_and(|r| r.role == InstanceRole::Primary && r.ready)
+}
+
+/// Since when the primary counts as unavailable: the earlier of the
+/// operator's first observation (the PrimaryAvailable condition turning
+/// False) and the kubelet's (the pod's Ready condition turning False), so
+/// `delaySeconds` runs from the first evidence of the failure and not from
+/// whenever a reconcile happened to notice it. Never later than `now`.
+pub fn unavailable_since(
+    observed: Option<Timestamp>,
+    pod_not_ready: Option<Timestamp>,
+    now: Timestamp,
+) -> Timestamp {
+    observed
+        .into_iter()
+        .chain(pod_not_ready)
+        .fold(now, std::cmp::min)
+}
+
+/// How much longer to wait before a failover, or `None` once the primary
+/// has been unavailable for `delay_seconds`. Kubernetes records times in
+/// whole seconds, rounded down, so `since` may be up to a second early:
+/// one more second is waited, and a primary is never replaced sooner than
+/// its delay after the first evidence of its failure.
+pub fn delay_left(
+    since: Timestamp,
+    now: Timestamp,
+    delay_seconds: i32,
+) -> Option<std::time::Duration> {
+    let needed = k8s_openapi::jiff::SignedDuration::from_secs(i64::from(delay_seconds.max(0)) + 1);
+    let left = needed - now.duration_since(since);
+    left.is_positive()
+        .then(|| std::time::Duration::try_from(left).ok())
+        .flatten()
 }
 
 /// A reported WAL position as a byte offset.
@@ -202,6 +238,46 @@ pub fn decide(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_delay_runs_a_second_longer_than_whole_second_timestamps_could_hide() {
+        let at = |s: &str| s.parse::<Timestamp>().expect("timestamp");
+        let since = at("2026-12-02T10:00:03Z");
+        let left = |now: &str| delay_left(since, at(now), 5).map(|d| d.as_millis());
+        assert_eq!(left("2026-12-02T10:00:03Z"), Some(6000));
+        assert_eq!(left("2026-12-02T10:00:08.250Z"), Some(750));
+        assert_eq!(left("2026-12-02T10:00:09Z"), None);
+        assert_eq!(left("2026-12-02T10:00:30Z"), None);
+        // No delay: only the rounding second.
+        assert_eq!(
+            delay_left(since, since, 0).map(|d| d.as_millis()),
+            Some(1000)
+        );
+    }
+
+    #[test]
+    fn unavailability_counts_from_the_first_evidence() {
+        let at = |s: &str| s.parse::<Timestamp>().expect("timestamp");
+        let now = at("2026-12-02T10:00:10Z");
+        let kubelet = at("2026-12-02T10:00:03Z");
+        let operator = at("2026-12-02T10:00:06Z");
+        // The kubelet saw it first: the delay runs from its verdict.
+        assert_eq!(
+            unavailable_since(Some(operator), Some(kubelet), now),
+            kubelet
+        );
+        assert_eq!(
+            unavailable_since(Some(kubelet), Some(operator), now),
+            kubelet
+        );
+        // A ready pod whose manager reports it unhealthy: the operator's view.
+        assert_eq!(unavailable_since(Some(operator), None, now), operator);
+        // First noticed now.
+        assert_eq!(unavailable_since(None, None, now), now);
+        // A clock ahead of ours never makes the wait negative.
+        let ahead = at("2026-12-02T10:00:20Z");
+        assert_eq!(unavailable_since(None, Some(ahead), now), now);
+    }
 
     fn standby(name: &str, received: &str, replayed: &str) -> InstanceReport {
         InstanceReport {

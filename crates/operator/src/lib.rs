@@ -17,6 +17,7 @@ pub mod context;
 pub mod controller;
 pub mod error;
 pub mod failover;
+pub mod freshness;
 pub mod leader;
 pub mod metrics;
 pub mod names;

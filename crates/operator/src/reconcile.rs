@@ -21,19 +21,20 @@ use kube::runtime::finalizer::{Event as Finalizer, finalizer};
 use kube::{Resource, ResourceExt};
 use rand::distr::{Alphanumeric, SampleString};
 use serde_json::json;
+use tracing::Instrument;
 use tusk_api::instance::{InstanceReport, InstanceRole};
 use tusk_api::labels;
 use tusk_api::v1alpha1::{DeletionPolicy, PostgresCluster, PostgresClusterStatus};
 
 use crate::apply::{FIELD_MANAGER, apply, create_once};
 use crate::builders::{self, Credential};
-use crate::children::{Children, named, pod_ready};
+use crate::children::{Children, named, not_ready_since, pod_ready};
 use crate::cleanup;
 use crate::context::Context;
 use crate::error::Error;
 use crate::failover::{self, Decision, FailoverCheck};
 use crate::names::InstanceName;
-use crate::observe::{not_worth_polling, poll_instances};
+use crate::observe::{poll_briefly, poll_instances};
 use crate::plan::{InstancePlan, InstanceStep, ObservedInstance, plan_instances};
 use crate::status::{self, StatusInput};
 use crate::switchover::{self, Request};
@@ -49,6 +50,12 @@ pub const FINALIZER: &str = "postgres.tusk.dev/cleanup";
 /// Child changes (a pod becoming ready) trigger reconciles through the
 /// watches; this only bounds how stale the polled instance figures get.
 const PROGRESS_REQUEUE: Duration = Duration::from_secs(10);
+/// While a standby is being promoted.
+const PROMOTING_REQUEUE: Duration = Duration::from_millis(250);
+/// While the primary is unavailable and the failover delay runs.
+const FAILING_REQUEUE: Duration = Duration::from_secs(1);
+/// While the cache lags behind the operator's own last write.
+const STALE_REQUEUE: Duration = Duration::from_millis(100);
 /// Periodic resync of a converged cluster (R7).
 const RESYNC: Duration = Duration::from_secs(60);
 
@@ -106,8 +113,17 @@ async fn reconcile_cluster(
     cluster: Arc<PostgresCluster>,
     ctx: Arc<Context>,
 ) -> Result<Action, Error> {
-    let started = Instant::now();
     let key = retry_key(cluster.as_ref());
+    if ctx
+        .freshness
+        .is_stale(&key, cluster.resource_version().as_deref())
+    {
+        // The cache has not yet seen our last write: acting now would
+        // decide from the status before it.
+        tracing::debug!(cluster = %key, version = ?cluster.resource_version(), "cluster not yet seen as last written; waiting");
+        return Ok(Action::requeue(STALE_REQUEUE));
+    }
+    let started = Instant::now();
     let namespace = cluster.namespace().unwrap_or_default();
     let api: Api<PostgresCluster> = Api::namespaced(ctx.client.clone(), &namespace);
     let result = finalizer(&api, FINALIZER, cluster, |event| async {
@@ -170,8 +186,17 @@ async fn converge(cluster: &PostgresCluster, ctx: &Context) -> Result<Action, Er
     let name = cluster.name_any();
     let namespace = cluster.namespace().unwrap_or_default();
     let span = tracing::info_span!("reconcile", cluster = %name, namespace = %namespace);
-    let _guard = span.enter();
+    converge_in_span(cluster, ctx, name, namespace)
+        .instrument(span)
+        .await
+}
 
+async fn converge_in_span(
+    cluster: &PostgresCluster,
+    ctx: &Context,
+    name: String,
+    namespace: String,
+) -> Result<Action, Error> {
     let valid = match validate(cluster, &ctx.config) {
         Ok(valid) => valid,
         Err(error) => {
@@ -207,8 +232,8 @@ async fn converge(cluster: &PostgresCluster, ctx: &Context) -> Result<Action, Er
     } else {
         apply_children(cluster, ctx, &valid, &children, &plan).await
     };
-    let skip = not_worth_polling(previous, &children.pods);
-    let reports = poll_instances(&ctx.http, &children.pods, &skip, &ctx.metrics).await;
+    let brief = poll_briefly(previous, &children.pods);
+    let reports = poll_instances(&ctx.http, &children.pods, &brief, &ctx.metrics).await;
     let mut plan = plan;
     let mut failover = if valid.paused {
         FailoverCheck::default()
@@ -227,7 +252,7 @@ async fn converge(cluster: &PostgresCluster, ctx: &Context) -> Result<Action, Er
         label_roles(ctx, &valid, &children.pods, &reports, &plan).await?;
     }
     let failure = outcome.as_ref().err();
-    let status = report(
+    let reported = report(
         cluster,
         ctx,
         &children,
@@ -254,15 +279,24 @@ async fn converge(cluster: &PostgresCluster, ctx: &Context) -> Result<Action, Er
     .flatten()
     .collect();
     if !done.is_empty() {
-        clear_annotations(cluster, ctx, &done).await?;
+        clear_annotations(cluster, ctx, &done, reported.version.as_deref()).await?;
     }
+    let status = reported.status;
     outcome?;
-    // A failing primary, or a promotion under way: look again soon, so the
-    // new primary is recorded (and `-rw` follows it) within a second.
+    // A promotion under way: look again very soon, so the new primary is
+    // recorded (and `-rw` follows it) as soon as it serves; a failing
+    // primary: every second, so the failover starts when its delay ends.
     let promoting = previous.is_some_and(|s| s.current_primary.is_some())
         && status.current_primary != status.target_primary;
-    if failover.primary_available == Some(false) || promoting {
-        return Ok(Action::requeue(Duration::from_secs(1)));
+    if promoting {
+        return Ok(Action::requeue(PROMOTING_REQUEUE));
+    }
+    if failover.primary_available == Some(false) {
+        // When the delay ends, not up to a second after.
+        let wait = failover
+            .delay_left
+            .map_or(FAILING_REQUEUE, |left| left.min(FAILING_REQUEUE));
+        return Ok(Action::requeue(wait.max(STALE_REQUEUE)));
     }
     let converged = status.phase == Some(tusk_api::v1alpha1::ClusterPhase::Ready)
         && plan.step == InstanceStep::Steady;
@@ -521,9 +555,10 @@ pub(crate) async fn report(
     failure: Option<&Error>,
     unsupported: &[String],
     failover: &FailoverCheck,
-) -> Result<PostgresClusterStatus, Error> {
+) -> Result<Reported, Error> {
     let now = Time(k8s_openapi::jiff::Timestamp::now());
     let previous = cluster.status.as_ref();
+    let mut version = cluster.resource_version();
     let new = status::compose(&StatusInput {
         previous,
         generation: cluster.metadata.generation,
@@ -550,18 +585,26 @@ pub(crate) async fn report(
     if let Some(to_write) = status::to_write(previous, new.clone(), &now) {
         let api: Api<PostgresCluster> =
             Api::namespaced(ctx.client.clone(), &cluster.namespace().unwrap_or_default());
+        // The version the status was computed from is a precondition: a
+        // status computed from an older cluster is refused (409), never
+        // written over a newer decision (see `freshness`).
         let body = json!({
             "apiVersion": PostgresCluster::api_version(&()),
             "kind": PostgresCluster::kind(&()),
+            "metadata": {"resourceVersion": version},
             "status": to_write,
         });
-        api.patch_status(
-            &cluster.name_any(),
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(&body),
-        )
-        .await
-        .map_err(Error::kube("write status"))?;
+        let written = api
+            .patch_status(
+                &cluster.name_any(),
+                &PatchParams::apply(FIELD_MANAGER).force(),
+                &Patch::Apply(&body),
+            )
+            .await
+            .map_err(Error::kube("write status"))?;
+        ctx.freshness
+            .replaced(&retry_key(cluster), version.as_deref());
+        version = written.resource_version();
         if old_phase != new.phase {
             publish(
                 cluster,
@@ -596,7 +639,18 @@ pub(crate) async fn report(
             .await;
         }
     }
-    Ok(new)
+    Ok(Reported {
+        status: new,
+        version,
+    })
+}
+
+/// What [`report`] wrote.
+pub(crate) struct Reported {
+    pub status: PostgresClusterStatus,
+    /// The cluster's resourceVersion after the write (or as read, when
+    /// nothing changed).
+    pub version: Option<String>,
 }
 
 fn phase_name(phase: tusk_api::v1alpha1::ClusterPhase) -> &'static str {
@@ -663,17 +717,21 @@ async fn check_primary(
         };
     }
     let now = k8s_openapi::jiff::Timestamp::now();
-    let since =
+    let observed =
         tusk_api::conditions::find_condition(&previous.conditions, failover::PRIMARY_AVAILABLE)
             .filter(|c| c.status == "False")
-            .map_or(now, |c| c.last_transition_time.0);
-    let waited = (now - since).get_seconds();
+            .map(|c| c.last_transition_time.0);
+    let since = failover::unavailable_since(observed, pod.and_then(not_ready_since), now);
+    let waited = now.duration_since(since).as_secs_f64();
     let unavailable = FailoverCheck {
         primary_available: Some(false),
         ..FailoverCheck::default()
     };
-    if waited < i64::from(valid.failover.delay_seconds) {
-        return unavailable;
+    if let Some(left) = failover::delay_left(since, now, valid.failover.delay_seconds) {
+        return FailoverCheck {
+            delay_left: Some(left),
+            ..unavailable
+        };
     }
     let last = previous.instances.iter().find(|i| i.name == target);
     let synchronous = valid.synchronous.as_ref().map(|sync| failover::SyncSet {
@@ -726,7 +784,7 @@ async fn check_primary(
                 "Failover"
             };
             let note = format!(
-                "primary {target} unavailable for {waited} s: promoting {instance} (possible loss: {lsn_gap_bytes} bytes of WAL)"
+                "primary {target} unavailable for {waited:.0} s: promoting {instance} (possible loss: {lsn_gap_bytes} bytes of WAL)"
             );
             tracing::warn!(%note, "failover");
             publish(cluster, ctx, EventType::Warning, reason, &note).await;
@@ -739,7 +797,7 @@ async fn check_primary(
                     reason: reason.to_owned(),
                     lsn_gap_bytes: i64::try_from(lsn_gap_bytes).unwrap_or(i64::MAX),
                     recovery_point: Some(recovery_point),
-                    duration_seconds: Some(waited as f64),
+                    duration_seconds: Some(waited),
                 }),
                 ..unavailable
             }
@@ -800,6 +858,7 @@ async fn clear_annotations(
     cluster: &PostgresCluster,
     ctx: &Context,
     keys: &[&str],
+    version: Option<&str>,
 ) -> Result<(), Error> {
     let api: Api<PostgresCluster> =
         Api::namespaced(ctx.client.clone(), &cluster.namespace().unwrap_or_default());
@@ -815,5 +874,6 @@ async fn clear_annotations(
     )
     .await
     .map_err(Error::kube("remove a request annotation"))?;
+    ctx.freshness.replaced(&retry_key(cluster), version);
     Ok(())
 }

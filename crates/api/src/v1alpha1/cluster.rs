@@ -194,9 +194,11 @@ pub enum SynchronousMode {
 #[serde(rename_all = "camelCase")]
 pub struct FailoverSpec {
     /// Seconds the primary must stay unhealthy, unready or unreachable
-    /// before a standby is promoted. The default of 5 lets the instance
-    /// manager restart a crashed PostgreSQL in place (about a second), which
-    /// loses nothing, while keeping recovery time well under ten seconds.
+    /// before a standby is promoted, counted from the first evidence of the
+    /// failure (whole seconds, so up to one more second is waited). The
+    /// default of 5 lets the instance manager restart a crashed PostgreSQL
+    /// in place (about a second), which loses nothing, while a hung primary
+    /// is replaced and writes resume in under ten seconds.
     #[serde(default = "default_failover_delay")]
     #[schemars(range(min = 0, max = 3600))]
     pub delay_seconds: i32,

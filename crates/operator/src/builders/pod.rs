@@ -195,10 +195,13 @@ fn postgres_container(cluster: &ValidatedCluster) -> Container {
             failure_threshold: Some(3),
             ..Probe::default()
         }),
+        // Readiness is how a hung primary is noticed (failover's clock
+        // starts when it turns False): two missed one-second checks, so
+        // about two seconds. /readyz answers from a local query.
         readiness_probe: Some(Probe {
             http_get: Some(http(READYZ_PATH)),
-            period_seconds: Some(2),
-            timeout_seconds: Some(2),
+            period_seconds: Some(1),
+            timeout_seconds: Some(1),
             failure_threshold: Some(2),
             ..Probe::default()
         }),
