@@ -255,14 +255,20 @@ async fn replicas_clone_stream_and_follow_a_switchover_that_rewinds_the_former_p
     assert_eq!(rejoined.role, InstanceRole::Replica);
     assert_eq!(rejoined.upstream, Some(b.address.to_string()));
 
-    // The other standby follows the new primary's address.
+    // The other standby follows the new primary's address. Its WAL receiver
+    // first streams the rest of timeline 1 from db-2 (status then reports
+    // db-2 as upstream on timeline 1, truthfully), then switches to
+    // timeline 2 at the promotion point.
     c.set_desired(on_b.clone());
     let followed = c
-        .wait_status("db-3 streaming from db-2", Duration::from_secs(30), |r| {
-            r.ready && r.upstream == Some(b.address.to_string())
-        })
+        .wait_status(
+            "db-3 streaming timeline 2 from db-2",
+            Duration::from_secs(30),
+            |r| r.ready && r.upstream == Some(b.address.to_string()) && r.timeline == Some(2),
+        )
         .await;
-    assert_eq!(followed.timeline, Some(2));
+    assert_eq!(followed.role, InstanceRole::Replica);
+    assert_eq!(followed.streaming, Some(true));
 
     // Every acknowledged row before the switch is everywhere; the diverged
     // write is gone; new writes flow from db-2 to both standbys.
