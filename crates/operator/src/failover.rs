@@ -59,16 +59,21 @@ pub fn primary_healthy(pod_ready: bool, report: Option<&InstanceReport>) -> bool
 /// operator's first observation (the PrimaryAvailable condition turning
 /// False) and the kubelet's (the pod's Ready condition turning False), so
 /// `delaySeconds` runs from the first evidence of the failure and not from
-/// whenever a reconcile happened to notice it. Never later than `now`.
+/// whenever a reconcile happened to notice it. Evidence from before
+/// `primary_since` (when a failover or switchover made this instance the
+/// primary) is about its time as a standby, whose pod turns unready when
+/// its primary fails, and does not count. Never later than `now`.
 pub fn unavailable_since(
     observed: Option<Timestamp>,
     pod_not_ready: Option<Timestamp>,
+    primary_since: Option<Timestamp>,
     now: Timestamp,
 ) -> Timestamp {
-    observed
+    let first = observed
         .into_iter()
         .chain(pod_not_ready)
-        .fold(now, std::cmp::min)
+        .fold(now, std::cmp::min);
+    primary_since.map_or(first, |since| first.max(since).min(now))
 }
 
 /// How much longer to wait before a failover, or `None` once the primary
@@ -263,20 +268,45 @@ mod tests {
         let operator = at("2026-12-02T10:00:06Z");
         // The kubelet saw it first: the delay runs from its verdict.
         assert_eq!(
-            unavailable_since(Some(operator), Some(kubelet), now),
+            unavailable_since(Some(operator), Some(kubelet), None, now),
             kubelet
         );
         assert_eq!(
-            unavailable_since(Some(kubelet), Some(operator), now),
+            unavailable_since(Some(kubelet), Some(operator), None, now),
             kubelet
         );
         // A ready pod whose manager reports it unhealthy: the operator's view.
-        assert_eq!(unavailable_since(Some(operator), None, now), operator);
+        assert_eq!(unavailable_since(Some(operator), None, None, now), operator);
         // First noticed now.
-        assert_eq!(unavailable_since(None, None, now), now);
+        assert_eq!(unavailable_since(None, None, None, now), now);
         // A clock ahead of ours never makes the wait negative.
         let ahead = at("2026-12-02T10:00:20Z");
-        assert_eq!(unavailable_since(None, Some(ahead), now), now);
+        assert_eq!(unavailable_since(None, Some(ahead), None, now), now);
+    }
+
+    #[test]
+    fn a_new_primary_is_not_judged_by_its_time_as_a_standby() {
+        let at = |s: &str| s.parse::<Timestamp>().expect("timestamp");
+        let now = at("2026-12-02T10:00:10Z");
+        // Its pod turned unready when the former primary died, while it
+        // was a standby; it was promoted at :09 and is not ready yet.
+        let unready_as_standby = at("2026-12-02T10:00:04Z");
+        let promoted = at("2026-12-02T10:00:09Z");
+        let since = unavailable_since(None, Some(unready_as_standby), Some(promoted), now);
+        assert_eq!(since, promoted);
+        assert!(
+            delay_left(since, now, 3).is_some(),
+            "a fresh primary gets its whole delay"
+        );
+        // Evidence from after the promotion counts as always.
+        let after = at("2026-12-02T10:00:09.5Z");
+        assert_eq!(
+            unavailable_since(Some(after), None, Some(promoted), now),
+            after
+        );
+        // A promotion recorded ahead of our clock never makes the wait negative.
+        let ahead = at("2026-12-02T10:00:20Z");
+        assert_eq!(unavailable_since(None, None, Some(ahead), now), now);
     }
 
     fn standby(name: &str, received: &str, replayed: &str) -> InstanceReport {

@@ -145,6 +145,11 @@ async fn reconcile_cluster(
     });
     ctx.metrics
         .reconciled(started, result.as_ref().err().map(Error::category));
+    tracing::debug!(
+        seconds = started.elapsed().as_secs_f64(),
+        outcome = ?result.as_ref().map_err(Error::category),
+        "reconciled"
+    );
     if result.is_ok() {
         ctx.failures.succeeded(&key);
     }
@@ -721,7 +726,15 @@ async fn check_primary(
         tusk_api::conditions::find_condition(&previous.conditions, failover::PRIMARY_AVAILABLE)
             .filter(|c| c.status == "False")
             .map(|c| c.last_transition_time.0);
-    let since = failover::unavailable_since(observed, pod.and_then(not_ready_since), now);
+    // When a failover or switchover made it the primary (the record's time
+    // is the moment it was first seen serving).
+    let primary_since = previous
+        .last_failover
+        .as_ref()
+        .filter(|record| record.to == target)
+        .map(|record| record.time.0);
+    let since =
+        failover::unavailable_since(observed, pod.and_then(not_ready_since), primary_since, now);
     let waited = now.duration_since(since).as_secs_f64();
     let unavailable = FailoverCheck {
         primary_available: Some(false),
