@@ -291,8 +291,7 @@ async fn converge_in_span(
     // A promotion under way: look again very soon, so the new primary is
     // recorded (and `-rw` follows it) as soon as it serves; a failing
     // primary: every second, so the failover starts when its delay ends.
-    let promoting = previous.is_some_and(|s| s.current_primary.is_some())
-        && status.current_primary != status.target_primary;
+    let promoting = status::promotion_under_way(&status);
     if promoting {
         return Ok(Action::requeue(PROMOTING_REQUEUE));
     }

@@ -236,6 +236,18 @@ fn promoted(
     record.time = now.clone();
 }
 
+/// A failover or switchover chose the target primary and it does not
+/// serve yet. (`currentPrimary` is empty meanwhile, so the previous status
+/// cannot tell; a first primary still bootstrapping has no record.)
+pub fn promotion_under_way(status: &PostgresClusterStatus) -> bool {
+    status.target_primary.is_some()
+        && status.current_primary != status.target_primary
+        && status
+            .last_failover
+            .as_ref()
+            .is_some_and(|record| Some(&record.to) == status.target_primary.as_ref())
+}
+
 /// Whether `new` must be written over `old`: it changed, or the heartbeat
 /// is due. Returns the status to write, with `lastReconcileTime` set.
 pub fn to_write(
@@ -425,6 +437,51 @@ mod tests {
             "{}",
             ready.message
         );
+    }
+
+    #[test]
+    fn a_promotion_is_under_way_until_the_chosen_instance_serves() {
+        let record = tusk_api::v1alpha1::FailoverRecord {
+            time: at(100),
+            from: "db-1".into(),
+            to: "db-2".into(),
+            reason: "Switchover".into(),
+            lsn_gap_bytes: 0,
+            recovery_point: None,
+            duration_seconds: None,
+        };
+        let status = |current: Option<&str>, target: Option<&str>, record: Option<&_>| {
+            PostgresClusterStatus {
+                current_primary: current.map(Into::into),
+                target_primary: target.map(Into::into),
+                last_failover: record.cloned(),
+                ..PostgresClusterStatus::default()
+            }
+        };
+        // Chosen, and (in every status after the decision) no current primary.
+        assert!(promotion_under_way(&status(
+            None,
+            Some("db-2"),
+            Some(&record)
+        )));
+        assert!(promotion_under_way(&status(
+            Some("db-1"),
+            Some("db-2"),
+            Some(&record)
+        )));
+        // Serving.
+        assert!(!promotion_under_way(&status(
+            Some("db-2"),
+            Some("db-2"),
+            Some(&record)
+        )));
+        // A first primary still bootstrapping, or one after an older failover.
+        assert!(!promotion_under_way(&status(None, Some("db-1"), None)));
+        assert!(!promotion_under_way(&status(
+            None,
+            Some("db-3"),
+            Some(&record)
+        )));
     }
 
     #[test]
