@@ -130,12 +130,6 @@ async fn main() {
         .skip(1)
         .filter_map(|a| a.parse().ok())
         .collect();
-    // RUST_LOG=tusk_operator=info shows the operator's decisions in time.
-    if std::env::var_os("RUST_LOG").is_some() {
-        tracing_subscriber::fmt()
-            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-            .init();
-    }
     let repetitions = numbers.first().copied().unwrap_or(10).max(1);
     let delay = numbers.get(1).copied().unwrap_or(5);
     let world = World::start().await;

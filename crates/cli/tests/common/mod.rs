@@ -43,7 +43,16 @@ pub struct World {
 }
 
 impl World {
+    /// Starts the sandbox and the operator. With RUST_LOG set, their logs
+    /// go to the test's output (e.g. `RUST_LOG=tusk_operator=info` shows
+    /// the operator's decisions in time).
     pub async fn start() -> Self {
+        if std::env::var_os("RUST_LOG").is_some() {
+            let _ = tracing_subscriber::fmt()
+                .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+                .with_test_writer()
+                .try_init();
+        }
         let dir = tempfile::tempdir().expect("temp dir");
         let sandbox = Sandbox::start(Config::new(dir.path()))
             .await
