@@ -23,7 +23,6 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{NS, World, Writer, wait_for};
-use serde_json::json;
 
 const CLUSTER: &str = "rto";
 
@@ -134,14 +133,7 @@ async fn main() {
     let delay = numbers.get(1).copied().unwrap_or(5);
     let world = World::start().await;
     world
-        .create_cluster(
-            CLUSTER,
-            json!({"instances": 3,
-                   "postgres": {"version": 15, "parameters": {"shared_buffers": "16MB"}},
-                   "storage": {"size": "1Gi"},
-                   "replication": {"synchronous": {"mode": "any", "number": 1}},
-                   "failover": {"delaySeconds": delay, "dataDurability": "required"}}),
-        )
+        .create_cluster(CLUSTER, common::durable_cluster(delay))
         .await;
     world.wait_replicating(CLUSTER, 3).await;
     world.create_ledger(CLUSTER).await;

@@ -14,7 +14,6 @@ use std::time::{Duration, Instant};
 use common::{NS, World, Writer, wait_for};
 use k8s_openapi::api::core::v1::{Endpoints, Pod};
 use kube::api::Api;
-use serde_json::json;
 
 const CLUSTER: &str = "ha";
 
@@ -131,14 +130,7 @@ async fn rw_endpoints(world: &World) -> Vec<String> {
 async fn no_acknowledged_write_is_lost_in_a_switchover_or_two_failovers() {
     let world = World::start().await;
     world
-        .create_cluster(
-            CLUSTER,
-            json!({"instances": 3,
-                   "postgres": {"version": 15, "parameters": {"shared_buffers": "16MB"}},
-                   "storage": {"size": "1Gi"},
-                   "replication": {"synchronous": {"mode": "any", "number": 1}},
-                   "failover": {"delaySeconds": 3, "dataDurability": "required"}}),
-        )
+        .create_cluster(CLUSTER, common::durable_cluster(3))
         .await;
     world.wait_replicating(CLUSTER, 3).await;
     world.create_ledger(CLUSTER).await;

@@ -18,6 +18,17 @@ use tusk_sandbox::server::{Config, Sandbox};
 
 pub const NS: &str = "default";
 
+/// The spec of a three-instance cluster that loses no acknowledged
+/// commit in a failover: `ANY 1` synchronous replication and
+/// `dataDurability: required`, replaced after `delay_seconds`.
+pub fn durable_cluster(delay_seconds: u64) -> serde_json::Value {
+    serde_json::json!({"instances": 3,
+           "postgres": {"version": 15, "parameters": {"shared_buffers": "16MB"}},
+           "storage": {"size": "1Gi"},
+           "replication": {"synchronous": {"mode": "any", "number": 1}},
+           "failover": {"delaySeconds": delay_seconds, "dataDurability": "required"}})
+}
+
 pub async fn wait_for<F, Fut>(what: &str, limit: Duration, mut check: F)
 where
     F: FnMut() -> Fut,
