@@ -291,8 +291,7 @@ async fn converge_in_span(
     // A promotion under way: look again very soon, so the new primary is
     // recorded (and `-rw` follows it) as soon as it serves; a failing
     // primary: every second, so the failover starts when its delay ends.
-    let promoting = status::promotion_under_way(&status);
-    if promoting {
+    if status::promotion_under_way(&status) {
         return Ok(Action::requeue(PROMOTING_REQUEUE));
     }
     if failover.primary_available == Some(false) {
@@ -727,11 +726,7 @@ async fn check_primary(
             .map(|c| c.last_transition_time.0);
     // When a failover or switchover made it the primary (the record's time
     // is the moment it was first seen serving).
-    let primary_since = previous
-        .last_failover
-        .as_ref()
-        .filter(|record| record.to == target)
-        .map(|record| record.time.0);
+    let primary_since = status::choice_of_target(previous).map(|record| record.time.0);
     let since =
         failover::unavailable_since(observed, pod.and_then(not_ready_since), primary_since, now);
     let waited = now.duration_since(since).as_secs_f64();

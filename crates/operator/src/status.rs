@@ -236,16 +236,22 @@ fn promoted(
     record.time = now.clone();
 }
 
+/// The failover or switchover record that chose the current target
+/// primary, if the target was chosen by one (a first primary was not).
+pub fn choice_of_target(
+    status: &PostgresClusterStatus,
+) -> Option<&tusk_api::v1alpha1::FailoverRecord> {
+    status
+        .last_failover
+        .as_ref()
+        .filter(|record| status.target_primary.as_ref() == Some(&record.to))
+}
+
 /// A failover or switchover chose the target primary and it does not
 /// serve yet. (`currentPrimary` is empty meanwhile, so the previous status
 /// cannot tell; a first primary still bootstrapping has no record.)
 pub fn promotion_under_way(status: &PostgresClusterStatus) -> bool {
-    status.target_primary.is_some()
-        && status.current_primary != status.target_primary
-        && status
-            .last_failover
-            .as_ref()
-            .is_some_and(|record| Some(&record.to) == status.target_primary.as_ref())
+    status.current_primary != status.target_primary && choice_of_target(status).is_some()
 }
 
 /// Whether `new` must be written over `old`: it changed, or the heartbeat
