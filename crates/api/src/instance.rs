@@ -31,6 +31,25 @@ pub enum InstanceRole {
     Stopped,
 }
 
+impl InstanceRole {
+    /// The role as written in JSON and in `status.instances[].role`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Primary => "primary",
+            Self::Replica => "replica",
+            Self::Stopped => "stopped",
+        }
+    }
+
+    /// The role [`Self::as_str`] wrote, `None` for anything else (such as
+    /// `unknown`, the role of an instance that did not answer).
+    pub fn parse(text: &str) -> Option<Self> {
+        [Self::Primary, Self::Replica, Self::Stopped]
+            .into_iter()
+            .find(|role| role.as_str() == text)
+    }
+}
+
 /// Why PostgreSQL is in its current lifecycle state.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
@@ -156,6 +175,20 @@ pub struct StandbyReport {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_role_reads_back_as_written_and_unknown_is_no_role() {
+        for role in [
+            InstanceRole::Primary,
+            InstanceRole::Replica,
+            InstanceRole::Stopped,
+        ] {
+            let json = serde_json::to_value(role).expect("serializes");
+            assert_eq!(json, serde_json::json!(role.as_str()));
+            assert_eq!(InstanceRole::parse(role.as_str()), Some(role));
+        }
+        assert_eq!(InstanceRole::parse("unknown"), None);
+    }
 
     #[test]
     fn report_uses_camel_case_and_round_trips() {

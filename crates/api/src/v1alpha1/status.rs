@@ -88,6 +88,27 @@ pub enum ClusterPhase {
     Deleting,
 }
 
+impl ClusterPhase {
+    /// The phase as written in status.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "Pending",
+            Self::Provisioning => "Provisioning",
+            Self::Ready => "Ready",
+            Self::Degraded => "Degraded",
+            Self::Scaling => "Scaling",
+            Self::Upgrading => "Upgrading",
+            Self::Deleting => "Deleting",
+        }
+    }
+}
+
+impl std::fmt::Display for ClusterPhase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// One instance as observed.
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 #[serde(rename_all = "camelCase")]
@@ -115,6 +136,16 @@ pub struct InstanceStatus {
     /// Bytes of WAL the replica has still to replay.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lag_bytes: Option<i64>,
+}
+
+impl InstanceStatus {
+    /// `role` of an instance whose manager did not answer.
+    pub const UNKNOWN_ROLE: &'static str = "unknown";
+
+    /// The role the instance last reported; `None` when it did not answer.
+    pub fn reported_role(&self) -> Option<crate::instance::InstanceRole> {
+        crate::instance::InstanceRole::parse(&self.role)
+    }
 }
 
 /// A failover or switchover, and what it may have cost (R25).
