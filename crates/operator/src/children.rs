@@ -71,6 +71,14 @@ impl Children {
     }
 }
 
+impl Children {
+    /// How many volumes the cluster has (an instance may have a volume and
+    /// no pod).
+    pub fn volume_count(&self) -> u32 {
+        u32::try_from(self.volumes.len()).unwrap_or(u32::MAX)
+    }
+}
+
 async fn select<K>(store: &Store<K>, namespace: &str, cluster: &str) -> Result<Vec<K>, Error>
 where
     K: Resource<DynamicType = ()> + Clone + 'static,

@@ -10,6 +10,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
@@ -17,11 +18,12 @@ use serde_json::json;
 use tusk_api::labels;
 use tusk_api::v1alpha1::{DeletionPolicy, PostgresCluster};
 
+use crate::apply::FIELD_MANAGER;
 use crate::children::Children;
 use crate::context::Context;
 use crate::error::Error;
-use crate::failover::FailoverCheck;
-use crate::reconcile::report;
+use crate::report;
+use crate::status::StatusInput;
 
 pub async fn run(cluster: &PostgresCluster, ctx: &Context) -> Result<Action, Error> {
     let namespace = cluster.namespace().unwrap_or_default();
@@ -39,7 +41,8 @@ pub async fn run(cluster: &PostgresCluster, ctx: &Context) -> Result<Action, Err
     .await;
     match outcome {
         Ok(()) => {
-            ctx.freshness.forget(&format!("{namespace}/{name}"));
+            ctx.freshness
+                .forget(&crate::freshness::cluster_key(cluster));
             Ok(Action::await_change())
         }
         Err(error) if forced(cluster) => {
@@ -47,24 +50,35 @@ pub async fn run(cluster: &PostgresCluster, ctx: &Context) -> Result<Action, Err
             Ok(Action::await_change())
         }
         Err(error) => {
-            let nothing = BTreeMap::new();
             // The status says why the deletion waits; a failure to write it
             // must not hide the original error.
-            let _ = report(
-                cluster,
-                ctx,
-                &Children::default(),
-                &nothing,
-                None,
-                None,
-                Some(&error),
-                &[],
-                &FailoverCheck::default(),
-            )
-            .await;
+            let _ = report_waiting(cluster, ctx, &error).await;
             Err(error)
         }
     }
+}
+
+/// Writes why the deletion waits, keeping the observed instances.
+async fn report_waiting(
+    cluster: &PostgresCluster,
+    ctx: &Context,
+    error: &Error,
+) -> Result<(), Error> {
+    let namespace = cluster.namespace().unwrap_or_default();
+    let children = Children::fetch(&ctx.stores, &namespace, &cluster.name_any())
+        .await
+        .unwrap_or_default();
+    let reports = BTreeMap::new();
+    let now = Time(k8s_openapi::jiff::Timestamp::now());
+    let input = StatusInput::unplanned(
+        cluster,
+        &children.pods,
+        children.volume_count(),
+        &reports,
+        now,
+    );
+    report::write(cluster, ctx, &input, Some(error)).await?;
+    Ok(())
 }
 
 fn forced(cluster: &PostgresCluster) -> bool {
@@ -83,7 +97,14 @@ pub async fn retain_volume(api: &Api<PersistentVolumeClaim>, name: &str) -> Resu
         }
     });
     match api
-        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .patch(
+            name,
+            &PatchParams {
+                field_manager: Some(FIELD_MANAGER.to_owned()),
+                ..PatchParams::default()
+            },
+            &Patch::Merge(&patch),
+        )
         .await
     {
         Ok(_) => Ok(()),

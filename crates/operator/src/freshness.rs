@@ -15,6 +15,16 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 
+/// The key a cluster is remembered under (`namespace/name`), here and by
+/// the retry back-off.
+pub fn cluster_key(cluster: &impl kube::ResourceExt) -> String {
+    format!(
+        "{}/{}",
+        cluster.namespace().unwrap_or_default(),
+        cluster.name_any()
+    )
+}
+
 /// Replaced versions remembered per cluster: a reconcile writes the
 /// cluster at most a few times, and the cache lags by at most a few
 /// versions.

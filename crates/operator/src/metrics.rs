@@ -53,17 +53,7 @@ const CONDITION_TYPES: &[&str] = &[
 ];
 
 fn phase_label(phase: Option<ClusterPhase>) -> &'static str {
-    use ClusterPhase::*;
-    match phase {
-        None => "None",
-        Some(Pending) => "Pending",
-        Some(Provisioning) => "Provisioning",
-        Some(Ready) => "Ready",
-        Some(Degraded) => "Degraded",
-        Some(Scaling) => "Scaling",
-        Some(Upgrading) => "Upgrading",
-        Some(Deleting) => "Deleting",
-    }
+    phase.map_or("None", ClusterPhase::as_str)
 }
 
 /// Every metric the operator exports.
@@ -113,7 +103,7 @@ impl Default for Metrics {
         );
         registry.register(
             "generation_observed_seconds",
-            "Time from a spec change to the status observing it",
+            "Time from each spec change, as the API server recorded it (managedFields time, whole seconds), to status.observedGeneration reaching its generation",
             generation_observed_seconds.clone(),
         );
         registry.register(

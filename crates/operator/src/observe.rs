@@ -32,7 +32,7 @@ pub fn poll_briefly(status: Option<&PostgresClusterStatus>, pods: &[Pod]) -> Vec
     status
         .instances
         .iter()
-        .filter(|i| i.role == "unknown")
+        .filter(|i| i.reported_role().is_none())
         .filter(|i| {
             pods.iter()
                 .find(|p| p.name_any() == i.name)

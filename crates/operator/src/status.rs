@@ -9,7 +9,7 @@ use kube::ResourceExt;
 use tusk_api::conditions::{self, ConditionStatus, DesiredCondition, set_condition};
 use tusk_api::instance::{InstanceReport, InstanceRole};
 use tusk_api::labels;
-use tusk_api::v1alpha1::{ClusterPhase, InstanceStatus, PostgresClusterStatus};
+use tusk_api::v1alpha1::{ClusterPhase, InstanceStatus, PostgresCluster, PostgresClusterStatus};
 
 use crate::phase::{Observation, assess};
 
@@ -18,6 +18,7 @@ use crate::phase::{Observation, assess};
 pub const HEARTBEAT_SECONDS: i64 = 300;
 
 /// Everything the status step needs.
+#[derive(Clone)]
 pub struct StatusInput<'a> {
     pub previous: Option<&'a PostgresClusterStatus>,
     pub generation: Option<i64>,
@@ -40,24 +41,44 @@ pub struct StatusInput<'a> {
     pub now: Time,
 }
 
+impl<'a> StatusInput<'a> {
+    /// The status of a pass that decided nothing (the spec failed
+    /// validation, or a deletion waits for its cleanup): what was observed,
+    /// with the recorded primary and serials kept, so the last known
+    /// positions a failover needs survive an invalid edit.
+    pub fn unplanned(
+        cluster: &'a PostgresCluster,
+        pods: &'a [Pod],
+        volumes: u32,
+        reports: &'a BTreeMap<String, InstanceReport>,
+        now: Time,
+    ) -> Self {
+        let previous = cluster.status.as_ref();
+        Self {
+            previous,
+            generation: cluster.metadata.generation,
+            declared: u32::try_from(cluster.spec.instances).unwrap_or(0),
+            pods,
+            volumes,
+            reports,
+            target_primary: previous.and_then(|s| s.target_primary.clone()),
+            latest_serial: previous
+                .map_or(0, |s| u32::try_from(s.latest_instance_serial).unwrap_or(0)),
+            deleting: cluster.metadata.deletion_timestamp.is_some(),
+            failure: None,
+            unsupported: &[],
+            primary_available: None,
+            failover_blocked: None,
+            last_failover: None,
+            now,
+        }
+    }
+}
+
 /// The new status.
 pub fn compose(input: &StatusInput<'_>) -> PostgresClusterStatus {
     let previous = input.previous.cloned().unwrap_or_default();
-    let primary_report = input
-        .target_primary
-        .as_ref()
-        .and_then(|name| input.reports.get(name))
-        // A primary just restarted lists no standby until they reconnect;
-        // it acknowledges nothing meanwhile, so the last set still holds.
-        .filter(|r| r.role == InstanceRole::Primary && !r.standbys.is_empty());
-    let instances: Vec<InstanceStatus> = input
-        .pods
-        .iter()
-        .map(|pod| {
-            let before = previous.instances.iter().find(|i| i.name == pod.name_any());
-            instance_status(pod, input.reports, before, primary_report)
-        })
-        .collect();
+    let instances = instances(input, &previous);
     let ready = u32::try_from(instances.iter().filter(|i| i.ready).count()).unwrap_or(u32::MAX);
     let existing = u32::try_from(input.pods.len())
         .unwrap_or(u32::MAX)
@@ -67,7 +88,10 @@ pub fn compose(input: &StatusInput<'_>) -> PostgresClusterStatus {
     // check judges the current primary, and must keep judging it.
     let current_primary = instances
         .iter()
-        .find(|i| i.role == "primary" && Some(&i.name) == input.target_primary.as_ref())
+        .find(|i| {
+            i.reported_role() == Some(InstanceRole::Primary)
+                && Some(&i.name) == input.target_primary.as_ref()
+        })
         .map(|i| i.name.clone())
         .or_else(|| {
             previous
@@ -88,7 +112,6 @@ pub fn compose(input: &StatusInput<'_>) -> PostgresClusterStatus {
         ready,
         provisioned,
     });
-
     let mut status = PostgresClusterStatus {
         phase: Some(assessment.phase),
         conditions: previous.conditions.clone(),
@@ -101,6 +124,62 @@ pub fn compose(input: &StatusInput<'_>) -> PostgresClusterStatus {
         last_reconcile_time: previous.last_reconcile_time.clone(),
         ..previous
     };
+    set_assessed(&mut status, &assessment, input);
+    set_primary_available(&mut status, input);
+    set_failover_blocked(&mut status, input);
+    if let Some(record) = &input.last_failover {
+        status.last_failover = Some(record.clone());
+    } else if let Some(record) = status.last_failover.as_mut() {
+        promoted(
+            record,
+            previous.current_primary.as_deref(),
+            status.current_primary.as_deref(),
+            &input.now,
+        );
+    }
+    set_unsupported(&mut status, input);
+    status
+}
+
+/// Each pod's instance, from its report or, while it is silent, from what
+/// it last reported.
+fn instances(input: &StatusInput<'_>, previous: &PostgresClusterStatus) -> Vec<InstanceStatus> {
+    let primary_report = input
+        .target_primary
+        .as_ref()
+        .and_then(|name| input.reports.get(name))
+        // A primary just restarted lists no standby until they reconnect;
+        // it acknowledges nothing meanwhile, so the last set still holds.
+        .filter(|r| r.role == InstanceRole::Primary && !r.standbys.is_empty());
+    input
+        .pods
+        .iter()
+        .map(|pod| {
+            let before = previous.instances.iter().find(|i| i.name == pod.name_any());
+            instance_status(pod, input.reports, before, primary_report)
+        })
+        .collect()
+}
+
+fn set(
+    status: &mut PostgresClusterStatus,
+    condition: &DesiredCondition<'_>,
+    input: &StatusInput<'_>,
+) {
+    set_condition(
+        &mut status.conditions,
+        condition,
+        input.generation,
+        &input.now,
+    );
+}
+
+/// Ready, Progressing and Degraded as assessed.
+fn set_assessed(
+    status: &mut PostgresClusterStatus,
+    assessment: &crate::phase::Assessment,
+    input: &StatusInput<'_>,
+) {
     let waiting = waiting_reasons(input.pods, input.reports);
     for condition in assessment.conditions() {
         // Say why instances are not ready, so `kubectl describe` alone
@@ -117,28 +196,22 @@ pub fn compose(input: &StatusInput<'_>) -> PostgresClusterStatus {
             message: &message,
             ..condition
         };
-        set_condition(
-            &mut status.conditions,
-            &condition,
-            input.generation,
-            &input.now,
-        );
+        set(status, &condition, input);
     }
+}
+
+fn set_primary_available(status: &mut PostgresClusterStatus, input: &StatusInput<'_>) {
     if let Some(record) = &input.last_failover {
         // A new primary: its availability is judged afresh once it serves,
         // so the former primary's outage does not count against it.
         let message = format!("promoting {}", record.to);
-        set_condition(
-            &mut status.conditions,
-            &DesiredCondition {
-                type_: crate::failover::PRIMARY_AVAILABLE,
-                status: ConditionStatus::Unknown,
-                reason: "Promoting",
-                message: &message,
-            },
-            input.generation,
-            &input.now,
-        );
+        let promoting = DesiredCondition {
+            type_: crate::failover::PRIMARY_AVAILABLE,
+            status: ConditionStatus::Unknown,
+            reason: "Promoting",
+            message: &message,
+        };
+        set(status, &promoting, input);
     } else if let Some(available) = input.primary_available {
         let (reason, message) = if available {
             ("Serving", String::new())
@@ -151,71 +224,51 @@ pub fn compose(input: &StatusInput<'_>) -> PostgresClusterStatus {
                 ),
             )
         };
-        set_condition(
-            &mut status.conditions,
-            &DesiredCondition {
-                type_: crate::failover::PRIMARY_AVAILABLE,
-                status: available.into(),
-                reason,
-                message: &message,
-            },
-            input.generation,
-            &input.now,
-        );
+        let judged = DesiredCondition {
+            type_: crate::failover::PRIMARY_AVAILABLE,
+            status: available.into(),
+            reason,
+            message: &message,
+        };
+        set(status, &judged, input);
     }
-    match &input.failover_blocked {
-        Some((best, gap)) => {
-            let message = format!(
-                "promoting {best} could lose up to {gap} bytes of acknowledged WAL, which dataDurability: required forbids; \
-                 approve with: kubectl annotate pgc <cluster> {}={best}",
-                labels::APPROVE_DATA_LOSS
-            );
-            set_condition(
-                &mut status.conditions,
-                &DesiredCondition {
-                    type_: conditions::FAILOVER_BLOCKED,
-                    status: ConditionStatus::True,
-                    reason: "DurabilityAtRisk",
-                    message: &message,
-                },
-                input.generation,
-                &input.now,
-            );
-        }
-        None => {
-            conditions::remove_condition(&mut status.conditions, conditions::FAILOVER_BLOCKED);
-        }
-    }
-    if let Some(record) = &input.last_failover {
-        status.last_failover = Some(record.clone());
-    } else if let Some(record) = status.last_failover.as_mut() {
-        promoted(
-            record,
-            previous.current_primary.as_deref(),
-            status.current_primary.as_deref(),
-            &input.now,
-        );
-    }
+}
+
+fn set_failover_blocked(status: &mut PostgresClusterStatus, input: &StatusInput<'_>) {
+    let Some((best, gap)) = &input.failover_blocked else {
+        conditions::remove_condition(&mut status.conditions, conditions::FAILOVER_BLOCKED);
+        return;
+    };
+    let message = format!(
+        "promoting {best} could lose up to {gap} bytes of acknowledged WAL, which dataDurability: required forbids; \
+         approve with: kubectl annotate pgc <cluster> {}={best}",
+        labels::APPROVE_DATA_LOSS
+    );
+    let blocked = DesiredCondition {
+        type_: conditions::FAILOVER_BLOCKED,
+        status: ConditionStatus::True,
+        reason: "DurabilityAtRisk",
+        message: &message,
+    };
+    set(status, &blocked, input);
+}
+
+fn set_unsupported(status: &mut PostgresClusterStatus, input: &StatusInput<'_>) {
     if input.unsupported.is_empty() {
         conditions::remove_condition(&mut status.conditions, conditions::UNSUPPORTED);
-    } else {
-        let message = format!(
-            "not supported by this operator version yet: {}",
-            input.unsupported.join("; ")
-        );
-        set_condition(
-            &mut status.conditions,
-            &DesiredCondition {
-                type_: conditions::UNSUPPORTED,
-                status: ConditionStatus::True,
-                reason: "FeatureNotSupported",
-                message: &message,
-            },
-            input.generation,
-            &input.now,
-        );
+        return;
     }
-    status
+    let message = format!(
+        "not supported by this operator version yet: {}",
+        input.unsupported.join("; ")
+    );
+    let unsupported = DesiredCondition {
+        type_: conditions::UNSUPPORTED,
+        status: ConditionStatus::True,
+        reason: "FeatureNotSupported",
+        message: &message,
+    };
+    set(status, &unsupported, input);
 }
 
 /// The moment the chosen instance first reports as the current primary,
@@ -339,11 +392,7 @@ fn instance_status(
     };
     match reports.get(&name) {
         Some(report) => InstanceStatus {
-            role: match report.role {
-                InstanceRole::Primary => labels::role::PRIMARY.to_owned(),
-                InstanceRole::Replica => labels::role::REPLICA.to_owned(),
-                InstanceRole::Stopped => "stopped".to_owned(),
-            },
+            role: report.role.as_str().to_owned(),
             ready: pod_ready && report.ready,
             timeline: report
                 .timeline
@@ -360,7 +409,7 @@ fn instance_status(
         },
         None => InstanceStatus {
             name,
-            role: "unknown".to_owned(),
+            role: InstanceStatus::UNKNOWN_ROLE.to_owned(),
             ready: false,
             timeline: before.and_then(|b| b.timeline),
             lsn: before.and_then(|b| b.lsn.clone()),

@@ -752,3 +752,132 @@ async fn credentials_are_generated_once_and_never_overwritten() {
     assert_eq!(now.as_deref(), Some(b"rotated-by-a-person".as_slice()));
     operator.stop().await;
 }
+
+async fn instances_of(client: &Client, name: &str) -> Vec<tusk_api::v1alpha1::InstanceStatus> {
+    get::<PostgresCluster>(client, name)
+        .await
+        .and_then(|c| c.status)
+        .map(|s| s.instances)
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn an_invalid_edit_keeps_the_observed_instances_in_status() {
+    // Without CEL in the CRD, an invalid edit reaches the controller.
+    let h = sandbox(false).await;
+    let operator = Operator::start(&h.client, None);
+    create(&h.client, "kept", small()).await;
+    wait_for("the instance in status", || async {
+        instances_of(&h.client, "kept")
+            .await
+            .iter()
+            .any(|i| i.name == "kept-1")
+    })
+    .await;
+    // The last position and synchronous state the instance reported, as
+    // the operator recorded them: what a later failover decides on.
+    let clusters: Api<PostgresCluster> = Api::namespaced(h.client.clone(), NS);
+    let mut status = get::<PostgresCluster>(&h.client, "kept")
+        .await
+        .and_then(|c| c.status)
+        .expect("status");
+    for instance in &mut status.instances {
+        instance.timeline = Some(1);
+        instance.lsn = Some("0/3000060".to_owned());
+        instance.sync_state = Some("sync".to_owned());
+    }
+    let recorded = json!({
+        "apiVersion": "postgres.tusk.dev/v1alpha1",
+        "kind": "PostgresCluster",
+        "status": status,
+    });
+    clusters
+        .patch_status(
+            "kept",
+            &PatchParams::apply("tusk-operator").force(),
+            &Patch::Apply(&recorded),
+        )
+        .await
+        .expect("status written");
+    let mut invalid = small();
+    invalid["postgres"]["parameters"] = json!({"wal_level": "minimal"});
+    clusters
+        .patch(
+            "kept",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": invalid})),
+        )
+        .await
+        .expect("an edit the old CRD admits");
+    wait_for("the invalid spec reported", || async {
+        condition(&h.client, "kept", "Degraded")
+            .await
+            .is_some_and(|(status, reason, _)| status == "True" && reason == "InvalidSpec")
+    })
+    .await;
+    let instances = instances_of(&h.client, "kept").await;
+    let kept = instances.iter().find(|i| i.name == "kept-1");
+    assert_eq!(
+        kept.map(|i| (i.lsn.as_deref(), i.timeline, i.sync_state.as_deref())),
+        Some((Some("0/3000060"), Some(1), Some("sync"))),
+        "the observed instances stay in status: {instances:?}"
+    );
+    operator.stop().await;
+}
+
+/// A histogram's `_count` or `_sum` from the operator's own metrics.
+async fn histogram(metrics: std::net::SocketAddr, series: &str) -> f64 {
+    let text = reqwest::get(format!("http://{metrics}/metrics"))
+        .await
+        .expect("metrics answer")
+        .text()
+        .await
+        .expect("metrics text");
+    text.lines()
+        .find_map(|line| line.strip_prefix(&format!("{series} ")))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+async fn observed_generation(client: &Client, name: &str) -> Option<i64> {
+    get::<PostgresCluster>(client, name)
+        .await
+        .and_then(|c| c.status)
+        .and_then(|s| s.observed_generation)
+}
+
+#[tokio::test]
+async fn every_spec_change_is_timed_until_status_observes_it() {
+    let h = sandbox(true).await;
+    let metrics = free_port();
+    let operator = Operator::start_with_http(&h.client, None, Some(metrics));
+    let count = "tusk_operator_generation_observed_seconds_count";
+    create(&h.client, "timed", small()).await;
+    wait_for("the first generation timed", || async {
+        observed_generation(&h.client, "timed").await == Some(1)
+            && histogram(metrics, count).await == 1.0
+    })
+    .await;
+    let clusters: Api<PostgresCluster> = Api::namespaced(h.client.clone(), NS);
+    for (generation, instances) in [(2, 2), (3, 1)] {
+        clusters
+            .patch(
+                "timed",
+                &PatchParams::default(),
+                &Patch::Merge(&json!({"spec": {"instances": instances}})),
+            )
+            .await
+            .expect("a spec change");
+        wait_for("the spec change timed", || async {
+            observed_generation(&h.client, "timed").await == Some(generation)
+                && histogram(metrics, count).await == generation as f64
+        })
+        .await;
+    }
+    let seconds = histogram(metrics, "tusk_operator_generation_observed_seconds_sum").await;
+    assert!(
+        (0.0..30.0).contains(&seconds),
+        "three changes observed within the test: {seconds} s"
+    );
+    operator.stop().await;
+}

@@ -1,0 +1,227 @@
+//! Apply: carries a [`Plan`] out, in a fixed order (credentials and
+//! identity, then Services and budgets, then volume resizes, then the
+//! instance step, then role labels), with server-side apply under the one
+//! field manager `tusk-operator`, from the pure builders. A paused cluster
+//! is left as it is.
+
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret, Service, ServiceAccount};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::{Resource, ResourceExt};
+use rand::distr::{Alphanumeric, SampleString};
+use serde_json::json;
+use tusk_api::labels;
+use tusk_api::v1alpha1::{DeletionPolicy, PostgresCluster};
+
+use super::Plan;
+use crate::apply::{FIELD_MANAGER, apply as apply_one, create_once};
+use crate::builders::{self, Credential};
+use crate::children::{Children, named};
+use crate::cleanup;
+use crate::context::Context;
+use crate::error::Error;
+use crate::freshness::cluster_key;
+use crate::plan::InstanceStep;
+use crate::validate::ValidatedCluster;
+
+pub async fn apply(
+    ctx: &Context,
+    valid: &ValidatedCluster,
+    children: &Children,
+    plan: &Plan<'_>,
+) -> Result<(), Error> {
+    if valid.paused {
+        return Ok(());
+    }
+    let ns = valid.namespace.as_str();
+    credentials(ctx, valid, children).await?;
+    identity(ctx, valid, children).await?;
+    services(ctx, valid, children).await?;
+    budgets(ctx, valid, children).await?;
+    let volumes: Api<PersistentVolumeClaim> = Api::namespaced(ctx.client.clone(), ns);
+    for instance in &plan.resizes {
+        let live = named(&children.volumes, instance.as_str());
+        apply_one(&volumes, live, &builders::instance_pvc(valid, instance)).await?;
+    }
+    instance_step(ctx, valid, children, plan).await?;
+    label_roles(ctx, ns, plan).await
+}
+
+/// Secrets are created once: generated passwords are never regenerated.
+async fn credentials(
+    ctx: &Context,
+    valid: &ValidatedCluster,
+    children: &Children,
+) -> Result<(), Error> {
+    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &valid.namespace);
+    for credential in Credential::ALL {
+        let name = credential.secret_name(valid);
+        if named(&children.secrets, &name).is_none() {
+            let password = Alphanumeric.sample_string(&mut rand::rng(), 32);
+            let desired = builders::credentials_secret(valid, credential, &password);
+            create_once(&secrets, None, &desired).await?;
+        }
+    }
+    Ok(())
+}
+
+/// The instances' ServiceAccount, Role and RoleBinding.
+async fn identity(
+    ctx: &Context,
+    valid: &ValidatedCluster,
+    children: &Children,
+) -> Result<(), Error> {
+    let client = &ctx.client;
+    let ns = valid.namespace.as_str();
+    let account = valid.name.instance_account();
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), ns);
+    let desired = builders::instance_service_account(valid);
+    apply_one(
+        &accounts,
+        named(&children.service_accounts, &account),
+        &desired,
+    )
+    .await?;
+    let roles: Api<Role> = Api::namespaced(client.clone(), ns);
+    let desired = builders::instance_role(valid);
+    apply_one(&roles, named(&children.roles, &account), &desired).await?;
+    let bindings: Api<RoleBinding> = Api::namespaced(client.clone(), ns);
+    let desired = builders::instance_role_binding(valid);
+    apply_one(
+        &bindings,
+        named(&children.role_bindings, &account),
+        &desired,
+    )
+    .await?;
+    Ok(())
+}
+
+async fn services(
+    ctx: &Context,
+    valid: &ValidatedCluster,
+    children: &Children,
+) -> Result<(), Error> {
+    let services: Api<Service> = Api::namespaced(ctx.client.clone(), &valid.namespace);
+    for service in [
+        builders::rw_service(valid),
+        builders::ro_service(valid),
+        builders::r_service(valid),
+    ] {
+        let live = named(&children.services, &service.name_any());
+        apply_one(&services, live, &service).await?;
+    }
+    Ok(())
+}
+
+/// The primary's disruption budget, and the replicas' while there are any.
+async fn budgets(
+    ctx: &Context,
+    valid: &ValidatedCluster,
+    children: &Children,
+) -> Result<(), Error> {
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(ctx.client.clone(), &valid.namespace);
+    let primary = builders::primary_pdb(valid);
+    apply_one(&pdbs, named(&children.pdbs, &primary.name_any()), &primary).await?;
+    match builders::replicas_pdb(valid) {
+        Some(pdb) => {
+            apply_one(&pdbs, named(&children.pdbs, &pdb.name_any()), &pdb).await?;
+        }
+        None => {
+            if named(&children.pdbs, &valid.name.replicas_pdb()).is_some() {
+                delete(&pdbs, &valid.name.replicas_pdb()).await?;
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn instance_step(
+    ctx: &Context,
+    valid: &ValidatedCluster,
+    children: &Children,
+    plan: &Plan<'_>,
+) -> Result<(), Error> {
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &valid.namespace);
+    let volumes: Api<PersistentVolumeClaim> = Api::namespaced(ctx.client.clone(), &valid.namespace);
+    match &plan.instances.step {
+        InstanceStep::Steady | InstanceStep::WaitForReady(_) => Ok(()),
+        InstanceStep::Create(instance) | InstanceStep::RecreatePod(instance) => {
+            if named(&children.volumes, instance.as_str()).is_none() {
+                apply_one(&volumes, None, &builders::instance_pvc(valid, instance)).await?;
+            }
+            let pod = builders::instance_pod(valid, &ctx.config, instance, plan.new_pod_role);
+            apply_one(&pods, None, &pod).await?;
+            Ok(())
+        }
+        InstanceStep::Remove(instance) => {
+            delete(&pods, instance.as_str()).await?;
+            if valid.deletion_policy == DeletionPolicy::Delete {
+                delete(&volumes, instance.as_str()).await
+            } else {
+                cleanup::retain_volume(&volumes, instance.as_str()).await
+            }
+        }
+    }
+}
+
+/// Role labels are patched, not applied: applying a partial pod would
+/// give up the operator's ownership of the rest of it.
+async fn label_roles(ctx: &Context, namespace: &str, plan: &Plan<'_>) -> Result<(), Error> {
+    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
+    for change in &plan.roles {
+        let patch = json!({"metadata": {"labels": {labels::ROLE: change.role}}});
+        api.patch(&change.pod, &update_params(), &Patch::Merge(&patch))
+            .await
+            .map_err(Error::kube(format!("label pod {}", change.pod)))?;
+    }
+    Ok(())
+}
+
+/// Removes the request annotations `keys` from the cluster, once the
+/// status (at resourceVersion `version`) records what they asked for.
+pub async fn clear_requests(
+    cluster: &PostgresCluster,
+    ctx: &Context,
+    keys: &[&str],
+    version: Option<&str>,
+) -> Result<(), Error> {
+    if keys.is_empty() {
+        return Ok(());
+    }
+    let api: Api<PostgresCluster> =
+        Api::namespaced(ctx.client.clone(), &cluster.namespace().unwrap_or_default());
+    let annotations: serde_json::Map<String, serde_json::Value> = keys
+        .iter()
+        .map(|key| ((*key).to_owned(), serde_json::Value::Null))
+        .collect();
+    let patch = json!({"metadata": {"annotations": annotations}});
+    api.patch(&cluster.name_any(), &update_params(), &Patch::Merge(&patch))
+        .await
+        .map_err(Error::kube("remove a request annotation"))?;
+    ctx.freshness.replaced(&cluster_key(cluster), version);
+    Ok(())
+}
+
+/// A patch under the operator's field manager.
+fn update_params() -> PatchParams {
+    PatchParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..PatchParams::default()
+    }
+}
+
+async fn delete<K>(api: &Api<K>, name: &str) -> Result<(), Error>
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    K::DynamicType: Default,
+{
+    match api.delete(name, &DeleteParams::default()).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        Err(source) => Err(Error::Kube {
+            action: format!("delete {} {name}", K::kind(&K::DynamicType::default())),
+            source,
+        }),
+    }
+}

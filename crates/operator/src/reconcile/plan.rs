@@ -1,0 +1,175 @@
+//! Plan: every decision of one pass, made purely from the validated
+//! cluster and what was observed, before anything is applied. Apply and
+//! status only carry the plan out; nothing changes it afterwards.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
+use tusk_api::labels;
+use tusk_api::v1alpha1::PostgresCluster;
+
+use super::fetch::Observed;
+use super::primary::{self, APPROVED_FAILOVER};
+use super::roles::{RoleLabel, role_labels};
+use super::storage::resizes;
+use crate::children::{Children, named, pod_ready};
+use crate::events::Note;
+use crate::failover::FailoverCheck;
+use crate::names::InstanceName;
+use crate::plan::{InstancePlan, InstanceStep, ObservedInstance, plan_instances};
+use crate::status::StatusInput;
+use crate::validate::ValidatedCluster;
+
+/// What one pass does.
+pub struct Plan<'a> {
+    /// The instance step, and the target primary after this pass.
+    pub instances: InstancePlan,
+    /// The role label of a pod created by the step: `primary` for a new
+    /// cluster's first instance.
+    pub new_pod_role: Option<&'static str>,
+    /// Volumes to grow to the declared size.
+    pub resizes: Vec<InstanceName>,
+    /// What was judged of the primary, and a failover or switchover decided.
+    pub primary: FailoverCheck,
+    /// Pods whose role label changes.
+    pub roles: Vec<RoleLabel>,
+    /// One-shot request annotations acted on, to remove.
+    pub clear: Vec<&'static str>,
+    /// Events for the decisions.
+    pub events: Vec<Note>,
+    /// The status to write, given the apply outcome.
+    pub status: StatusInput<'a>,
+}
+
+pub fn plan<'a>(
+    cluster: &'a PostgresCluster,
+    valid: &'a ValidatedCluster,
+    observed: &'a Observed,
+    now: Timestamp,
+) -> Plan<'a> {
+    let previous = cluster.status.as_ref();
+    let step = plan_instances(
+        &valid.name,
+        valid.instances,
+        &observe_instances(valid, &observed.children),
+        previous.and_then(|s| s.target_primary.as_deref()),
+        previous.map_or(0, |s| u32::try_from(s.latest_instance_serial).unwrap_or(0)),
+    );
+    let (check, events, clear) = move_primary(cluster, valid, observed, &step, now);
+    let target = check.record.as_ref().map_or_else(
+        || step.target_primary.clone(),
+        |r| InstanceName::recorded(&r.to),
+    );
+    let new_pod_role = (observed.children.pods.is_empty()
+        && matches!(&step.step,
+            InstanceStep::Create(i) | InstanceStep::RecreatePod(i) if *i == step.target_primary))
+    .then_some(labels::role::PRIMARY);
+    let instances = InstancePlan {
+        target_primary: target,
+        ..step
+    };
+    let roles = if valid.paused {
+        Vec::new()
+    } else {
+        role_labels(
+            &observed.children.pods,
+            &observed.reports,
+            instances.target_primary.as_str(),
+        )
+    };
+    let status = StatusInput {
+        declared: valid.instances,
+        target_primary: Some(instances.target_primary.to_string()),
+        latest_serial: instances.latest_serial,
+        unsupported: &valid.unsupported,
+        primary_available: check.primary_available,
+        failover_blocked: check.blocked.clone(),
+        last_failover: check.record.clone(),
+        ..StatusInput::unplanned(
+            cluster,
+            &observed.children.pods,
+            observed.children.volume_count(),
+            &observed.reports,
+            Time(now),
+        )
+    };
+    Plan {
+        new_pod_role,
+        resizes: resizes(valid, &observed.children.volumes),
+        instances,
+        primary: check,
+        roles,
+        clear,
+        events,
+        status,
+    }
+}
+
+/// The failover check, then a requested switchover: the primary's fate
+/// in this pass, its events, and the request annotations it used up.
+fn move_primary(
+    cluster: &PostgresCluster,
+    valid: &ValidatedCluster,
+    observed: &Observed,
+    step: &InstancePlan,
+    now: Timestamp,
+) -> (FailoverCheck, Vec<Note>, Vec<&'static str>) {
+    if valid.paused {
+        return (FailoverCheck::default(), Vec::new(), Vec::new());
+    }
+    let (mut check, failover_note) = primary::judge(cluster, valid, observed, now);
+    let mut events: Vec<Note> = failover_note.into_iter().collect();
+    let mut clear = Vec::new();
+    if let Some(requested) = cluster.annotations().get(labels::PROMOTE) {
+        let primary = check
+            .record
+            .as_ref()
+            .map_or_else(|| step.target_primary.to_string(), |r| r.to.clone());
+        let (record, note) =
+            primary::switchover(requested, &primary, &check, &observed.reports, now);
+        if record.is_some() {
+            check.record = record;
+        }
+        events.extend(note);
+        clear.push(labels::PROMOTE);
+    }
+    if check
+        .record
+        .as_ref()
+        .is_some_and(|r| r.reason == APPROVED_FAILOVER)
+    {
+        clear.push(labels::APPROVE_DATA_LOSS);
+    }
+    (check, events, clear)
+}
+
+/// Each instance of the cluster as its pod and volume show it.
+fn observe_instances(valid: &ValidatedCluster, children: &Children) -> Vec<ObservedInstance> {
+    let mut observed: Vec<ObservedInstance> = Vec::new();
+    let names = children
+        .pods
+        .iter()
+        .map(|p| p.name_any())
+        .chain(children.volumes.iter().map(|v| v.name_any()));
+    for name in names {
+        let Some(serial) = valid.name.serial_of(&name) else {
+            continue;
+        };
+        if observed.iter().any(|o| o.serial == serial) {
+            continue;
+        }
+        let pod = named(&children.pods, &name).filter(|p| p.metadata.deletion_timestamp.is_none());
+        observed.push(ObservedInstance {
+            name: valid.name.instance(serial),
+            serial,
+            has_pod: pod.is_some(),
+            has_volume: named(&children.volumes, &name).is_some(),
+            ready: pod.is_some_and(pod_ready),
+        });
+    }
+    observed.sort_by_key(|o| o.serial);
+    observed
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,246 @@
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::Pod;
+use serde_json::{Value, json};
+use tusk_api::v1alpha1::{PostgresClusterStatus, RecoveryPoint};
+
+use super::*;
+use crate::config::OperatorConfig;
+use crate::error::ErrorCategory;
+use crate::status::{StatusInput, compose};
+use crate::validate::tests::{cluster, three_instances};
+
+const NOW: &str = "2026-01-01T10:01:00Z";
+
+pub(crate) fn now() -> Timestamp {
+    NOW.parse().expect("a time")
+}
+
+pub(crate) fn spec(durability: &str, synchronous: bool) -> Value {
+    let mut spec = three_instances();
+    spec["failover"] = json!({"delaySeconds": 5, "dataDurability": durability});
+    if synchronous {
+        spec["replication"] = json!({"synchronous": {"mode": "first", "number": 1}});
+    }
+    spec
+}
+
+pub(crate) fn with_status(spec: Value, status: &PostgresClusterStatus) -> PostgresCluster {
+    let mut cluster = cluster(spec);
+    cluster.status = Some(status.clone());
+    cluster
+}
+
+pub(crate) fn pod(name: &str, ready: bool) -> Pod {
+    pod_since(name, ready, "2026-01-01T10:00:00Z")
+}
+
+/// A pod whose Ready condition last changed at `since`.
+fn pod_since(name: &str, ready: bool, since: &str) -> Pod {
+    serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "status": {"podIP": "10.0.0.1", "conditions": [{
+            "type": "Ready", "status": if ready { "True" } else { "False" },
+            "lastTransitionTime": since,
+        }]},
+    }))
+    .expect("a pod")
+}
+
+pub(crate) fn report(name: &str, role: &str, received: &str) -> (String, InstanceReport) {
+    let report = serde_json::from_value(json!({
+        "name": name, "role": role, "phase": "running", "ready": role == "primary",
+        "fenced": false, "timeline": 1, "receivedLsn": received, "replayedLsn": received,
+    }))
+    .expect("a report");
+    (name.to_owned(), report)
+}
+
+/// The primary failed a minute ago; its standbys still answer.
+pub(crate) fn primary_failed() -> Observed {
+    let mut observed = Observed::default();
+    observed.children.pods = vec![
+        pod("orders-1", false),
+        pod("orders-2", true),
+        pod("orders-3", true),
+    ];
+    observed.reports = BTreeMap::from([
+        report("orders-2", "replica", "0/4FFFFF0"),
+        report("orders-3", "replica", "0/4FFFFFF"),
+    ]);
+    observed
+}
+
+/// The status while orders-1 served, synchronously to orders-2.
+pub(crate) fn serving() -> PostgresClusterStatus {
+    serde_json::from_value(json!({
+        "phase": "Ready",
+        "targetPrimary": "orders-1",
+        "currentPrimary": "orders-1",
+        "latestInstanceSerial": 3,
+        "instances": [
+            {"name": "orders-1", "role": "primary", "ready": true, "timeline": 1, "lsn": "0/5000000"},
+            {"name": "orders-2", "role": "replica", "ready": true, "timeline": 1, "lsn": "0/4000000", "syncState": "sync"},
+            {"name": "orders-3", "role": "replica", "ready": true, "timeline": 1, "lsn": "0/4000000", "syncState": "potential"},
+        ],
+        "conditions": [{
+            "type": "PrimaryAvailable", "status": "False", "reason": "PrimaryUnavailable",
+            "message": "", "lastTransitionTime": "2026-01-01T10:00:00Z",
+        }],
+    }))
+    .expect("a status")
+}
+
+fn judged(spec: Value, status: &PostgresClusterStatus) -> FailoverCheck {
+    let cluster = with_status(spec, status);
+    let valid = crate::validate::validate(&cluster, &OperatorConfig::default()).expect("valid");
+    judge(&cluster, &valid, &primary_failed(), now()).0
+}
+
+fn promoted(check: &FailoverCheck) -> Option<(&str, i64)> {
+    check
+        .record
+        .as_ref()
+        .map(|r| (r.to.as_str(), r.lsn_gap_bytes))
+}
+
+#[test]
+fn a_failed_primary_is_replaced_from_its_last_known_position() {
+    // (durability, synchronous, promoted and gap, blocked)
+    let cases: [(&str, bool, Option<(&str, i64)>, Option<(&str, u64)>); 3] = [
+        // orders-2 confirmed every commit: nothing is lost.
+        ("required", true, Some(("orders-3", 0)), None),
+        // Without a synchronous standby, the gap runs from the primary's
+        // last known position 0/5000000.
+        ("preferred", false, Some(("orders-3", 1)), None),
+        ("required", false, None, Some(("orders-3", 1))),
+    ];
+    for (durability, synchronous, expected, blocked) in cases {
+        let check = judged(spec(durability, synchronous), &serving());
+        assert_eq!(promoted(&check), expected, "{durability} {synchronous}");
+        assert_eq!(
+            check.blocked.as_ref().map(|(b, gap)| (b.as_str(), *gap)),
+            blocked
+        );
+        assert_eq!(check.primary_available, Some(false));
+    }
+}
+
+#[test]
+fn a_failover_after_an_invalid_edit_still_uses_the_last_known_positions() {
+    // An invalid edit while the primary is silent: the status written for
+    // it must keep the positions and the synchronous set...
+    let mut invalid = spec("required", true);
+    invalid["postgres"]["parameters"] = json!({"wal_level": "minimal"});
+    let edited = with_status(invalid, &serving());
+    let observed = primary_failed();
+    let failure =
+        crate::validate::validate(&edited, &OperatorConfig::default()).expect_err("invalid");
+    let kept = StatusInput {
+        failure: Some((ErrorCategory::InvalidSpec, failure.to_string())),
+        ..StatusInput::unplanned(
+            &edited,
+            &observed.children.pods,
+            3,
+            &observed.reports,
+            Time(now()),
+        )
+    };
+    let after_edit = compose(&kept);
+    let positions: Vec<(&str, Option<&str>, Option<&str>)> = after_edit
+        .instances
+        .iter()
+        .map(|i| (i.name.as_str(), i.lsn.as_deref(), i.sync_state.as_deref()))
+        .collect();
+    assert_eq!(positions[0], ("orders-1", Some("0/5000000"), None));
+    assert_eq!(positions[1].2, Some("sync"));
+    // ...so once the spec is fixed, the failover proves no acknowledged
+    // commit is lost instead of blocking for want of a synchronous set.
+    let check = judged(spec("required", true), &after_edit);
+    assert_eq!(promoted(&check), Some(("orders-3", 0)));
+    assert_eq!(
+        check.record.and_then(|r| r.recovery_point),
+        Some(RecoveryPoint {
+            lsn: "0/4FFFFFF".into(),
+            time: None
+        })
+    );
+}
+
+#[test]
+fn the_failover_waits_for_its_delay_and_a_serving_primary_is_left_alone() {
+    let mut recent = serving();
+    recent.conditions[0].last_transition_time =
+        Time("2026-01-01T10:00:58Z".parse().expect("a time"));
+    let cluster = with_status(spec("preferred", false), &recent);
+    let valid = crate::validate::validate(&cluster, &OperatorConfig::default()).expect("valid");
+    let mut observed = primary_failed();
+    observed.children.pods[0] = pod_since("orders-1", false, "2026-01-01T10:00:58Z");
+    let (check, note) = judge(&cluster, &valid, &observed, now());
+    assert_eq!((promoted(&check), note), (None, None));
+    assert!(check.delay_left.is_some_and(|left| left.as_secs() >= 3));
+
+    let cluster = with_status(spec("preferred", false), &serving());
+    let valid = crate::validate::validate(&cluster, &OperatorConfig::default()).expect("valid");
+    let mut healthy = primary_failed();
+    healthy.children.pods[0] = pod("orders-1", true);
+    healthy
+        .reports
+        .extend([report("orders-1", "primary", "0/5000000")]);
+    let (check, note) = judge(&cluster, &valid, &healthy, now());
+    assert_eq!(check.primary_available, Some(true));
+    assert_eq!(note, None);
+}
+
+#[test]
+fn an_approval_naming_another_instance_blocks_the_failover() {
+    let approvals = [
+        (None, Some("Failover")),
+        (Some("true"), Some("ApprovedFailover")),
+        (Some("orders-3"), Some("ApprovedFailover")),
+        (Some("orders-2"), None),
+    ];
+    for (approval, reason) in approvals {
+        let mut cluster = with_status(spec("preferred", false), &serving());
+        if let Some(approval) = approval {
+            cluster.metadata.annotations =
+                Some([(labels::APPROVE_DATA_LOSS.to_owned(), approval.to_owned())].into());
+        }
+        let valid = crate::validate::validate(&cluster, &OperatorConfig::default()).expect("valid");
+        let (check, note) = judge(&cluster, &valid, &primary_failed(), now());
+        assert_eq!(
+            check.record.map(|r| r.reason).as_deref(),
+            reason,
+            "{approval:?}"
+        );
+        assert_eq!(note.map(|n| n.reason).as_deref(), reason);
+    }
+}
+
+#[test]
+fn a_switchover_starts_only_while_the_primary_serves() {
+    let serving_check = FailoverCheck {
+        primary_available: Some(true),
+        ..FailoverCheck::default()
+    };
+    let mut reports = BTreeMap::from([report("orders-2", "replica", "0/5000000")]);
+    for standby in reports.values_mut() {
+        standby.ready = true;
+    }
+    let cases = [
+        (
+            "orders-2",
+            &serving_check,
+            Some("orders-2"),
+            Some("Switchover"),
+        ),
+        ("orders-1", &serving_check, None, None),
+        ("orders-2", &unavailable(), None, Some("SwitchoverRefused")),
+        ("orders-9", &serving_check, None, Some("SwitchoverRefused")),
+    ];
+    for (requested, check, to, reason) in cases {
+        let (record, note) = switchover(requested, "orders-1", check, &reports, now());
+        assert_eq!(record.map(|r| r.to).as_deref(), to, "{requested}");
+        assert_eq!(note.map(|n| n.reason).as_deref(), reason, "{requested}");
+    }
+}

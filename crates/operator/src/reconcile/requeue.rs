@@ -1,0 +1,118 @@
+//! When to look at a cluster again, from what this pass wrote and
+//! decided. Child changes (a pod becoming ready) trigger reconciles
+//! through the watches; these delays only bound how stale the polled
+//! instance figures get. Pure.
+
+use std::time::Duration;
+
+use tusk_api::v1alpha1::{ClusterPhase, PostgresClusterStatus};
+
+use super::Plan;
+use crate::failover::FailoverCheck;
+use crate::plan::InstanceStep;
+use crate::status;
+
+/// While the cluster is still converging.
+const PROGRESS: Duration = Duration::from_secs(10);
+/// While a standby is being promoted.
+const PROMOTING: Duration = Duration::from_millis(250);
+/// While the primary is unavailable and the failover delay runs.
+const FAILING: Duration = Duration::from_secs(1);
+/// While the cache lags behind the operator's own last write.
+pub const STALE: Duration = Duration::from_millis(100);
+/// Periodic resync of a converged cluster (R7).
+const RESYNC: Duration = Duration::from_secs(60);
+
+pub fn after(status: &PostgresClusterStatus, plan: &Plan<'_>) -> Duration {
+    delay(status, &plan.primary, &plan.instances.step)
+}
+
+fn delay(status: &PostgresClusterStatus, primary: &FailoverCheck, step: &InstanceStep) -> Duration {
+    // A promotion under way: look again very soon, so the new primary is
+    // recorded (and `-rw` follows it) as soon as it serves.
+    if status::promotion_under_way(status) {
+        return PROMOTING;
+    }
+    // A failing primary: every second, so the failover starts when its
+    // delay ends (and not up to a second after).
+    if primary.primary_available == Some(false) {
+        let wait = primary.delay_left.map_or(FAILING, |left| left.min(FAILING));
+        return wait.max(STALE);
+    }
+    if status.phase == Some(ClusterPhase::Ready) && *step == InstanceStep::Steady {
+        RESYNC
+    } else {
+        PROGRESS
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::names::InstanceName;
+
+    fn status(
+        phase: ClusterPhase,
+        target: &str,
+        current: &str,
+        chosen: bool,
+    ) -> PostgresClusterStatus {
+        serde_json::from_value(serde_json::json!({
+            "phase": phase,
+            "targetPrimary": target,
+            "currentPrimary": current,
+            "lastFailover": chosen.then(|| serde_json::json!({
+                "time": "2026-01-01T10:00:00Z", "from": current, "to": target,
+                "reason": "Switchover", "lsnGapBytes": 0,
+            })),
+        }))
+        .expect("a status")
+    }
+
+    fn failing(left_ms: Option<u64>) -> FailoverCheck {
+        FailoverCheck {
+            primary_available: Some(false),
+            delay_left: left_ms.map(Duration::from_millis),
+            ..FailoverCheck::default()
+        }
+    }
+
+    #[test]
+    fn a_cluster_is_looked_at_again_as_soon_as_something_may_change() {
+        use ClusterPhase::*;
+        let steady = InstanceStep::Steady;
+        let waiting = InstanceStep::WaitForReady(InstanceName::recorded("db-2"));
+        let ready = status(Ready, "db-1", "db-1", false);
+        let cases = [
+            (
+                status(Ready, "db-2", "db-1", true),
+                FailoverCheck::default(),
+                &steady,
+                PROMOTING,
+            ),
+            (ready.clone(), failing(None), &steady, FAILING),
+            (
+                ready.clone(),
+                failing(Some(400)),
+                &steady,
+                Duration::from_millis(400),
+            ),
+            (ready.clone(), failing(Some(20)), &steady, STALE),
+            (ready.clone(), FailoverCheck::default(), &steady, RESYNC),
+            (ready, FailoverCheck::default(), &waiting, PROGRESS),
+            (
+                status(Provisioning, "db-1", "", false),
+                FailoverCheck::default(),
+                &steady,
+                PROGRESS,
+            ),
+        ];
+        for (status, primary, step, expected) in cases {
+            assert_eq!(
+                delay(&status, &primary, step),
+                expected,
+                "{status:?} {primary:?}"
+            );
+        }
+    }
+}

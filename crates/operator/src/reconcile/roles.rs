@@ -1,0 +1,112 @@
+//! Role labels: `tusk.dev/role` follows what each instance reports, so the
+//! Services select the right pods. Pure.
+//!
+//! An instance that did not answer keeps its label (a missed poll must not
+//! take the primary out of `-rw`); only the target primary reporting
+//! `primary` is labelled primary, and a former primary loses the label the
+//! moment another instance is chosen (fencing).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt;
+use tusk_api::instance::{InstanceReport, InstanceRole};
+use tusk_api::labels;
+
+/// A pod whose role label changes: to `role`, or removed when `None`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RoleLabel {
+    pub pod: String,
+    pub role: Option<&'static str>,
+}
+
+/// The role labels to change so the pods say what their instances report.
+pub fn role_labels(
+    pods: &[Pod],
+    reports: &BTreeMap<String, InstanceReport>,
+    target_primary: &str,
+) -> Vec<RoleLabel> {
+    pods.iter()
+        .filter_map(|pod| {
+            let name = pod.name_any();
+            let current = pod.labels().get(labels::ROLE).map(String::as_str);
+            let wanted = wanted(
+                reports.get(&name).map(|r| r.role),
+                name == target_primary,
+                current,
+            );
+            (current != wanted).then(|| RoleLabel {
+                pod: name,
+                role: wanted.and_then(as_label),
+            })
+        })
+        .collect()
+}
+
+fn wanted(reported: Option<InstanceRole>, is_target: bool, current: Option<&str>) -> Option<&str> {
+    match (reported, is_target) {
+        (Some(InstanceRole::Primary), true) => Some(labels::role::PRIMARY),
+        (Some(InstanceRole::Replica), _) => Some(labels::role::REPLICA),
+        (Some(_), _) => None,
+        (None, true) => current,
+        (None, false) => current.filter(|c| *c != labels::role::PRIMARY),
+    }
+}
+
+fn as_label(role: &str) -> Option<&'static str> {
+    [labels::role::PRIMARY, labels::role::REPLICA]
+        .into_iter()
+        .find(|known| *known == role)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(name: &str, role: Option<&str>) -> Pod {
+        let labels = role.map_or(
+            serde_json::json!({}),
+            |r| serde_json::json!({labels::ROLE: r}),
+        );
+        serde_json::from_value(serde_json::json!({"metadata": {"name": name, "labels": labels}}))
+            .expect("a pod")
+    }
+
+    fn report(name: &str, role: InstanceRole) -> (String, InstanceReport) {
+        let report = serde_json::from_value(serde_json::json!({
+            "name": name, "role": role.as_str(), "phase": "running", "ready": true, "fenced": false,
+        }))
+        .expect("a report");
+        (name.to_owned(), report)
+    }
+
+    #[test]
+    fn labels_follow_reports_and_only_the_target_is_primary() {
+        use InstanceRole::*;
+        // (label now, reported role, is the target, label wanted)
+        let cases: [(Option<&str>, Option<InstanceRole>, bool, Option<&str>); 8] = [
+            (None, Some(Primary), true, Some("primary")),
+            (Some("primary"), Some(Primary), false, None),
+            (Some("primary"), Some(Replica), true, Some("replica")),
+            (None, Some(Replica), false, Some("replica")),
+            (Some("replica"), Some(Stopped), false, None),
+            // A missed poll keeps the label, but never `primary` on an
+            // instance that is no longer the target.
+            (Some("primary"), None, true, Some("primary")),
+            (Some("primary"), None, false, None),
+            (Some("replica"), None, false, Some("replica")),
+        ];
+        for (label, reported, is_target, expected) in cases {
+            let pods = [pod("db-2", label)];
+            let reports: BTreeMap<_, _> = reported.map(|r| report("db-2", r)).into_iter().collect();
+            let target = if is_target { "db-2" } else { "db-1" };
+            let changes = role_labels(&pods, &reports, target);
+            let wanted = changes.first().map_or(label, |c| c.role);
+            assert_eq!(
+                wanted, expected,
+                "{label:?} {reported:?} target {is_target}"
+            );
+            assert_eq!(changes.is_empty(), label == expected);
+        }
+    }
+}

@@ -1,0 +1,106 @@
+//! Storage may grow, never shrink (R26): pure checks of the declared size
+//! against each volume's requested size. A shrink is refused at validation,
+//! before anything is applied, even if it got past admission; a growth is
+//! planned as a resize of each smaller volume.
+
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use kube::ResourceExt;
+
+use crate::error::Error;
+use crate::names::InstanceName;
+use crate::validate::{ValidatedCluster, quantity_bytes};
+
+/// The storage a volume requests, and its bytes; `None` when it says
+/// nothing readable (such a volume is left alone).
+fn requested(volume: &PersistentVolumeClaim) -> Option<(&Quantity, u128)> {
+    let quantity = volume
+        .spec
+        .as_ref()?
+        .resources
+        .as_ref()?
+        .requests
+        .as_ref()?
+        .get("storage")?;
+    Some((quantity, quantity_bytes(quantity)?))
+}
+
+/// Refuses a declared size below what a volume already requests.
+pub fn refuse_shrink(
+    valid: &ValidatedCluster,
+    volumes: &[PersistentVolumeClaim],
+) -> Result<(), Error> {
+    for volume in volumes {
+        if let Some((current, bytes)) = requested(volume)
+            && valid.storage_bytes < bytes
+        {
+            return Err(Error::Refused(format!(
+                "spec.storage.size: storage may grow but never shrink: volume {} has {}, the spec asks for {}",
+                volume.name_any(),
+                current.0,
+                valid.storage_size.0
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The volumes to grow to the declared size.
+pub fn resizes(valid: &ValidatedCluster, volumes: &[PersistentVolumeClaim]) -> Vec<InstanceName> {
+    volumes
+        .iter()
+        .filter(|volume| requested(volume).is_some_and(|(_, bytes)| bytes < valid.storage_bytes))
+        .map(|volume| InstanceName::recorded(&volume.name_any()))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::OperatorConfig;
+    use crate::validate::tests::{cluster, three_instances};
+
+    fn declared(size: &str) -> ValidatedCluster {
+        let mut spec = three_instances();
+        spec["storage"]["size"] = size.into();
+        crate::validate::validate(&cluster(spec), &OperatorConfig::default()).expect("valid")
+    }
+
+    fn volume(name: &str, size: Option<&str>) -> PersistentVolumeClaim {
+        let spec = size.map_or(
+            serde_json::json!({}),
+            |size| serde_json::json!({"resources": {"requests": {"storage": size}}}),
+        );
+        serde_json::from_value(serde_json::json!({"metadata": {"name": name}, "spec": spec}))
+            .expect("a volume")
+    }
+
+    #[test]
+    fn storage_grows_and_never_shrinks() {
+        let volumes = [
+            volume("orders-1", Some("1Gi")),
+            volume("orders-2", Some("2Gi")),
+            volume("orders-3", None),
+        ];
+        // (declared size, refused, volumes to grow)
+        let cases: [(&str, bool, &[&str]); 4] = [
+            ("2Gi", false, &["orders-1"]),
+            ("2048Mi", false, &["orders-1"]),
+            ("3Gi", false, &["orders-1", "orders-2"]),
+            ("1536Mi", true, &["orders-1"]),
+        ];
+        for (size, refused, grown) in cases {
+            let valid = declared(size);
+            let refusal = refuse_shrink(&valid, &volumes);
+            assert_eq!(refusal.is_err(), refused, "{size}");
+            if let Err(error) = refusal {
+                assert!(error.to_string().contains("orders-2"), "{error}");
+            }
+            let planned: Vec<String> = resizes(&valid, &volumes)
+                .iter()
+                .map(ToString::to_string)
+                .collect();
+            assert_eq!(planned, grown, "{size}");
+        }
+    }
+}

@@ -1,0 +1,191 @@
+//! Writing status, last (STYLE 7): composes it from a pass's
+//! [`StatusInput`] and outcome, writes it when it changed (R9), and
+//! publishes an Event for each phase transition and failure (R22).
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, Patch, PatchParams};
+use kube::{Resource, ResourceExt};
+use serde_json::json;
+use tusk_api::v1alpha1::{ClusterPhase, PostgresCluster, PostgresClusterStatus};
+
+use crate::apply::FIELD_MANAGER;
+use crate::context::Context;
+use crate::error::Error;
+use crate::events::{Note, publish_all};
+use crate::freshness::cluster_key;
+use crate::status::{self, StatusInput};
+
+/// What [`write`] left on the cluster.
+pub struct Written {
+    pub status: PostgresClusterStatus,
+    /// The cluster's resourceVersion after the write (or as read, when
+    /// nothing changed).
+    pub version: Option<String>,
+}
+
+/// Composes the status from `input` and the pass's `failure`, writes it
+/// if it changed, and says so in events.
+pub async fn write(
+    cluster: &PostgresCluster,
+    ctx: &Context,
+    input: &StatusInput<'_>,
+    failure: Option<&Error>,
+) -> Result<Written, Error> {
+    let input = StatusInput {
+        failure: failure.map(|e| (e.category(), e.to_string())),
+        ..input.clone()
+    };
+    let previous = cluster.status.as_ref();
+    let new = status::compose(&input);
+    let Some(to_write) = status::to_write(previous, new.clone(), &input.now) else {
+        return Ok(Written {
+            status: new,
+            version: cluster.resource_version(),
+        });
+    };
+    let version = patch_status(cluster, ctx, &to_write).await?;
+    publish_all(
+        cluster,
+        ctx,
+        &notes(previous.and_then(|s| s.phase), new.phase, failure),
+    )
+    .await;
+    if previous.and_then(|s| s.observed_generation) != new.observed_generation
+        && let Some(changed) = spec_changed_at(&cluster.metadata)
+    {
+        let seconds = input.now.0.duration_since(changed).as_secs_f64();
+        ctx.metrics.generation_observed(seconds.max(0.0));
+    }
+    Ok(Written {
+        status: new,
+        version,
+    })
+}
+
+/// Writes `status` with server-side apply. The version it was computed
+/// from is a precondition: a status computed from an older cluster is
+/// refused (409), never written over a newer decision (see
+/// [`crate::freshness`]).
+async fn patch_status(
+    cluster: &PostgresCluster,
+    ctx: &Context,
+    status: &PostgresClusterStatus,
+) -> Result<Option<String>, Error> {
+    let api: Api<PostgresCluster> =
+        Api::namespaced(ctx.client.clone(), &cluster.namespace().unwrap_or_default());
+    let version = cluster.resource_version();
+    let body = json!({
+        "apiVersion": PostgresCluster::api_version(&()),
+        "kind": PostgresCluster::kind(&()),
+        "metadata": {"resourceVersion": version},
+        "status": status,
+    });
+    let written = api
+        .patch_status(
+            &cluster.name_any(),
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&body),
+        )
+        .await
+        .map_err(Error::kube("write status"))?;
+    ctx.freshness
+        .replaced(&cluster_key(cluster), version.as_deref());
+    Ok(written.resource_version())
+}
+
+/// The events a written status calls for: a phase transition, a failure.
+fn notes(
+    old: Option<ClusterPhase>,
+    new: Option<ClusterPhase>,
+    failure: Option<&Error>,
+) -> Vec<Note> {
+    let name = |phase: Option<ClusterPhase>| phase.map_or("none", ClusterPhase::as_str);
+    let transition = (old != new).then(|| {
+        Note::normal(
+            "PhaseChanged",
+            format!("phase {} -> {}", name(old), name(new)),
+        )
+    });
+    let failed = failure.map(|e| Note::warning(e.category().reason(), e.to_string()));
+    transition.into_iter().chain(failed).collect()
+}
+
+/// When the API server recorded the last change of the spec: the newest
+/// time among the main resource's managedFields entries that own spec
+/// fields (whole seconds), else the creation time.
+pub fn spec_changed_at(meta: &ObjectMeta) -> Option<Timestamp> {
+    meta.managed_fields
+        .iter()
+        .flatten()
+        .filter(|entry| entry.subresource.as_deref().unwrap_or_default().is_empty())
+        .filter(|entry| {
+            entry
+                .fields_v1
+                .as_ref()
+                .is_some_and(|fields| fields.0.get("f:spec").is_some())
+        })
+        .filter_map(|entry| entry.time.as_ref().map(|t| t.0))
+        .max()
+        .or_else(|| meta.creation_timestamp.as_ref().map(|t| t.0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(entries: serde_json::Value) -> ObjectMeta {
+        serde_json::from_value(json!({
+            "name": "orders",
+            "creationTimestamp": "2026-01-01T10:00:00Z",
+            "managedFields": entries,
+        }))
+        .expect("metadata")
+    }
+
+    fn at(text: &str) -> Option<Timestamp> {
+        text.parse().ok()
+    }
+
+    #[test]
+    fn a_spec_change_is_timed_from_its_write_not_from_creation() {
+        let edited = meta(json!([
+            {"manager": "kubectl", "operation": "Update", "time": "2026-01-01T10:00:00Z",
+             "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:instances": {}}}},
+            {"manager": "kubectl-edit", "operation": "Update", "time": "2026-01-01T11:30:00Z",
+             "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:storage": {}}}},
+            // Status and metadata-only writes come later and do not count.
+            {"manager": "tusk-operator", "operation": "Apply", "time": "2026-01-01T11:31:00Z",
+             "subresource": "status", "fieldsType": "FieldsV1", "fieldsV1": {"f:status": {}}},
+            {"manager": "kube-rs", "operation": "Update", "time": "2026-01-01T11:32:00Z",
+             "fieldsType": "FieldsV1", "fieldsV1": {"f:metadata": {"f:finalizers": {}}}},
+        ]));
+        assert_eq!(spec_changed_at(&edited), at("2026-01-01T11:30:00Z"));
+    }
+
+    #[test]
+    fn without_field_management_the_creation_time_counts() {
+        assert_eq!(
+            spec_changed_at(&meta(json!([]))),
+            at("2026-01-01T10:00:00Z")
+        );
+    }
+
+    #[test]
+    fn a_written_status_says_its_phase_change_and_failure() {
+        use ClusterPhase::*;
+        let refused = Error::Refused("storage may grow but never shrink".into());
+        let notes = notes(Some(Ready), Some(Degraded), Some(&refused));
+        let said: Vec<(&str, bool)> = notes
+            .iter()
+            .map(|n| (n.reason.as_str(), n.warning))
+            .collect();
+        assert_eq!(said, [("PhaseChanged", false), ("RefusedChange", true)]);
+        assert_eq!(notes[0].text, "phase Ready -> Degraded");
+        assert!(super::notes(Some(Ready), Some(Ready), None).is_empty());
+        assert_eq!(
+            super::notes(None, Some(Pending), None)[0].text,
+            "phase none -> Pending"
+        );
+    }
+}
