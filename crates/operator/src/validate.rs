@@ -17,7 +17,7 @@ use kube_quantity::ParsedQuantity;
 use tusk_api::parameters::is_operator_owned;
 use tusk_api::v1alpha1::{
     BackupSpec, DeletionPolicy, FailoverSpec, InitdbSpec, PodTemplate, PostgresCluster,
-    RecoverySpec, SynchronousMode,
+    PostgresClusterSpec, RecoverySpec, SynchronousMode,
 };
 
 use crate::config::OperatorConfig;
@@ -89,12 +89,10 @@ pub fn validate(
     let meta = &cluster.metadata;
     let raw_name = meta.name.as_deref().unwrap_or_default();
     let name = ClusterName::new(raw_name).ok_or_else(|| {
+        let rule = "the cluster name must be a DNS label of at most";
         spec_error(
             "metadata.name",
-            format!(
-                "the cluster name must be a DNS label of at most {} characters",
-                ClusterName::MAX_LEN
-            ),
+            format!("{rule} {} characters", ClusterName::MAX_LEN),
         )
     })?;
     let namespace = meta
@@ -115,85 +113,11 @@ pub fn validate(
         .filter(|v| (15..=18).contains(v))
         .ok_or_else(|| spec_error("spec.postgres.version", "must be between 15 and 18"))?;
 
-    let owned: Vec<&str> = spec
-        .postgres
-        .parameters
-        .keys()
-        .map(String::as_str)
-        .filter(|k| is_operator_owned(k))
-        .collect();
-    if !owned.is_empty() {
-        return Err(spec_error(
-            "spec.postgres.parameters",
-            format!(
-                "parameters managed by the operator cannot be set: {}",
-                owned.join(", ")
-            ),
-        ));
-    }
-
-    let storage_size = Quantity(spec.storage.size.clone());
-    let storage_bytes = quantity_bytes(&storage_size)
-        .filter(|b| *b > 0)
-        .ok_or_else(|| {
-            spec_error(
-                "spec.storage.size",
-                "must be a positive Kubernetes quantity, such as 10Gi or 500Gi",
-            )
-        })?;
-
-    let synchronous = match spec
-        .replication
-        .as_ref()
-        .and_then(|r| r.synchronous.as_ref())
-    {
-        None => None,
-        Some(sync) => {
-            let number = u32::try_from(sync.number)
-                .ok()
-                .filter(|n| *n >= 1 && *n < instances)
-                .ok_or_else(|| {
-                    spec_error(
-                        "spec.replication.synchronous.number",
-                        "must be at least 1 and lower than instances",
-                    )
-                })?;
-            Some(Synchronous {
-                mode: sync.mode,
-                number,
-            })
-        }
-    };
-
-    let bootstrap = match &spec.bootstrap {
-        None => Bootstrap::Initdb(InitdbSpec::default()),
-        Some(b) => match (&b.initdb, &b.recovery) {
-            (Some(initdb), None) => Bootstrap::Initdb(initdb.clone()),
-            (None, Some(recovery)) => Bootstrap::Recovery(recovery.clone()),
-            _ => {
-                return Err(spec_error(
-                    "spec.bootstrap",
-                    "set exactly one of bootstrap.initdb or bootstrap.recovery",
-                ));
-            }
-        },
-    };
-
-    let mut unsupported = Vec::new();
-    if matches!(bootstrap, Bootstrap::Recovery(_)) {
-        unsupported.push("spec.bootstrap.recovery (restore from object storage)".to_owned());
-    }
-    if spec.backup.is_some() {
-        unsupported.push("spec.backup (base backups and WAL archiving)".to_owned());
-    }
-    if spec
-        .upgrade
-        .as_ref()
-        .and_then(|u| u.approved_version)
-        .is_some()
-    {
-        unsupported.push("spec.upgrade (major-version upgrades)".to_owned());
-    }
+    refuse_operator_owned(&spec.postgres.parameters)?;
+    let (storage_size, storage_bytes) = storage(&spec.storage.size)?;
+    let synchronous = synchronous(spec, instances)?;
+    let bootstrap = bootstrap(spec)?;
+    let unsupported = unsupported(spec, &bootstrap);
 
     Ok(ValidatedCluster {
         image: spec
@@ -221,6 +145,103 @@ pub fn validate(
         paused: spec.paused,
         unsupported,
     })
+}
+
+fn refuse_operator_owned(parameters: &BTreeMap<String, String>) -> Result<(), SpecError> {
+    let owned: Vec<&str> = parameters
+        .keys()
+        .map(String::as_str)
+        .filter(|k| is_operator_owned(k))
+        .collect();
+    if !owned.is_empty() {
+        return Err(spec_error(
+            "spec.postgres.parameters",
+            format!(
+                "parameters managed by the operator cannot be set: {}",
+                owned.join(", ")
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn storage(size: &str) -> Result<(Quantity, u128), SpecError> {
+    let storage_size = Quantity(size.to_owned());
+    let storage_bytes = quantity_bytes(&storage_size)
+        .filter(|b| *b > 0)
+        .ok_or_else(|| {
+            spec_error(
+                "spec.storage.size",
+                "must be a positive Kubernetes quantity, such as 10Gi or 500Gi",
+            )
+        })?;
+    Ok((storage_size, storage_bytes))
+}
+
+fn synchronous(
+    spec: &PostgresClusterSpec,
+    instances: u32,
+) -> Result<Option<Synchronous>, SpecError> {
+    let synchronous = match spec
+        .replication
+        .as_ref()
+        .and_then(|r| r.synchronous.as_ref())
+    {
+        None => None,
+        Some(sync) => {
+            let number = u32::try_from(sync.number)
+                .ok()
+                .filter(|n| *n >= 1 && *n < instances)
+                .ok_or_else(|| {
+                    spec_error(
+                        "spec.replication.synchronous.number",
+                        "must be at least 1 and lower than instances",
+                    )
+                })?;
+            Some(Synchronous {
+                mode: sync.mode,
+                number,
+            })
+        }
+    };
+    Ok(synchronous)
+}
+
+fn bootstrap(spec: &PostgresClusterSpec) -> Result<Bootstrap, SpecError> {
+    let bootstrap = match &spec.bootstrap {
+        None => Bootstrap::Initdb(InitdbSpec::default()),
+        Some(b) => match (&b.initdb, &b.recovery) {
+            (Some(initdb), None) => Bootstrap::Initdb(initdb.clone()),
+            (None, Some(recovery)) => Bootstrap::Recovery(recovery.clone()),
+            _ => {
+                return Err(spec_error(
+                    "spec.bootstrap",
+                    "set exactly one of bootstrap.initdb or bootstrap.recovery",
+                ));
+            }
+        },
+    };
+    Ok(bootstrap)
+}
+
+/// Declared features not acted on yet (R30).
+fn unsupported(spec: &PostgresClusterSpec, bootstrap: &Bootstrap) -> Vec<String> {
+    let mut unsupported = Vec::new();
+    if matches!(bootstrap, Bootstrap::Recovery(_)) {
+        unsupported.push("spec.bootstrap.recovery (restore from object storage)".to_owned());
+    }
+    if spec.backup.is_some() {
+        unsupported.push("spec.backup (base backups and WAL archiving)".to_owned());
+    }
+    if spec
+        .upgrade
+        .as_ref()
+        .and_then(|u| u.approved_version)
+        .is_some()
+    {
+        unsupported.push("spec.upgrade (major-version upgrades)".to_owned());
+    }
+    unsupported
 }
 
 /// Bytes of a quantity, if it parses and is a whole, non-negative number.
