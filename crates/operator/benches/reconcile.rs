@@ -105,7 +105,8 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[index.min(sorted.len() - 1)]
 }
 
-async fn run(clusters: usize) {
+/// A sandbox API server with the CRDs installed and the bench namespace.
+async fn start_sandbox() -> (Sandbox, tempfile::TempDir, kube::Client) {
     let dir = tempfile::tempdir().expect("temp dir");
     let sandbox = Sandbox::start(Config::new(dir.path()))
         .await
@@ -136,6 +137,11 @@ async fn run(clusters: usize) {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 
+    (sandbox, dir, client)
+}
+
+/// The operator as its own process, serving metrics on the returned port.
+fn start_operator(sandbox: &Sandbox) -> (Operator, u16) {
     let port = free_port();
     let operator = Operator(
         Command::new(tusk_binary())
@@ -159,15 +165,12 @@ async fn run(clusters: usize) {
                 )
             }),
     );
-    let pid = operator.0.id();
-    let idle_rss = {
-        tokio::time::sleep(Duration::from_secs(2)).await;
-        memory_kib(pid, "VmRSS:")
-    };
+    (operator, port)
+}
 
-    let requests_before = sandbox.faults().count("*", "*");
-    let created_at = Instant::now();
-    let mut creations: Vec<(String, Instant)> = stream::iter(0..clusters)
+/// Creates `clusters` one-instance clusters; when each was created.
+async fn create_clusters(api: &Api<PostgresCluster>, clusters: usize) -> Vec<(String, Instant)> {
+    stream::iter(0..clusters)
         .map(|i| {
             let api = api.clone();
             async move {
@@ -184,11 +187,16 @@ async fn run(clusters: usize) {
         })
         .buffer_unordered(16)
         .collect()
-        .await;
-    creations.sort();
-    let create_seconds = created_at.elapsed().as_secs_f64();
+        .await
+}
 
-    // Converged: status written (target primary chosen) and the pod exists.
+/// When each cluster converged: status written (target primary chosen)
+/// and its pod exists.
+async fn wait_converged(
+    client: &kube::Client,
+    api: &Api<PostgresCluster>,
+    clusters: usize,
+) -> std::collections::BTreeMap<String, Instant> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
     let mut converged_at: std::collections::BTreeMap<String, Instant> = Default::default();
     let deadline = Instant::now() + Duration::from_secs(600);
@@ -219,6 +227,26 @@ async fn run(clusters: usize) {
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+    converged_at
+}
+
+async fn run(clusters: usize) {
+    let (sandbox, _dir, client) = start_sandbox().await;
+    let api: Api<PostgresCluster> = Api::namespaced(client.clone(), NS);
+    let (operator, port) = start_operator(&sandbox);
+    let pid = operator.0.id();
+    let idle_rss = {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        memory_kib(pid, "VmRSS:")
+    };
+
+    let requests_before = sandbox.faults().count("*", "*");
+    let created_at = Instant::now();
+    let mut creations = create_clusters(&api, clusters).await;
+    creations.sort();
+    let create_seconds = created_at.elapsed().as_secs_f64();
+
+    let converged_at = wait_converged(&client, &api, clusters).await;
     let all_converged = created_at.elapsed().as_secs_f64();
     let mut latencies: Vec<f64> = creations
         .iter()

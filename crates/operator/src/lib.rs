@@ -1,12 +1,13 @@
 //! The PostgresCluster controller.
 //!
-//! Reconcile is a pipeline (see `STYLE.md`): fetch the cluster and its
-//! children, [`validate`] the spec once into a [`validate::ValidatedCluster`],
-//! [`plan`] the next safe step (pure), build the desired children with the
-//! pure [`builders`], apply them with server-side apply in a fixed order, and
-//! compute status last ([`phase`]). Only fetch, apply and status touch the
-//! API; everything in this crate's pure modules is unit tested with inline
-//! objects.
+//! Reconcile is a pipeline (see `STYLE.md` and [`reconcile`]): fetch the
+//! children and instance reports, [`validate`] the spec once into a
+//! [`validate::ValidatedCluster`] and check it against what was observed,
+//! [`reconcile::Plan`] every decision purely ([`plan`], [`failover`],
+//! [`switchover`]), apply it with the pure [`builders`] and server-side
+//! apply in a fixed order, and write status last ([`report`], from the pure
+//! [`status`] and [`phase`]). Only fetch, apply and report touch the API;
+//! every pure module is unit tested with inline objects.
 
 pub mod apply;
 pub mod builders;

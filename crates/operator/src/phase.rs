@@ -65,42 +65,11 @@ pub fn assess(o: &Observation) -> Assessment {
     use ConditionStatus::{False, True};
     let counts = format!("{} of {} instances ready", o.ready, o.declared);
     let not_degraded = (False, "AsExpected", String::new());
-
     if o.deleting {
-        return Assessment {
-            phase: ClusterPhase::Deleting,
-            ready: (False, "Deleting", "the cluster is being deleted".into()),
-            progressing: (
-                True,
-                "Deleting",
-                "cleaning up before the cluster is removed".into(),
-            ),
-            degraded: match &o.failure {
-                Some((category, message)) => (True, category.reason(), message.clone()),
-                None => not_degraded,
-            },
-        };
+        return deleting(o);
     }
     if let Some((category, message)) = &o.failure {
-        let retry = if category.is_transient() {
-            "retrying with back-off"
-        } else {
-            "waiting for the spec to change"
-        };
-        return Assessment {
-            phase: ClusterPhase::Degraded,
-            ready: (
-                if o.provisioned && o.ready == o.declared {
-                    True
-                } else {
-                    False
-                },
-                category.reason(),
-                counts,
-            ),
-            progressing: (False, category.reason(), retry.into()),
-            degraded: (True, category.reason(), message.clone()),
-        };
+        return failed(o, *category, message, counts);
     }
     let all_ready = o.ready == o.declared && o.existing == o.declared;
     if all_ready {
@@ -157,6 +126,50 @@ pub fn assess(o: &Observation) -> Assessment {
             "waiting for instances to become ready".into(),
         ),
         degraded: (True, "InstancesNotReady", counts),
+    }
+}
+
+/// Deletion wins over everything.
+fn deleting(o: &Observation) -> Assessment {
+    use ConditionStatus::{False, True};
+    Assessment {
+        phase: ClusterPhase::Deleting,
+        ready: (False, "Deleting", "the cluster is being deleted".into()),
+        progressing: (
+            True,
+            "Deleting",
+            "cleaning up before the cluster is removed".into(),
+        ),
+        degraded: match &o.failure {
+            Some((category, message)) => (True, category.reason(), message.clone()),
+            None => (False, "AsExpected", String::new()),
+        },
+    }
+}
+
+/// A failure degrades the cluster and says whether it is retried.
+fn failed(
+    o: &Observation,
+    category: crate::error::ErrorCategory,
+    message: &str,
+    counts: String,
+) -> Assessment {
+    use ConditionStatus::{False, True};
+    let retry = if category.is_transient() {
+        "retrying with back-off"
+    } else {
+        "waiting for the spec to change"
+    };
+    let ready = if o.provisioned && o.ready == o.declared {
+        True
+    } else {
+        False
+    };
+    Assessment {
+        phase: ClusterPhase::Degraded,
+        ready: (ready, category.reason(), counts),
+        progressing: (False, category.reason(), retry.into()),
+        degraded: (True, category.reason(), message.to_owned()),
     }
 }
 

@@ -68,20 +68,7 @@ pub fn plan_instances(
         .unwrap_or(0)
         .max(latest_serial);
 
-    // The primary: the recorded target if it still exists, otherwise (a new
-    // cluster) the first instance. Choosing a new primary for a cluster
-    // whose primary vanished is failover's job, not this plan's.
-    let target = match target_primary.and_then(|t| by_name.get(t)) {
-        Some(instance) => instance.name.clone(),
-        None => match target_primary {
-            Some(recorded) => InstanceName::recorded(recorded),
-            None => observed
-                .iter()
-                .min_by_key(|i| i.serial)
-                .map(|i| i.name.clone())
-                .unwrap_or_else(|| cluster.instance(latest_serial + 1)),
-        },
-    };
+    let target = choose_target(cluster, &by_name, observed, target_primary, latest_serial);
 
     let plan = |step, latest_serial| InstancePlan {
         step,
@@ -138,6 +125,29 @@ pub fn plan_instances(
         }
     }
     plan(InstanceStep::Steady, latest_serial)
+}
+
+/// The primary: the recorded target if it still exists, otherwise (a new
+/// cluster) the first instance. Choosing a new primary for a cluster whose
+/// primary vanished is failover's job, not this plan's.
+fn choose_target(
+    cluster: &ClusterName,
+    by_name: &BTreeMap<&str, &ObservedInstance>,
+    observed: &[ObservedInstance],
+    target_primary: Option<&str>,
+    latest_serial: u32,
+) -> InstanceName {
+    match target_primary.and_then(|t| by_name.get(t)) {
+        Some(instance) => instance.name.clone(),
+        None => match target_primary {
+            Some(recorded) => InstanceName::recorded(recorded),
+            None => observed
+                .iter()
+                .min_by_key(|i| i.serial)
+                .map(|i| i.name.clone())
+                .unwrap_or_else(|| cluster.instance(latest_serial + 1)),
+        },
+    }
 }
 
 fn serial_of(cluster: &ClusterName, instance: &InstanceName) -> u32 {
