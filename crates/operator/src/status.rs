@@ -235,40 +235,48 @@ fn set_primary_available(status: &mut PostgresClusterStatus, input: &StatusInput
 }
 
 fn set_failover_blocked(status: &mut PostgresClusterStatus, input: &StatusInput<'_>) {
-    let Some((best, gap)) = &input.failover_blocked else {
-        conditions::remove_condition(&mut status.conditions, conditions::FAILOVER_BLOCKED);
-        return;
-    };
-    let message = format!(
-        "promoting {best} could lose up to {gap} bytes of acknowledged WAL, which dataDurability: required forbids; \
-         approve with: kubectl annotate pgc <cluster> {}={best}",
-        labels::APPROVE_DATA_LOSS
-    );
-    let blocked = DesiredCondition {
-        type_: conditions::FAILOVER_BLOCKED,
-        status: ConditionStatus::True,
-        reason: "DurabilityAtRisk",
-        message: &message,
-    };
-    set(status, &blocked, input);
+    let message = input.failover_blocked.as_ref().map(|(best, gap)| {
+        format!(
+            "promoting {best} could lose up to {gap} bytes of acknowledged WAL, which dataDurability: required forbids; \
+             approve with: kubectl annotate pgc <cluster> {}={best}",
+            labels::APPROVE_DATA_LOSS
+        )
+    });
+    let type_ = conditions::FAILOVER_BLOCKED;
+    set_true_or_remove(status, type_, "DurabilityAtRisk", message, input);
 }
 
 fn set_unsupported(status: &mut PostgresClusterStatus, input: &StatusInput<'_>) {
-    if input.unsupported.is_empty() {
-        conditions::remove_condition(&mut status.conditions, conditions::UNSUPPORTED);
+    let message = (!input.unsupported.is_empty()).then(|| {
+        format!(
+            "not supported by this operator version yet: {}",
+            input.unsupported.join("; ")
+        )
+    });
+    let type_ = conditions::UNSUPPORTED;
+    set_true_or_remove(status, type_, "FeatureNotSupported", message, input);
+}
+
+/// Sets condition `type_` True, saying `message`, or removes it when
+/// there is nothing to say.
+fn set_true_or_remove(
+    status: &mut PostgresClusterStatus,
+    type_: &str,
+    reason: &str,
+    message: Option<String>,
+    input: &StatusInput<'_>,
+) {
+    let Some(message) = message else {
+        conditions::remove_condition(&mut status.conditions, type_);
         return;
-    }
-    let message = format!(
-        "not supported by this operator version yet: {}",
-        input.unsupported.join("; ")
-    );
-    let unsupported = DesiredCondition {
-        type_: conditions::UNSUPPORTED,
+    };
+    let condition = DesiredCondition {
+        type_,
         status: ConditionStatus::True,
-        reason: "FeatureNotSupported",
+        reason,
         message: &message,
     };
-    set(status, &unsupported, input);
+    set(status, &condition, input);
 }
 
 /// The moment the chosen instance first reports as the current primary,
