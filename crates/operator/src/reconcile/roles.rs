@@ -80,11 +80,20 @@ mod tests {
         (name.to_owned(), report)
     }
 
+    /// The label now, the reported role, whether it is the target; the
+    /// label wanted.
+    type Case = (
+        Option<&'static str>,
+        Option<InstanceRole>,
+        bool,
+        Option<&'static str>,
+    );
+
     #[test]
     fn labels_follow_reports_and_only_the_target_is_primary() {
         use InstanceRole::*;
         // (label now, reported role, is the target, label wanted)
-        let cases: [(Option<&str>, Option<InstanceRole>, bool, Option<&str>); 8] = [
+        let cases: [Case; 8] = [
             (None, Some(Primary), true, Some("primary")),
             (Some("primary"), Some(Primary), false, None),
             (Some("primary"), Some(Replica), true, Some("replica")),

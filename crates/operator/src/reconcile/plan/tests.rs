@@ -57,6 +57,16 @@ fn a_new_cluster_creates_its_first_instance_as_primary() {
     assert!(plan.roles.is_empty() && plan.clear.is_empty() && plan.events.is_empty());
 }
 
+/// A cluster and what was observed; the target after the pass, the
+/// annotations cleared and the events published.
+type Case<'a> = (
+    &'a PostgresCluster,
+    &'a Observed,
+    &'a str,
+    &'a [&'a str],
+    &'a [&'a str],
+);
+
 #[test]
 fn the_primary_moves_and_used_requests_are_cleared() {
     let failed = primary_failed();
@@ -72,7 +82,7 @@ fn the_primary_moves_and_used_requests_are_cleared() {
         "orders-2",
     );
     // (cluster, observed, target after the pass, annotations cleared, events)
-    let cases: [(&PostgresCluster, &Observed, &str, &[&str], &[&str]); 5] = [
+    let cases: [Case<'_>; 5] = [
         (&plain, &ok, "orders-1", &[], &[]),
         (&plain, &failed, "orders-3", &[], &["Failover"]),
         (

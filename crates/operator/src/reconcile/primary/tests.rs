@@ -104,10 +104,19 @@ fn promoted(check: &FailoverCheck) -> Option<(&str, i64)> {
         .map(|r| (r.to.as_str(), r.lsn_gap_bytes))
 }
 
+/// Durability, synchronous replication declared; the promotion and its
+/// gap, or the blocked candidate and its gap.
+type Case = (
+    &'static str,
+    bool,
+    Option<(&'static str, i64)>,
+    Option<(&'static str, u64)>,
+);
+
 #[test]
 fn a_failed_primary_is_replaced_from_its_last_known_position() {
     // (durability, synchronous, promoted and gap, blocked)
-    let cases: [(&str, bool, Option<(&str, i64)>, Option<(&str, u64)>); 3] = [
+    let cases: [Case; 3] = [
         // orders-2 confirmed every commit: nothing is lost.
         ("required", true, Some(("orders-3", 0)), None),
         // Without a synchronous standby, the gap runs from the primary's
