@@ -39,9 +39,14 @@ impl Note {
     }
 }
 
-/// Publishes `notes` on the cluster, in order.
+/// Publishes `notes` on the cluster, in order, and logs them.
 pub async fn publish_all(cluster: &PostgresCluster, ctx: &Context, notes: &[Note]) {
     for note in notes {
+        if note.warning {
+            tracing::warn!(reason = %note.reason, note = %note.text, "event");
+        } else {
+            tracing::info!(reason = %note.reason, note = %note.text, "event");
+        }
         publish(ctx, &cluster.object_ref(&()), note).await;
     }
 }
