@@ -1,0 +1,149 @@
+use super::*;
+
+fn at(seconds: i64) -> Time {
+    Time(k8s_openapi::jiff::Timestamp::from_second(seconds).expect("valid"))
+}
+
+fn input<'a>(
+    previous: Option<&'a PostgresClusterStatus>,
+    reports: &'a BTreeMap<String, InstanceReport>,
+    now: Time,
+) -> StatusInput<'a> {
+    StatusInput {
+        previous,
+        generation: Some(2),
+        declared: 1,
+        pods: &[],
+        volumes: 0,
+        reports,
+        target_primary: Some("orders-1".into()),
+        latest_serial: 1,
+        deleting: false,
+        failure: None,
+        unsupported: &[],
+        primary_available: None,
+        failover_blocked: None,
+        last_failover: None,
+        now,
+    }
+}
+
+#[test]
+fn an_unchanged_status_is_not_written_until_the_heartbeat() {
+    let reports = BTreeMap::new();
+    let first =
+        to_write(None, compose(&input(None, &reports, at(1000))), &at(1000)).expect("first write");
+    assert_eq!(first.phase, Some(ClusterPhase::Pending));
+    assert_eq!(first.observed_generation, Some(2));
+    let again = compose(&input(Some(&first), &reports, at(1010)));
+    assert!(
+        to_write(Some(&first), again.clone(), &at(1010)).is_none(),
+        "a converged reconcile writes nothing"
+    );
+    let later = compose(&input(Some(&first), &reports, at(1000 + HEARTBEAT_SECONDS)));
+    assert!(to_write(Some(&first), later, &at(1000 + HEARTBEAT_SECONDS)).is_some());
+}
+
+#[test]
+fn the_ready_condition_says_why_instances_wait() {
+    let reports = BTreeMap::new();
+    let pod: Pod = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "orders-1"},
+        "status": {"containerStatuses": [{
+            "name": "postgres", "image": "nothing:15", "imageID": "", "ready": false, "restartCount": 0,
+            "state": {"waiting": {"reason": "ImageNotMapped", "message": "no rule matches image nothing:15"}}
+        }]}
+    }))
+    .expect("pod");
+    let pods = [pod];
+    let mut waiting = input(None, &reports, at(5));
+    waiting.pods = &pods;
+    let status = compose(&waiting);
+    let ready = conditions::find_condition(&status.conditions, conditions::READY).expect("Ready");
+    assert_eq!(ready.status, "False");
+    assert!(
+        ready
+            .message
+            .contains("orders-1: ImageNotMapped: no rule matches image nothing:15"),
+        "{}",
+        ready.message
+    );
+}
+
+#[test]
+fn a_promotion_is_under_way_until_the_chosen_instance_serves() {
+    let record = tusk_api::v1alpha1::FailoverRecord {
+        time: at(100),
+        from: "db-1".into(),
+        to: "db-2".into(),
+        reason: "Switchover".into(),
+        lsn_gap_bytes: 0,
+        recovery_point: None,
+        duration_seconds: None,
+    };
+    let status =
+        |current: Option<&str>, target: Option<&str>, record: Option<&_>| PostgresClusterStatus {
+            current_primary: current.map(Into::into),
+            target_primary: target.map(Into::into),
+            last_failover: record.cloned(),
+            ..PostgresClusterStatus::default()
+        };
+    // Chosen, and (in every status after the decision) no current primary.
+    assert!(promotion_under_way(&status(
+        None,
+        Some("db-2"),
+        Some(&record)
+    )));
+    assert!(promotion_under_way(&status(
+        Some("db-1"),
+        Some("db-2"),
+        Some(&record)
+    )));
+    // Serving.
+    assert!(!promotion_under_way(&status(
+        Some("db-2"),
+        Some("db-2"),
+        Some(&record)
+    )));
+    // A first primary still bootstrapping, or one after an older failover.
+    assert!(!promotion_under_way(&status(None, Some("db-1"), None)));
+    assert!(!promotion_under_way(&status(
+        None,
+        Some("db-3"),
+        Some(&record)
+    )));
+}
+
+#[test]
+fn a_failover_record_times_the_promotion_once_the_new_primary_serves() {
+    let mut record = tusk_api::v1alpha1::FailoverRecord {
+        time: at(100),
+        from: "db-1".into(),
+        to: "db-2".into(),
+        reason: "Failover".into(),
+        lsn_gap_bytes: 0,
+        recovery_point: None,
+        duration_seconds: Some(5.0),
+    };
+    promoted(&mut record, Some("db-1"), None, &at(101));
+    assert_eq!(record.duration_seconds, Some(5.0), "not promoted yet");
+    promoted(&mut record, None, Some("db-2"), &at(102));
+    assert_eq!(record.duration_seconds, Some(7.0));
+    assert_eq!(record.time, at(102));
+    promoted(&mut record, Some("db-2"), Some("db-2"), &at(200));
+    assert_eq!(record.duration_seconds, Some(7.0), "counted once");
+}
+
+#[test]
+fn unsupported_features_are_reported_not_ignored() {
+    let reports = BTreeMap::new();
+    let unsupported = vec!["spec.backup (base backups and WAL archiving)".to_owned()];
+    let mut with = input(None, &reports, at(5));
+    with.unsupported = &unsupported;
+    let status = compose(&with);
+    let condition =
+        conditions::find_condition(&status.conditions, conditions::UNSUPPORTED).expect("reported");
+    assert!(condition.message.contains("spec.backup"));
+    let without = compose(&input(Some(&status), &reports, at(6)));
+    assert!(conditions::find_condition(&without.conditions, conditions::UNSUPPORTED).is_none());
+}
