@@ -3,8 +3,8 @@
 
 use serde_json::{Value, json};
 
-use crate::error::Cause;
-use crate::resources::{PrinterColumn, Resource, Version, key};
+use crate::apiserver::error::Cause;
+use crate::apiserver::resources::{PrinterColumn, Resource, Version, key};
 
 pub const RESOURCE_KEY: &str = "apiextensions.k8s.io/customresourcedefinitions";
 

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use crate::error::ApiError;
+use crate::apiserver::error::ApiError;
 
 /// The status an injected failure answers with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -8,7 +8,7 @@
 
 use serde_json::{Value, json};
 
-use crate::error::Cause;
+use crate::apiserver::error::Cause;
 
 fn set_default(map: &mut serde_json::Map<String, Value>, key: &str, value: Value) {
     if map.get(key).is_none_or(Value::is_null) {

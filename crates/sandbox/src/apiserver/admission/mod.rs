@@ -3,17 +3,19 @@
 //!
 //! Built-in kinds are decoded into their `k8s-openapi` types and encoded
 //! again, so wrong types are refused and unknown fields found; then the
-//! defaults of [`crate::defaults`] apply. Custom resources go through their
+//! defaults of [`crate::apiserver::admission::defaults`] apply. Custom resources go through their
 //! CRD version's schema: defaults, pruning of unknown fields, structural
 //! validation and CEL rules (`tusk_api::admission`), and a failure answers
 //! 422 with one cause per field, as Kubernetes does.
+
+pub mod defaults;
 
 use k8s_openapi::api;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use serde_json::{Map, Value};
 
-use crate::error::{ApiError, Cause};
-use crate::resources::Resource;
+use crate::apiserver::error::{ApiError, Cause};
+use crate::apiserver::resources::Resource;
 
 /// The `fieldValidation` query parameter.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -264,7 +266,7 @@ fn admit_builtin(
     let mut causes = Vec::new();
     match resource.kind.as_str() {
         "Pod" => {
-            crate::defaults::pod(&mut object, true);
+            defaults::pod(&mut object, true);
             if object
                 .pointer("/spec/containers")
                 .and_then(Value::as_array)
@@ -274,7 +276,7 @@ fn admit_builtin(
             }
         }
         "PersistentVolumeClaim" => {
-            crate::defaults::pvc(&mut object);
+            defaults::pvc(&mut object);
             if object
                 .pointer("/spec/accessModes")
                 .and_then(Value::as_array)

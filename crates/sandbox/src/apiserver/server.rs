@@ -15,15 +15,15 @@ use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 
-use crate::admission::FieldValidation;
-use crate::crds;
-use crate::error::ApiError;
-use crate::faults::Faults;
-use crate::handlers;
-use crate::objects::{self, Manage, WriteOptions};
-use crate::resources::Registry;
-use crate::storage::{ObjectKey, StorageError, Store};
-use crate::tls::{self, TlsError};
+use crate::apiserver::admission::FieldValidation;
+use crate::apiserver::crds;
+use crate::apiserver::error::ApiError;
+use crate::apiserver::faults::Faults;
+use crate::apiserver::handlers;
+use crate::apiserver::objects::{self, Manage, WriteOptions};
+use crate::apiserver::resources::Registry;
+use crate::apiserver::storage::{ObjectKey, StorageError, Store};
+use crate::apiserver::tls::{self, TlsError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
@@ -146,7 +146,7 @@ impl Sandbox {
             source,
         })?;
         let (shutdown, shutdown_rx) = watch::channel(false);
-        let gc = tokio::spawn(crate::gc::run(api.clone()));
+        let gc = tokio::spawn(crate::controllers::gc::run(api.clone()));
         let acceptor = TlsAcceptor::from(credentials.server_config);
         let server = tokio::spawn(serve(listener, acceptor, api, shutdown_rx));
         Ok(Self {

@@ -5,7 +5,7 @@
 
 use serde_json::{Value, json};
 
-use crate::resources::{PrinterColumn, Resource};
+use crate::apiserver::resources::{PrinterColumn, Resource};
 
 /// Whether the client asked for a Table (`Accept: ...;as=Table;...`).
 pub fn wanted(accept: &str) -> bool {

@@ -6,7 +6,7 @@ use std::cmp::Ordering;
 
 use serde_json::{Value, json};
 
-use crate::resources::{Registry, Resource};
+use crate::apiserver::resources::{Registry, Resource};
 
 pub fn version() -> Value {
     json!({

@@ -16,8 +16,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Value, json};
 
-use crate::error::{ApiError, Cause};
-use crate::patch::merge_key;
+use crate::apiserver::error::{ApiError, Cause};
+use crate::apiserver::patch::merge_key;
 
 /// One step of a field path.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]

@@ -12,14 +12,14 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use crate::admission::{self, FieldValidation};
-use crate::apply::{self, BuiltinLists, ListTypes, SchemaLists, Scope};
-use crate::crds;
-use crate::defaults;
-use crate::error::{ApiError, Cause};
-use crate::resources::Resource;
-use crate::server::Api;
-use crate::storage::{ObjectKey, Transaction};
+use crate::apiserver::admission::{self, FieldValidation};
+use crate::apiserver::apply::{self, BuiltinLists, ListTypes, SchemaLists, Scope};
+use crate::apiserver::crds;
+use crate::apiserver::admission::defaults;
+use crate::apiserver::error::{ApiError, Cause};
+use crate::apiserver::resources::Resource;
+use crate::apiserver::server::Api;
+use crate::apiserver::storage::{ObjectKey, Transaction};
 
 pub const FOREGROUND: &str = "foregroundDeletion";
 pub const ORPHAN: &str = "orphan";

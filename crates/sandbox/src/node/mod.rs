@@ -6,12 +6,15 @@
 //! kubelet started, while pods stay in the API to come back on the next
 //! start.
 
+pub mod kubelet;
+pub mod proxy;
+
 use std::path::{Path, PathBuf};
 
 use kube::Client;
 use tokio::task::JoinHandle;
 
-use crate::kubelet::{self, KubeletConfig, KubeletError, KubeletFaults, KubeletHandle};
+use kubelet::{KubeletConfig, KubeletError, KubeletFaults, KubeletHandle};
 
 /// A running node.
 pub struct Node {
@@ -41,8 +44,8 @@ impl Node {
     pub fn start_with(client: Client, config: KubeletConfig) -> Result<Self, KubeletError> {
         let kubelet = kubelet::start(client.clone(), config)?;
         let controllers = vec![
-            tokio::spawn(crate::endpoints::run(client.clone())),
-            tokio::spawn(crate::proxy::run(client)),
+            tokio::spawn(crate::controllers::endpoints::run(client.clone())),
+            tokio::spawn(crate::node::proxy::run(client)),
         ];
         Ok(Self {
             kubelet: Some(kubelet),

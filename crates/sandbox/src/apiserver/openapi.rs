@@ -11,7 +11,7 @@ use std::hash::{Hash, Hasher};
 
 use serde_json::{Map, Value, json};
 
-use crate::resources::{Registry, Resource};
+use crate::apiserver::resources::{Registry, Resource};
 
 fn gv_path(group: &str, version: &str) -> String {
     if group.is_empty() {

@@ -1,6 +1,6 @@
 //! HTTP handling: authentication, fault injection, routing, and the verbs
 //! (get, list, watch, create, update, patch, delete, deletecollection) on
-//! top of [`crate::objects`] and [`crate::storage`].
+//! top of [`crate::apiserver::objects`] and [`crate::apiserver::storage`].
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -13,21 +13,21 @@ use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use serde_json::{Value, json};
 
-use crate::admission::FieldValidation;
-use crate::apply;
-use crate::discovery;
-use crate::error::{ApiError, Cause};
-use crate::events;
-use crate::objects::{self, DeleteOptions, Manage, WriteOptions};
-use crate::openapi;
-use crate::patch::{self, PatchType};
-use crate::resources::Resource;
-use crate::routing::{self, ResourcePath, Route};
-use crate::selectors::{FieldSelector, LabelSelector, SelectorError};
-use crate::server::Api;
-use crate::storage::{ObjectKey, StorageError};
-use crate::table;
-use crate::watch::{self, WatchRequest};
+use crate::apiserver::admission::FieldValidation;
+use crate::apiserver::apply;
+use crate::apiserver::discovery;
+use crate::apiserver::error::{ApiError, Cause};
+use crate::apiserver::events;
+use crate::apiserver::objects::{self, DeleteOptions, Manage, WriteOptions};
+use crate::apiserver::openapi;
+use crate::apiserver::patch::{self, PatchType};
+use crate::apiserver::resources::Resource;
+use crate::apiserver::routing::{self, ResourcePath, Route};
+use crate::apiserver::selectors::{FieldSelector, LabelSelector, SelectorError};
+use crate::apiserver::server::Api;
+use crate::apiserver::storage::{ObjectKey, StorageError};
+use crate::apiserver::table;
+use crate::apiserver::watch::{self, WatchRequest};
 
 const MAX_BODY: usize = 16 * 1024 * 1024;
 
@@ -639,7 +639,7 @@ fn update(
 /// PUT /api/v1/namespaces/{name}/finalize: replaces `spec.finalizers`.
 fn finalize_namespace(
     api: &Api,
-    tx: &mut crate::storage::Transaction<'_>,
+    tx: &mut crate::apiserver::storage::Transaction<'_>,
     resource: &Resource,
     key: &ObjectKey,
     object: &Value,

@@ -12,11 +12,11 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::crds;
-use crate::error::ApiError;
-use crate::objects::{self, DeleteOptions, FOREGROUND, ORPHAN, str_at};
-use crate::server::Api;
-use crate::storage::{ObjectKey, Transaction};
+use crate::apiserver::crds;
+use crate::apiserver::error::ApiError;
+use crate::apiserver::objects::{self, DeleteOptions, FOREGROUND, ORPHAN, str_at};
+use crate::apiserver::server::Api;
+use crate::apiserver::storage::{ObjectKey, Transaction};
 
 pub async fn run(api: Arc<Api>) {
     loop {
@@ -195,7 +195,7 @@ fn sweep(api: &Api, tx: &mut Transaction<'_>) -> Result<bool, ApiError> {
 fn empty_namespace(
     api: &Api,
     tx: &mut Transaction<'_>,
-    resource: &crate::resources::Resource,
+    resource: &crate::apiserver::resources::Resource,
     key: &ObjectKey,
 ) -> Result<bool, ApiError> {
     let mut changed = false;
@@ -217,7 +217,7 @@ fn empty_namespace(
 fn clean_crd(
     api: &Api,
     tx: &mut Transaction<'_>,
-    resource: &crate::resources::Resource,
+    resource: &crate::apiserver::resources::Resource,
     key: &ObjectKey,
     crd: &Value,
 ) -> Result<bool, ApiError> {

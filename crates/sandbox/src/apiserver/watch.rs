@@ -16,12 +16,12 @@ use futures::Stream;
 use serde_json::{Value, json};
 use tokio::sync::broadcast::error::RecvError;
 
-use crate::error::ApiError;
-use crate::resources::Resource;
-use crate::selectors::{FieldSelector, LabelSelector};
-use crate::server::Api;
-use crate::storage::{Change, EventType};
-use crate::table;
+use crate::apiserver::error::ApiError;
+use crate::apiserver::resources::Resource;
+use crate::apiserver::selectors::{FieldSelector, LabelSelector};
+use crate::apiserver::server::Api;
+use crate::apiserver::storage::{Change, EventType};
+use crate::apiserver::table;
 
 pub struct WatchRequest {
     pub resource: Resource,
@@ -47,7 +47,7 @@ impl WatchRequest {
 
     fn encode(&self, type_: &str, object: &Value) -> Bytes {
         let mut object = if self.events_v1 {
-            crate::events::to_events_v1(object)
+            crate::apiserver::events::to_events_v1(object)
         } else {
             let mut object = object.clone();
             object["apiVersion"] = json!(self.resource.api_version(&self.version));
@@ -110,7 +110,7 @@ pub fn stream(
     api: Arc<Api>,
     request: WatchRequest,
 ) -> Result<impl Stream<Item = Result<Bytes, Infallible>>, ApiError> {
-    let storage = |e: crate::storage::StorageError| ApiError::internal(e);
+    let storage = |e: crate::apiserver::storage::StorageError| ApiError::internal(e);
     let mut initial = Vec::new();
     let mut backlog = Vec::new();
     let (start_rv, live) = match request.resource_version {
