@@ -25,9 +25,10 @@ pub mod controllers;
 pub mod converge;
 mod informer;
 pub mod node;
+pub mod sandbox;
 
 pub use apiserver::faults::{Failure, Faults};
-pub use apiserver::server::{Config, Sandbox, ServerError};
+pub use sandbox::{Config, Sandbox, ServerError};
 // Paths other crates use, kept from before the folders.
-pub use apiserver::server;
 pub use node::kubelet;
+pub use sandbox as server;

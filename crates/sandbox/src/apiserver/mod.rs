@@ -23,6 +23,7 @@ pub mod resources;
 pub mod routing;
 pub mod selectors;
 pub mod server;
+pub mod state;
 pub mod storage;
 pub mod table;
 pub mod tls;

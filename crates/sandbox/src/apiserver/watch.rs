@@ -19,7 +19,7 @@ use tokio::sync::broadcast::error::RecvError;
 use crate::apiserver::error::ApiError;
 use crate::apiserver::resources::Resource;
 use crate::apiserver::selectors::{FieldSelector, LabelSelector};
-use crate::apiserver::server::Api;
+use crate::apiserver::state::Api;
 use crate::apiserver::storage::{Change, EventType};
 use crate::apiserver::table;
 

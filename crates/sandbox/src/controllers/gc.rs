@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use crate::apiserver::crds;
 use crate::apiserver::error::ApiError;
 use crate::apiserver::objects::{self, DeleteOptions, FOREGROUND, ORPHAN, str_at};
-use crate::apiserver::server::Api;
+use crate::apiserver::state::Api;
 use crate::apiserver::storage::{ObjectKey, Transaction};
 
 pub async fn run(api: Arc<Api>) {

@@ -24,7 +24,7 @@ use crate::apiserver::patch::{self, PatchType};
 use crate::apiserver::resources::Resource;
 use crate::apiserver::routing::{self, ResourcePath, Route};
 use crate::apiserver::selectors::{FieldSelector, LabelSelector, SelectorError};
-use crate::apiserver::server::Api;
+use crate::apiserver::state::Api;
 use crate::apiserver::storage::{ObjectKey, StorageError};
 use crate::apiserver::table;
 use crate::apiserver::watch::{self, WatchRequest};

@@ -12,13 +12,13 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
+use crate::apiserver::admission::defaults;
 use crate::apiserver::admission::{self, FieldValidation};
 use crate::apiserver::apply::{self, BuiltinLists, ListTypes, SchemaLists, Scope};
 use crate::apiserver::crds;
-use crate::apiserver::admission::defaults;
 use crate::apiserver::error::{ApiError, Cause};
 use crate::apiserver::resources::Resource;
-use crate::apiserver::server::Api;
+use crate::apiserver::state::Api;
 use crate::apiserver::storage::{ObjectKey, Transaction};
 
 pub const FOREGROUND: &str = "foregroundDeletion";
