@@ -237,3 +237,15 @@ impl IntoResponse for ApiError {
         response
     }
 }
+
+impl From<crate::apiserver::storage::StorageError> for ApiError {
+    fn from(error: crate::apiserver::storage::StorageError) -> Self {
+        ApiError::internal(error)
+    }
+}
+
+impl From<crate::apiserver::selectors::SelectorError> for ApiError {
+    fn from(error: crate::apiserver::selectors::SelectorError) -> Self {
+        ApiError::bad_request(error.to_string())
+    }
+}
