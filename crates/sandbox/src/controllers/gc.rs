@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 use crate::apiserver::crds;
 use crate::apiserver::error::ApiError;
 use crate::apiserver::objects::{self, DeleteOptions, FOREGROUND, ORPHAN, str_at};
+use crate::apiserver::resources::Resource;
 use crate::apiserver::state::Api;
 use crate::apiserver::storage::{ObjectKey, Transaction};
 
@@ -107,12 +108,34 @@ fn set_owner_refs(tx: &mut Transaction<'_>, key: &ObjectKey, refs: Vec<Value>) {
 /// One pass; whether anything changed.
 fn sweep(api: &Api, tx: &mut Transaction<'_>) -> Result<bool, ApiError> {
     let all = tx.all();
-    let uids: HashSet<String> = all
-        .iter()
-        .filter_map(|(_, o)| str_at(o, "/metadata/uid").map(str::to_owned))
-        .collect();
+    let dependents = dependents_by_owner(&all);
+    let mut changed = false;
+    for (key, object) in all.iter().filter(|(_, o)| deleting(o)) {
+        let Some(resource) = api.registry.by_key(&key.resource) else {
+            continue;
+        };
+        let uid = str_at(object, "/metadata/uid").unwrap_or_default();
+        let deps = dependents.get(uid).cloned().unwrap_or_default();
+        changed |= propagate(api, tx, &resource, key, object, &deps)?;
+        if key.resource == "/namespaces" {
+            changed |= empty_namespace(api, tx, &resource, key)?;
+        }
+        if key.resource == crds::RESOURCE_KEY
+            && finalizers(object)
+                .iter()
+                .any(|f| f == crds::CLEANUP_FINALIZER)
+        {
+            changed |= clean_crd(api, tx, &resource, key, object)?;
+        }
+    }
+    changed |= collect_orphans(api, tx, &all)?;
+    Ok(changed)
+}
+
+/// The objects that name each uid as an owner.
+fn dependents_by_owner(all: &[(ObjectKey, Arc<Value>)]) -> HashMap<String, Vec<ObjectKey>> {
     let mut dependents: HashMap<String, Vec<ObjectKey>> = HashMap::new();
-    for (key, object) in &all {
+    for (key, object) in all {
         for reference in owner_refs(object) {
             if let Some(uid) = reference.get("uid").and_then(Value::as_str) {
                 dependents
@@ -122,53 +145,67 @@ fn sweep(api: &Api, tx: &mut Transaction<'_>) -> Result<bool, ApiError> {
             }
         }
     }
+    dependents
+}
+
+/// An owner being deleted with the orphan or foreground finalizer: its
+/// dependents are released or deleted first.
+fn propagate(
+    api: &Api,
+    tx: &mut Transaction<'_>,
+    resource: &Resource,
+    key: &ObjectKey,
+    object: &Value,
+    deps: &[ObjectKey],
+) -> Result<bool, ApiError> {
+    let uid = str_at(object, "/metadata/uid").unwrap_or_default();
+    let held = finalizers(object);
     let mut changed = false;
-    for (key, object) in all.iter().filter(|(_, o)| deleting(o)) {
-        let uid = str_at(object, "/metadata/uid")
-            .unwrap_or_default()
-            .to_owned();
-        let held = finalizers(object);
-        let Some(resource) = api.registry.by_key(&key.resource) else {
-            continue;
-        };
-        let deps = dependents.get(&uid).cloned().unwrap_or_default();
-        if held.iter().any(|f| f == ORPHAN) {
-            for dep in &deps {
-                if let Some(current) = tx.get(dep) {
-                    let refs: Vec<Value> = owner_refs(&current)
-                        .into_iter()
-                        .filter(|r| r.get("uid").and_then(Value::as_str) != Some(uid.as_str()))
-                        .collect();
-                    set_owner_refs(tx, dep, refs);
-                }
+    if held.iter().any(|f| f == ORPHAN) {
+        for dep in deps {
+            if let Some(current) = tx.get(dep) {
+                let refs: Vec<Value> = owner_refs(&current)
+                    .into_iter()
+                    .filter(|r| r.get("uid").and_then(Value::as_str) != Some(uid))
+                    .collect();
+                set_owner_refs(tx, dep, refs);
             }
-            objects::remove_finalizer(api, tx, &resource, key, ORPHAN)?;
-            changed = true;
-        } else if held.iter().any(|f| f == FOREGROUND) {
-            for dep in &deps {
-                changed |= delete_key(api, tx, dep, "Foreground")?;
-            }
-            let blocking = deps.iter().any(|dep| {
-                tx.get(dep).is_some_and(|d| {
-                    owner_refs(&d).iter().any(|r| {
-                        r.get("uid").and_then(Value::as_str) == Some(uid.as_str())
-                            && r.get("blockOwnerDeletion") == Some(&Value::Bool(true))
-                    })
+        }
+        objects::remove_finalizer(api, tx, resource, key, ORPHAN)?;
+        changed = true;
+    } else if held.iter().any(|f| f == FOREGROUND) {
+        for dep in deps {
+            changed |= delete_key(api, tx, dep, "Foreground")?;
+        }
+        let blocking = deps.iter().any(|dep| {
+            tx.get(dep).is_some_and(|d| {
+                owner_refs(&d).iter().any(|r| {
+                    r.get("uid").and_then(Value::as_str) == Some(uid)
+                        && r.get("blockOwnerDeletion") == Some(&Value::Bool(true))
                 })
-            });
-            if !blocking {
-                objects::remove_finalizer(api, tx, &resource, key, FOREGROUND)?;
-                changed = true;
-            }
-        }
-        if key.resource == "/namespaces" {
-            changed |= empty_namespace(api, tx, &resource, key)?;
-        }
-        if key.resource == crds::RESOURCE_KEY && held.iter().any(|f| f == crds::CLEANUP_FINALIZER) {
-            changed |= clean_crd(api, tx, &resource, key, object)?;
+            })
+        });
+        if !blocking {
+            objects::remove_finalizer(api, tx, resource, key, FOREGROUND)?;
+            changed = true;
         }
     }
-    for (key, object) in &all {
+    Ok(changed)
+}
+
+/// Dependents whose owners are all gone are deleted; owner references to
+/// owners that are gone are dropped.
+fn collect_orphans(
+    api: &Api,
+    tx: &mut Transaction<'_>,
+    all: &[(ObjectKey, Arc<Value>)],
+) -> Result<bool, ApiError> {
+    let uids: HashSet<String> = all
+        .iter()
+        .filter_map(|(_, o)| str_at(o, "/metadata/uid").map(str::to_owned))
+        .collect();
+    let mut changed = false;
+    for (key, object) in all {
         let refs = owner_refs(object);
         if refs.is_empty() || tx.get(key).is_none() {
             continue;
@@ -195,7 +232,7 @@ fn sweep(api: &Api, tx: &mut Transaction<'_>) -> Result<bool, ApiError> {
 fn empty_namespace(
     api: &Api,
     tx: &mut Transaction<'_>,
-    resource: &crate::apiserver::resources::Resource,
+    resource: &Resource,
     key: &ObjectKey,
 ) -> Result<bool, ApiError> {
     let mut changed = false;
@@ -217,7 +254,7 @@ fn empty_namespace(
 fn clean_crd(
     api: &Api,
     tx: &mut Transaction<'_>,
-    resource: &crate::apiserver::resources::Resource,
+    resource: &Resource,
     key: &ObjectKey,
     crd: &Value,
 ) -> Result<bool, ApiError> {
