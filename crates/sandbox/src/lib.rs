@@ -16,8 +16,10 @@
 //! - [`node`]: the kubelet that runs pods as local processes and the
 //!   Service proxy.
 //!
-//! Beside them: [`client`] connects to a running sandbox and [`converge`]
-//! applies manifests and says what has not converged yet.
+//! Beside them: [`sandbox`] assembles and starts the API server and its
+//! controllers, [`client`] connects to a running sandbox, [`converge`]
+//! applies manifests and says what has not converged yet, and [`testing`]
+//! is the harness tests use to start a sandbox and wait on conditions.
 
 pub mod apiserver;
 pub mod client;
@@ -26,6 +28,7 @@ pub mod converge;
 mod informer;
 pub mod node;
 pub mod sandbox;
+pub mod testing;
 
 pub use apiserver::faults::{Failure, Faults};
 pub use sandbox::{Config, Sandbox, ServerError};
