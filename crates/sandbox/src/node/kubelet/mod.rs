@@ -17,6 +17,7 @@ mod faults;
 mod images;
 mod inputs;
 mod node;
+mod plan;
 mod pod;
 mod probes;
 mod process;
@@ -347,98 +348,110 @@ fn route(ctx: &Arc<Context>, workers: &mut BTreeMap<PodKey, Worker>, pod: Pod) {
 async fn watch_pods(ctx: Arc<Context>, mut stopping: watch::Receiver<bool>) {
     let api: Api<Pod> = Api::all(ctx.client.clone());
     let mut events = std::pin::pin!(watcher(api, watcher::Config::default()).default_backoff());
-    let mut workers: BTreeMap<PodKey, Worker> = BTreeMap::new();
-    let mut listed: Option<Vec<PodKey>> = None;
+    let mut pods = PodWatch::default();
     let mut resync = tokio::time::interval(Duration::from_secs(2));
-    let mut known: BTreeMap<PodKey, Pod> = BTreeMap::new();
     loop {
         let event = tokio::select! {
             event = events.next() => event,
             _ = stopping.changed() => break,
             _ = resync.tick() => {
-                // Pods whose previous worker was still finishing.
-                for pod in known.values() {
-                    let key = (pod.namespace().unwrap_or_default(), pod.name_any());
-                    if workers.get(&key).is_none_or(|w| w.task.is_finished()) {
-                        route(&ctx, &mut workers, pod.clone());
-                    }
-                }
-                workers.retain(|key, w| !w.task.is_finished() || known.contains_key(key));
+                pods.resync(&ctx);
                 continue;
             }
         };
         let Some(event) = event else { break };
-        let event = match event {
-            Ok(event) => event,
-            Err(error) => {
-                tracing::debug!(%error, "pod watch interrupted; resuming");
-                continue;
-            }
-        };
-        let mut seen = |pod: Pod| -> Option<Pod> {
-            let node = pod
-                .spec
-                .as_ref()
-                .and_then(|s| s.node_name.clone())
-                .unwrap_or_default();
-            if !node.is_empty() && node != ctx.config.node_name {
-                return None;
-            }
-            let key = (pod.namespace().unwrap_or_default(), pod.name_any());
-            known.insert(key, pod.clone());
-            Some(pod)
-        };
         match event {
-            watcher::Event::Init => listed = Some(Vec::new()),
-            watcher::Event::InitApply(pod) | watcher::Event::Apply(pod) => {
-                let Some(pod) = seen(pod) else { continue };
-                let previous_ip = pod.status.as_ref().and_then(|s| s.pod_ip.as_deref());
-                if let Some(ip) = previous_ip.and_then(|ip| ip.parse().ok()) {
-                    ctx.addresses.reserve(&pod.uid().unwrap_or_default(), ip);
-                }
-                if let Some(listed) = &mut listed {
-                    listed.push((pod.namespace().unwrap_or_default(), pod.name_any()));
-                }
-                if pod
-                    .spec
-                    .as_ref()
-                    .and_then(|s| s.node_name.as_deref())
-                    .unwrap_or("")
-                    .is_empty()
-                {
-                    bind(&ctx, &pod).await;
-                } else {
-                    route(&ctx, &mut workers, pod);
-                }
+            Ok(watcher::Event::Init) => pods.listed = Some(Vec::new()),
+            Ok(watcher::Event::InitApply(pod) | watcher::Event::Apply(pod)) => {
+                pods.applied(&ctx, pod).await;
             }
-            watcher::Event::Delete(pod) => {
-                let key = (pod.namespace().unwrap_or_default(), pod.name_any());
-                known.remove(&key);
-                if let Some(worker) = workers.get(&key)
-                    && Some(&worker.uid) == pod.uid().as_ref()
-                {
-                    let _ = worker.signals.send(pod::Signal::Gone);
-                }
-            }
-            watcher::Event::InitDone => {
-                if let Some(listed) = listed.take() {
-                    for (key, worker) in &workers {
-                        if !listed.contains(key) {
-                            known.remove(key);
-                            let _ = worker.signals.send(pod::Signal::Gone);
-                        }
-                    }
-                    let uids: BTreeSet<String> = known.values().filter_map(|p| p.uid()).collect();
-                    remove_leftovers(&ctx.config.data_dir, &uids);
-                }
-            }
+            Ok(watcher::Event::Delete(pod)) => pods.deleted(&pod),
+            Ok(watcher::Event::InitDone) => pods.listing_done(&ctx),
+            Err(error) => tracing::debug!(%error, "pod watch interrupted; resuming"),
         }
     }
-    for worker in workers.values() {
+    for worker in pods.workers.values() {
         let _ = worker.signals.send(pod::Signal::NodeStopping);
     }
-    for worker in workers.values_mut() {
+    for worker in pods.workers.values_mut() {
         let _ = (&mut worker.task).await;
+    }
+}
+
+/// The kubelet's view of the pods: every pod of this node it has seen,
+/// the worker running each, and the pods of a listing in progress.
+#[derive(Default)]
+struct PodWatch {
+    workers: BTreeMap<PodKey, Worker>,
+    listed: Option<Vec<PodKey>>,
+    known: BTreeMap<PodKey, Pod>,
+}
+
+impl PodWatch {
+    /// Starts workers for pods whose previous worker was still finishing.
+    fn resync(&mut self, ctx: &Arc<Context>) {
+        for pod in self.known.values() {
+            let key = (pod.namespace().unwrap_or_default(), pod.name_any());
+            if self.workers.get(&key).is_none_or(|w| w.task.is_finished()) {
+                route(ctx, &mut self.workers, pod.clone());
+            }
+        }
+        let known = &self.known;
+        self.workers
+            .retain(|key, w| !w.task.is_finished() || known.contains_key(key));
+    }
+
+    /// A pod created or changed: bound to this node if unscheduled, then
+    /// handed to its worker. Pods of other nodes are ignored.
+    async fn applied(&mut self, ctx: &Arc<Context>, pod: Pod) {
+        let node = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.clone())
+            .unwrap_or_default();
+        if !node.is_empty() && node != ctx.config.node_name {
+            return;
+        }
+        let key = (pod.namespace().unwrap_or_default(), pod.name_any());
+        self.known.insert(key.clone(), pod.clone());
+        let previous_ip = pod.status.as_ref().and_then(|s| s.pod_ip.as_deref());
+        if let Some(ip) = previous_ip.and_then(|ip| ip.parse().ok()) {
+            ctx.addresses.reserve(&pod.uid().unwrap_or_default(), ip);
+        }
+        if let Some(listed) = &mut self.listed {
+            listed.push(key);
+        }
+        if node.is_empty() {
+            bind(ctx, &pod).await;
+        } else {
+            route(ctx, &mut self.workers, pod);
+        }
+    }
+
+    fn deleted(&mut self, pod: &Pod) {
+        let key = (pod.namespace().unwrap_or_default(), pod.name_any());
+        self.known.remove(&key);
+        if let Some(worker) = self.workers.get(&key)
+            && Some(&worker.uid) == pod.uid().as_ref()
+        {
+            let _ = worker.signals.send(pod::Signal::Gone);
+        }
+    }
+
+    /// After a (re)listing: pods that were not listed are gone, and so are
+    /// the directories of pods that no longer exist.
+    fn listing_done(&mut self, ctx: &Context) {
+        let Some(listed) = self.listed.take() else {
+            return;
+        };
+        for (key, worker) in &self.workers {
+            if !listed.contains(key) {
+                self.known.remove(key);
+                let _ = worker.signals.send(pod::Signal::Gone);
+            }
+        }
+        let uids: BTreeSet<String> = self.known.values().filter_map(|p| p.uid()).collect();
+        remove_leftovers(&ctx.config.data_dir, &uids);
     }
 }
 

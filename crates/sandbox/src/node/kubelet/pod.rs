@@ -3,8 +3,7 @@
 //! the status current, and on deletion stop everything gracefully and
 //! remove the pod.
 
-use std::collections::BTreeMap;
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -17,12 +16,10 @@ use tokio::sync::watch;
 
 use super::Context;
 use super::container::{self, ContainerPlan, Outcome, Restart, Slot};
-use super::env::{container_env, expand};
 use super::inputs::{InputError, PodInputs};
-use super::probes::ProbePlan;
-use super::process::ProcessSpec;
+use super::plan::{PodFacts, plan_container};
 use super::status::{ContainerReport, PodState, State, Transitions, now, pod_status};
-use super::volumes::{Mounts, Owner, VolumeError, materialise};
+use super::volumes::{Owner, VolumeError, materialise};
 
 #[derive(Debug, thiserror::Error)]
 pub enum PodError {
@@ -55,54 +52,6 @@ fn dir_error(path: &Path) -> impl FnOnce(std::io::Error) -> PodError {
     move |source| PodError::Dir { path, source }
 }
 
-fn security<T>(
-    pod: &Pod,
-    container: &Container,
-    get: impl Fn(&k8s_openapi::api::core::v1::PodSecurityContext) -> Option<T>,
-    get_c: impl Fn(&k8s_openapi::api::core::v1::SecurityContext) -> Option<T>,
-) -> Option<T> {
-    container
-        .security_context
-        .as_ref()
-        .and_then(get_c)
-        .or_else(|| pod.spec.as_ref()?.security_context.as_ref().and_then(get))
-}
-
-/// The user a container runs as: `None` for the sandbox's own user.
-/// A container that asks for non-root never runs as root.
-fn container_user(
-    pod: &Pod,
-    container: &Container,
-    root: bool,
-) -> Result<Option<(u32, u32)>, String> {
-    let uid = security(pod, container, |p| p.run_as_user, |c| c.run_as_user);
-    let gid = security(pod, container, |p| p.run_as_group, |c| c.run_as_group);
-    let non_root =
-        security(pod, container, |p| p.run_as_non_root, |c| c.run_as_non_root).unwrap_or(false);
-    if !root {
-        // Not root: every process runs as the sandbox's (non-root) user.
-        return Ok(None);
-    }
-    let uid = uid.map_or(0, |u| u as u32);
-    if uid == 0 {
-        if non_root {
-            return Err(
-                "container has runAsNonRoot and image will run as root (set runAsUser)".into(),
-            );
-        }
-        return Ok(None);
-    }
-    let gid = match gid {
-        Some(g) => g as u32,
-        None => nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
-            .ok()
-            .flatten()
-            .map_or(uid, |u| u.gid.as_raw()),
-    };
-    Ok(Some((uid, gid)))
-}
-
-/// Who owns the pod's own volumes: its user, with fsGroup as group.
 fn volume_owner(pod: &Pod, root: bool) -> Option<Owner> {
     if !root {
         return None;
@@ -147,184 +96,6 @@ fn write_kubeconfig(
 struct Prepared {
     init: Vec<ContainerPlan>,
     main: Vec<ContainerPlan>,
-}
-
-/// Everything a container's processes share: environment, mounts, user.
-struct ProcessBase {
-    env: Vec<(String, String)>,
-    defined: BTreeMap<String, String>,
-    mounts: Mounts,
-    working_dir: PathBuf,
-    user: Option<(u32, u32)>,
-}
-
-impl ProcessBase {
-    fn spec(
-        &self,
-        ctx: &Context,
-        image: &str,
-        command: &[String],
-        args: &[String],
-        log: PathBuf,
-    ) -> Result<ProcessSpec, (String, String)> {
-        let expand_all = |items: &[String]| -> Vec<String> {
-            items
-                .iter()
-                .map(|item| self.mounts.translate(&expand(item, &self.defined)))
-                .collect()
-        };
-        let command = expand_all(command);
-        let args = expand_all(args);
-        let first = command.first().cloned().unwrap_or_default();
-        // A program the pod put into one of its volumes runs from there.
-        let in_volume = !first.is_empty() && self.mounts.holds(Path::new(&first));
-        let mut env = self.env.clone();
-        let (program, mut all_args) = if in_volume {
-            (PathBuf::from(&first), command[1..].to_vec())
-        } else {
-            let program = ctx
-                .config
-                .images
-                .resolve(image, &command, &ctx.config.tusk_binary)
-                .map_err(|e| ("ImageNotMapped".to_owned(), e.to_string()))?;
-            if let Some(dir) = &program.bin_dir {
-                for (_, value) in env.iter_mut().filter(|(name, _)| name == "PATH") {
-                    *value = format!("{}:{value}", dir.display());
-                }
-            }
-            (program.path, program.args)
-        };
-        all_args.extend(args);
-        Ok(ProcessSpec {
-            program,
-            args: all_args,
-            env,
-            working_dir: self.working_dir.clone(),
-            user: self.user,
-            log,
-        })
-    }
-}
-
-/// What every container of a pod is planned from.
-#[derive(Clone, Copy)]
-struct PodFacts<'a> {
-    ctx: &'a Context,
-    pod: &'a Pod,
-    inputs: &'a PodInputs,
-    volume_dirs: &'a BTreeMap<String, PathBuf>,
-    pod_dir: &'a Path,
-    pod_ip: Ipv4Addr,
-    grace: Duration,
-}
-
-fn plan_container(facts: PodFacts<'_>, container: &Container) -> ContainerPlan {
-    let PodFacts {
-        ctx,
-        pod,
-        inputs,
-        volume_dirs,
-        pod_dir,
-        pod_ip,
-        grace,
-    } = facts;
-    let log_dir = pod_dir.join("logs").join(&container.name);
-    let mut plan = ContainerPlan {
-        name: container.name.clone(),
-        process: Err((String::new(), String::new())),
-        log_dir: log_dir.clone(),
-        startup: None,
-        liveness: None,
-        readiness: None,
-        grace,
-    };
-    let config_error = |message: String| Err(("CreateContainerConfigError".to_owned(), message));
-    let root = pod_dir.join("root").join(&container.name);
-    let mounts = match Mounts::for_container(container, volume_dirs, &root) {
-        Ok(mounts) => mounts,
-        Err(e) => {
-            plan.process = config_error(e.to_string());
-            return plan;
-        }
-    };
-    let user = match container_user(pod, container, ctx.root) {
-        Ok(user) => user,
-        Err(message) => {
-            plan.process = config_error(message);
-            return plan;
-        }
-    };
-    let vars = match container_env(pod, container, inputs) {
-        Ok(vars) => vars,
-        Err(e) => {
-            plan.process = config_error(e.to_string());
-            return plan;
-        }
-    };
-    let mut env: Vec<(String, String)> = vec![
-        (
-            "PATH".into(),
-            std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into()),
-        ),
-        ("HOSTNAME".into(), pod.name_any()),
-        ("HOME".into(), pod_dir.to_string_lossy().into_owned()),
-        (
-            "KUBECONFIG".into(),
-            pod_dir.join("kubeconfig").to_string_lossy().into_owned(),
-        ),
-        ("TUSK_SANDBOX_MOUNTS".into(), mounts.describe()),
-    ];
-    env.extend(vars.into_iter().map(|(k, v)| (k, mounts.translate(&v))));
-    let defined: BTreeMap<String, String> = env.iter().cloned().collect();
-    let working_dir = container.working_dir.as_deref().map_or_else(
-        || pod_dir.to_owned(),
-        |dir| PathBuf::from(mounts.translate(dir)),
-    );
-    let base = ProcessBase {
-        env,
-        defined,
-        mounts,
-        working_dir,
-        user,
-    };
-    let image = container.image.clone().unwrap_or_default();
-    plan.process = base.spec(
-        ctx,
-        &image,
-        container.command.as_deref().unwrap_or(&[]),
-        container.args.as_deref().unwrap_or(&[]),
-        log_dir.join("0.log"),
-    );
-    let probe_log = log_dir.join("probes.log");
-    let probe =
-        |probe: Option<&k8s_openapi::api::core::v1::Probe>| -> Result<Option<ProbePlan>, String> {
-            let Some(probe) = probe else { return Ok(None) };
-            let exec = |command: &[String]| {
-                base.spec(ctx, &image, command, &[], probe_log.clone())
-                    .map_err(|(_, message)| message)
-            };
-            match ProbePlan::new(probe, container, IpAddr::V4(pod_ip), exec) {
-                Ok(Ok(plan)) => Ok(Some(plan)),
-                Ok(Err(message)) => Err(message),
-                Err(e) => Err(e.to_string()),
-            }
-        };
-    let probes = (
-        probe(container.startup_probe.as_ref()),
-        probe(container.liveness_probe.as_ref()),
-        probe(container.readiness_probe.as_ref()),
-    );
-    match probes {
-        (Ok(startup), Ok(liveness), Ok(readiness)) => {
-            plan.startup = startup;
-            plan.liveness = liveness;
-            plan.readiness = readiness;
-        }
-        (Err(message), _, _) | (_, Err(message), _) | (_, _, Err(message)) => {
-            plan.process = config_error(format!("invalid probe: {message}"));
-        }
-    }
-    plan
 }
 
 async fn prepare(
@@ -395,33 +166,9 @@ async fn lifecycle(
     state: Arc<Mutex<PodState>>,
     mut stop: container::StopSignal,
 ) {
-    let set_all_waiting = |reason: &str, message: &str| {
-        let mut s = state.lock().unwrap_or_else(PoisonError::into_inner);
-        let list = if s.initialized {
-            &mut s.main
-        } else {
-            &mut s.init
-        };
-        let list = if list.is_empty() { &mut s.main } else { list };
-        for report in list.iter_mut() {
-            report.state = State::waiting(reason, message);
-        }
-    };
-    let prepared = loop {
-        match prepare(&ctx, &pod, &pod_dir, pod_ip).await {
-            Ok(prepared) => break prepared,
-            Err(error) => {
-                let reason = match error {
-                    PodError::Input(InputError::ClaimNotBound(_)) => "ContainerCreating",
-                    _ => "CreateContainerConfigError",
-                };
-                set_all_waiting(reason, &error.to_string());
-                tokio::select! {
-                    () = tokio::time::sleep(Duration::from_secs(1)) => {}
-                    _ = stop.changed() => return,
-                }
-            }
-        }
+    let Some(prepared) = prepare_until_ready(&ctx, &pod, &pod_dir, pod_ip, &state, &mut stop).await
+    else {
+        return;
     };
     let owner = container::Owner {
         namespace: pod.namespace().unwrap_or_default(),
@@ -644,20 +391,7 @@ pub async fn run(
         return;
     }
     if matches!(ending, Signal::Seen(_)) {
-        let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
-        let params = DeleteParams {
-            grace_period_seconds: Some(0),
-            preconditions: Some(Preconditions {
-                uid: Some(uid.clone()),
-                resource_version: None,
-            }),
-            ..DeleteParams::default()
-        };
-        match api.delete(&name, &params).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => {}
-            Err(error) => tracing::warn!(pod = %name, %error, "cannot remove the terminated pod"),
-        }
+        remove_from_api(&ctx, &namespace, &name, &uid).await;
     }
     for dir in [&pod_dir, &ctx.pod_volumes_dir(&uid)] {
         if let Err(error) = std::fs::remove_dir_all(dir) {
@@ -665,4 +399,64 @@ pub async fn run(
         }
     }
     ctx.addresses.release(pod_ip);
+}
+
+/// Prepares the pod, retrying every second while an input is missing (a
+/// claim not yet bound, a Secret not yet created) and showing why in the
+/// containers' waiting state; `None` when the pod is stopped first.
+async fn prepare_until_ready(
+    ctx: &Context,
+    pod: &Pod,
+    pod_dir: &Path,
+    pod_ip: Ipv4Addr,
+    state: &Mutex<PodState>,
+    stop: &mut container::StopSignal,
+) -> Option<Prepared> {
+    let set_all_waiting = |reason: &str, message: &str| {
+        let mut s = state.lock().unwrap_or_else(PoisonError::into_inner);
+        let list = if s.initialized {
+            &mut s.main
+        } else {
+            &mut s.init
+        };
+        let list = if list.is_empty() { &mut s.main } else { list };
+        for report in list.iter_mut() {
+            report.state = State::waiting(reason, message);
+        }
+    };
+    loop {
+        match prepare(ctx, pod, pod_dir, pod_ip).await {
+            Ok(prepared) => return Some(prepared),
+            Err(error) => {
+                let reason = match error {
+                    PodError::Input(InputError::ClaimNotBound(_)) => "ContainerCreating",
+                    _ => "CreateContainerConfigError",
+                };
+                set_all_waiting(reason, &error.to_string());
+                tokio::select! {
+                    () = tokio::time::sleep(Duration::from_secs(1)) => {}
+                    _ = stop.changed() => return None,
+                }
+            }
+        }
+    }
+}
+
+/// The kubelet's final delete of a pod whose containers have stopped
+/// (grace period 0, for this pod's uid only).
+async fn remove_from_api(ctx: &Context, namespace: &str, name: &str, uid: &str) {
+    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
+    let params = DeleteParams {
+        grace_period_seconds: Some(0),
+        preconditions: Some(Preconditions {
+            uid: Some(uid.to_owned()),
+            resource_version: None,
+        }),
+        ..DeleteParams::default()
+    };
+    match api.delete(name, &params).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => {}
+        Err(error) => tracing::warn!(pod = %name, %error, "cannot remove the terminated pod"),
+    }
 }
