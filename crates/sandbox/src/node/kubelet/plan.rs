@@ -65,8 +65,6 @@ fn container_user(
     Ok(Some((uid, gid)))
 }
 
-/// Who owns the pod's own volumes: its user, with fsGroup as group.
-
 /// Everything a container's processes share: environment, mounts, user.
 pub struct ProcessBase {
     env: Vec<(String, String)>,

@@ -52,6 +52,7 @@ fn dir_error(path: &Path) -> impl FnOnce(std::io::Error) -> PodError {
     move |source| PodError::Dir { path, source }
 }
 
+/// Who owns the pod's own volumes: its user, with fsGroup as group.
 fn volume_owner(pod: &Pod, root: bool) -> Option<Owner> {
     if !root {
         return None;
