@@ -39,16 +39,7 @@ pub async fn run(api: Arc<Api>) {
 }
 
 fn finalizers(object: &Value) -> Vec<String> {
-    object
-        .pointer("/metadata/finalizers")
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(Value::as_str)
-                .map(str::to_owned)
-                .collect()
-        })
-        .unwrap_or_default()
+    objects::string_list(object.pointer("/metadata/finalizers"))
 }
 
 fn deleting(object: &Value) -> bool {

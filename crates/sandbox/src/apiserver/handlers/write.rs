@@ -111,16 +111,7 @@ fn finalize_namespace(
     key: &ObjectKey,
     object: &Value,
 ) -> Result<objects::Written, ApiError> {
-    let wanted: Vec<String> = object
-        .pointer("/spec/finalizers")
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(Value::as_str)
-                .map(str::to_owned)
-                .collect()
-        })
-        .unwrap_or_default();
+    let wanted = objects::string_list(object.pointer("/spec/finalizers"));
     if !wanted.iter().any(|f| f == objects::NAMESPACE_FINALIZER) {
         objects::remove_finalizer(api, tx, resource, key, objects::NAMESPACE_FINALIZER)?;
     }
