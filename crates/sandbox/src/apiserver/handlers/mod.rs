@@ -2,10 +2,10 @@
 //! (get, list, watch, create, update, patch, delete, deletecollection) on
 //! top of [`crate::apiserver::objects`] and [`crate::apiserver::storage`].
 //!
-//! One module per concern: [`auth`] (the bearer token), [`request`] (what a
-//! resource request asks for and how its answer is shaped), [`read`] (get
-//! and list, with [`pagination`]), [`watch`], [`write`] (create, update,
-//! delete), [`patch`] and [`apply`] (server-side apply).
+//! One module per concern: `auth` (the bearer token), `request` (what a
+//! resource request asks for and how its answer is shaped), `read` (get
+//! and list, with `pagination`), `watch`, `write` (create, update,
+//! delete), `patch` and `apply` (server-side apply).
 
 mod apply;
 mod auth;

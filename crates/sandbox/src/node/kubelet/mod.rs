@@ -2,9 +2,9 @@
 //!
 //! There is one node and no scheduler, so the kubelet takes every pod that
 //! names no node (binding it to itself) or names this one. Each pod gets a
-//! worker task ([`pod`]) that owns its processes; the kubelet only routes
-//! watch events to workers and keeps the node's heartbeat ([`node`]) and
-//! local volumes ([`claims`]). The contract a pod's programs see (images,
+//! worker task (`pod`) that owns its processes; the kubelet only routes
+//! watch events to workers and keeps the node's heartbeat (`node`) and
+//! local volumes (`claims`). The contract a pod's programs see (images,
 //! volumes as translated paths, one loopback address per pod, users) is
 //! described in `docs/sandbox.md`.
 

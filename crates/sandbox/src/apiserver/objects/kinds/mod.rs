@@ -5,7 +5,7 @@
 //!
 //! The write path in [`super`] calls these hooks at fixed points; a kind
 //! that needs a new rule gets one [`KindRules`] implementation and one line
-//! in [`RULES`].
+//! in `RULES`.
 
 mod crd;
 mod namespace;
