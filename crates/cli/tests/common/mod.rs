@@ -13,8 +13,8 @@ use tokio::sync::watch;
 use tusk_api::v1alpha1::{ClusterPhase, PostgresCluster, PostgresClusterStatus};
 use tusk_operator::config::OperatorConfig;
 use tusk_operator::run::{Settings, run};
-use tusk_sandbox::node::Node;
 use tusk_sandbox::Sandbox;
+use tusk_sandbox::node::Node;
 use tusk_sandbox::testing;
 
 pub const NS: &str = "default";
