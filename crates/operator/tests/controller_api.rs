@@ -4,7 +4,7 @@
 //! policies and restarts (R7-R16).
 
 use std::future::Future;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret, Service, ServiceAccount};
@@ -20,48 +20,25 @@ use tusk_api::v1alpha1::{ClusterPhase, PostgresCluster};
 use tusk_operator::controller::Options;
 use tusk_operator::leader::LeaseTiming;
 use tusk_operator::run::{Leadership, Settings, run};
-use tusk_sandbox::faults::Failure;
-use tusk_sandbox::server::{Config, Sandbox};
+use tusk_sandbox::Failure;
+use tusk_sandbox::testing::{self, TestSandbox};
 
 const NS: &str = "default";
 const WAIT: Duration = Duration::from_secs(30);
 
-struct Harness {
-    sandbox: Sandbox,
-    client: Client,
-    _dir: tempfile::TempDir,
-}
-
-async fn sandbox(with_cel: bool) -> Harness {
+async fn sandbox(with_cel: bool) -> TestSandbox {
     sandbox_with(if with_cel { |_| {} } else { strip_cel }).await
 }
 
 /// A sandbox whose CRDs `adjust` changed before they were installed.
-async fn sandbox_with(adjust: fn(&mut CustomResourceDefinition)) -> Harness {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let sandbox = Sandbox::start(Config::new(dir.path()))
-        .await
-        .expect("sandbox starts");
-    let client = tusk_sandbox::client::from_kubeconfig(sandbox.kubeconfig_path())
-        .await
-        .expect("client");
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for mut crd in tusk_api::crds() {
+async fn sandbox_with(adjust: fn(&mut CustomResourceDefinition)) -> TestSandbox {
+    let sandbox = TestSandbox::start().await;
+    let crds = tusk_api::crds().into_iter().map(|mut crd| {
         adjust(&mut crd);
-        crds.create(&PostParams::default(), &crd)
-            .await
-            .expect("CRD installs");
-    }
-    let clusters: Api<PostgresCluster> = Api::namespaced(client.clone(), NS);
-    wait_for("the CRD to be served", || async {
-        clusters.list(&Default::default()).await.is_ok()
-    })
-    .await;
-    Harness {
-        sandbox,
-        client,
-        _dir: dir,
-    }
+        crd
+    });
+    testing::install_crds(&sandbox.client, crds).await;
+    sandbox
 }
 
 /// An "older CRD" without CEL rules, so a spec that admission would refuse
@@ -140,19 +117,12 @@ impl Operator {
     }
 }
 
-async fn wait_for<F, Fut>(what: &str, mut check: F)
+async fn wait_for<F, Fut>(what: &str, check: F)
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = bool>,
 {
-    let deadline = Instant::now() + WAIT;
-    while Instant::now() < deadline {
-        if check().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("timed out waiting for {what}");
+    testing::wait_for(what, WAIT, check).await;
 }
 
 fn cluster(name: &str, spec: serde_json::Value) -> PostgresCluster {

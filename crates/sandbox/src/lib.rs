@@ -4,46 +4,34 @@
 //! and be tested for real. This crate is `tusk sandbox`: an API server
 //! with Kubernetes semantics over HTTPS on 127.0.0.1, stored in SQLite, so
 //! kube-rs and kubectl work against it unchanged, and the node side that
-//! runs pods and Services on this machine ([`kubelet`], [`node`],
-//! [`proxy`], [`endpoints`]). Where the API server does not implement
-//! something, it answers with a clear error; it never pretends to succeed.
+//! runs pods and Services on this machine. Where the API server does not
+//! implement something, it answers with a clear error; it never pretends
+//! to succeed.
 //!
-//! API server request flow: [`server`] (TLS, token) -> [`handlers`] (routing, verbs)
-//! -> [`objects`] (rules every write follows) -> [`admission`] (decoding,
-//! defaults, schemas, CEL) -> [`storage`] (SQLite, resourceVersion,
-//! history) -> [`watch`]. Beside them: [`discovery`] and [`openapi`] for
-//! clients, [`table`] for kubectl's columns, [`patch`] and [`apply`] for
-//! PATCH bodies and field ownership, [`gc`] for the built-in controllers,
-//! [`crds`] for custom kinds, and [`faults`] for tests.
+//! The folders are the parts of a cluster:
+//! - [`apiserver`]: HTTP, authentication, the verbs, admission, storage,
+//!   watch, apply, discovery and the per-kind rules of the write path;
+//! - [`controllers`]: garbage collection, namespace deletion and
+//!   endpoints, which Kubernetes runs in its controller manager;
+//! - [`node`]: the kubelet that runs pods as local processes and the
+//!   Service proxy.
+//!
+//! Beside them: [`sandbox`] assembles and starts the API server and its
+//! controllers, [`client`] connects to a running sandbox, [`converge`]
+//! applies manifests and says what has not converged yet, and [`testing`]
+//! is the harness tests use to start a sandbox and wait on conditions.
 
-pub mod admission;
-pub mod apply;
+pub mod apiserver;
 pub mod client;
+pub mod controllers;
 pub mod converge;
-pub mod crds;
-pub mod defaults;
-pub mod discovery;
-pub mod endpoints;
-pub mod error;
-pub mod events;
-pub mod faults;
-pub mod gc;
-pub mod handlers;
 mod informer;
-pub mod kubelet;
 pub mod node;
-pub mod objects;
-pub mod openapi;
-pub mod patch;
-pub mod proxy;
-pub mod resources;
-pub mod routing;
-pub mod selectors;
-pub mod server;
-pub mod storage;
-pub mod table;
-pub mod tls;
-pub mod watch;
+pub mod sandbox;
+pub mod testing;
 
-pub use faults::{Failure, Faults};
-pub use server::{Config, Sandbox, ServerError};
+pub use apiserver::faults::{Failure, Faults};
+pub use sandbox::{Config, Sandbox, ServerError};
+// Paths other crates use, kept from before the folders.
+pub use node::kubelet;
+pub use sandbox as server;

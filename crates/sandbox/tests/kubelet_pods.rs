@@ -134,12 +134,16 @@ async fn a_killed_container_is_restarted_and_counted() {
 async fn deleting_a_pod_stops_it_with_sigterm_then_sigkill_after_the_grace_period() {
     let node = Node::start().await;
     let marker = node.dir.path().join("terminated-gracefully");
+    // Each shell touches a file once its trap is set, so the test deletes
+    // the pods only after that.
+    let polite_trapped = node.dir.path().join("polite-trapped");
+    let stubborn_trapped = node.dir.path().join("stubborn-trapped");
     node.create_pod(NS, json!({
         "metadata": {"name": "polite"},
         "spec": {
             "terminationGracePeriodSeconds": 10,
             "containers": [{"name": "main", "image": SHELL, "command": ["/bin/sh", "-c",
-                format!("trap 'sleep 0.5; echo bye > {}; exit 0' TERM; while :; do sleep 0.1; done", marker.display())]}]
+                format!("trap 'sleep 0.5; echo bye > {}; exit 0' TERM; touch {}; while :; do sleep 0.1; done", marker.display(), polite_trapped.display())]}]
         }
     }))
     .await;
@@ -147,7 +151,7 @@ async fn deleting_a_pod_stops_it_with_sigterm_then_sigkill_after_the_grace_perio
         "metadata": {"name": "stubborn"},
         "spec": {
             "terminationGracePeriodSeconds": 1,
-            "containers": [{"name": "main", "image": SHELL, "command": ["/bin/sh", "-c", "trap '' TERM; while :; do sleep 0.1; done"]}]
+            "containers": [{"name": "main", "image": SHELL, "command": ["/bin/sh", "-c", format!("trap '' TERM; touch {}; while :; do sleep 0.1; done", stubborn_trapped.display())]}]
         }
     }))
     .await;
@@ -160,8 +164,10 @@ async fn deleting_a_pod_stops_it_with_sigterm_then_sigkill_after_the_grace_perio
         faults.pid(NS, "stubborn", "main")
     })
     .await;
-    // Let the shells install their traps.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    eventually("both shells to set their traps", WAIT, || async {
+        (polite_trapped.exists() && stubborn_trapped.exists()).then_some(())
+    })
+    .await;
     let pods = node.pods(NS);
     let started = Instant::now();
     pods.delete("polite", &DeleteParams::default())
@@ -574,14 +580,20 @@ async fn a_program_that_cannot_start_backs_off_instead_of_spinning() {
             || waiting["state"]["waiting"]["message"].is_string(),
         "{waiting}"
     );
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let pod = pod_json(&pods, "missing").await.expect("pod");
-    let restarts = pod["status"]["containerStatuses"][0]["restartCount"]
-        .as_i64()
-        .expect("count");
-    // Test back-off: immediately, 0.5 s, 1 s, then every 2 s.
+    // Spinning would restart at once; back-off (immediately, 0.5 s, 1 s,
+    // then every 2 s) needs at least 1.5 s for three more restarts.
+    let restarts =
+        |pod: &serde_json::Value| pod["status"]["containerStatuses"][0]["restartCount"].as_i64();
+    let first = restarts(&pod_json(&pods, "missing").await.expect("pod")).unwrap_or(0);
+    let started = Instant::now();
+    eventually("three more restarts", WAIT, || async {
+        let pod = pod_json(&pods, "missing").await?;
+        (restarts(&pod)? >= first + 3).then_some(())
+    })
+    .await;
     assert!(
-        (1..=6).contains(&restarts),
-        "{restarts} restarts in about 3 s"
+        started.elapsed() >= Duration::from_millis(1500),
+        "three restarts after {:?}: the kubelet does not back off",
+        started.elapsed()
     );
 }

@@ -13,8 +13,9 @@ use tokio::sync::watch;
 use tusk_api::v1alpha1::{ClusterPhase, PostgresCluster, PostgresClusterStatus};
 use tusk_operator::config::OperatorConfig;
 use tusk_operator::run::{Settings, run};
+use tusk_sandbox::Sandbox;
 use tusk_sandbox::node::Node;
-use tusk_sandbox::server::{Config, Sandbox};
+use tusk_sandbox::testing;
 
 pub const NS: &str = "default";
 
@@ -29,19 +30,12 @@ pub fn durable_cluster(delay_seconds: u64) -> serde_json::Value {
            "failover": {"delaySeconds": delay_seconds, "dataDurability": "required"}})
 }
 
-pub async fn wait_for<F, Fut>(what: &str, limit: Duration, mut check: F)
+pub async fn wait_for<F, Fut>(what: &str, limit: Duration, check: F)
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = bool>,
 {
-    let deadline = Instant::now() + limit;
-    while Instant::now() < deadline {
-        if check().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-    panic!("timed out after {limit:?} waiting for {what}");
+    testing::wait_for(what, limit, check).await;
 }
 
 pub struct World {
@@ -65,15 +59,8 @@ impl World {
                 .try_init();
         }
         let dir = tempfile::tempdir().expect("temp dir");
-        let sandbox = Sandbox::start(Config::new(dir.path()))
-            .await
-            .expect("sandbox");
-        let client = tusk_sandbox::client::from_kubeconfig(sandbox.kubeconfig_path())
-            .await
-            .expect("client");
-        tusk_sandbox::converge::install_crds(&client)
-            .await
-            .expect("CRDs");
+        let (sandbox, client) = testing::serve(dir.path(), |config| config).await;
+        testing::install_tusk_crds(&client).await;
         let node = Node::start(
             client.clone(),
             dir.path(),

@@ -1,65 +1,14 @@
-//! Starting a sandbox for one test and talking to it.
-
-use std::future::Future;
-use std::time::Duration;
+//! What the API tests share beyond [`tusk_sandbox::testing`]: a test CRD,
+//! its objects, and the shared harness re-exported.
 
 use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Client;
 use kube::api::{Api, PostParams};
 use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
-use kube::{Client, CustomResourceExt};
 use serde_json::{Value, json};
-use tempfile::TempDir;
-use tusk_sandbox::{Config, Sandbox};
-
-pub const WAIT: Duration = Duration::from_secs(20);
-
-pub struct TestSandbox {
-    pub sandbox: Sandbox,
-    pub client: Client,
-    pub dir: TempDir,
-}
-
-pub async fn start() -> TestSandbox {
-    start_with(|config| config).await
-}
-
-pub async fn start_with(adjust: impl FnOnce(Config) -> Config) -> TestSandbox {
-    let dir = tempfile::tempdir().expect("temporary directory");
-    let sandbox = Sandbox::start(adjust(Config::new(dir.path())))
-        .await
-        .expect("sandbox starts");
-    let client = client_for(&sandbox).await;
-    TestSandbox {
-        sandbox,
-        client,
-        dir,
-    }
-}
-
-pub async fn client_for(sandbox: &Sandbox) -> Client {
-    tusk_sandbox::client::from_kubeconfig(sandbox.kubeconfig_path())
-        .await
-        .expect("client builds")
-}
-
-/// Waits until `check` returns `Some`, failing the test after [`WAIT`].
-pub async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
+pub use tusk_sandbox::testing::{
+    TestSandbox, WAIT, client_for, eventually, install_tusk_crds, wait_for,
+};
 
 pub fn config_map(name: &str, data: Value) -> ConfigMap {
     serde_json::from_value(json!({
@@ -143,13 +92,6 @@ pub async fn create_crd(client: &Client, crd: Value) {
     api.create(&PostParams::default(), &crd)
         .await
         .expect("CRD is created");
-}
-
-pub async fn install_tusk_crds(client: &Client) {
-    for crd in tusk_api::crds() {
-        create_crd(client, serde_json::to_value(&crd).expect("CRD serialises")).await;
-    }
-    let _ = tusk_api::v1alpha1::PostgresCluster::crd_name();
 }
 
 pub fn widgets(client: &Client, version: &str) -> Api<DynamicObject> {

@@ -15,7 +15,7 @@ use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 use tusk_api::v1alpha1::PostgresCluster;
 
-use crate::common::{eventually, install_tusk_crds, start};
+use crate::common::{TestSandbox, WAIT, eventually, install_tusk_crds};
 
 const FINALIZER: &str = "test.tusk.dev/cleanup";
 
@@ -76,7 +76,7 @@ fn error_policy(_: Arc<PostgresCluster>, _: &ReconcileError, _: Arc<Context>) ->
 
 #[tokio::test]
 async fn a_controller_with_a_finalizer_runs_end_to_end() {
-    let t = start().await;
+    let t = TestSandbox::start().await;
     install_tusk_crds(&t.client).await;
     let clusters: Api<PostgresCluster> = Api::default_namespaced(t.client.clone());
     let maps: Api<ConfigMap> = Api::default_namespaced(t.client.clone());
@@ -101,7 +101,7 @@ async fn a_controller_with_a_finalizer_runs_end_to_end() {
         .await
         .expect("created");
     let c = clusters.clone();
-    eventually("the finalizer, the child and the status", || {
+    eventually("the finalizer, the child and the status", WAIT, || {
         let c = c.clone();
         let maps = maps.clone();
         async move {
@@ -131,14 +131,14 @@ async fn a_controller_with_a_finalizer_runs_end_to_end() {
         .await
         .expect("delete accepted");
     let c = clusters.clone();
-    eventually("the cluster to be gone", || {
+    eventually("the cluster to be gone", WAIT, || {
         let c = c.clone();
         async move { c.get_opt("e2e").await.ok()?.is_none().then_some(()) }
     })
     .await;
     assert_eq!(ctx.cleanups.load(Ordering::SeqCst), 1, "cleanup ran once");
     let m = maps.clone();
-    eventually("the child to be garbage collected", || {
+    eventually("the child to be garbage collected", WAIT, || {
         let m = m.clone();
         async move { m.get_opt("e2e-config").await.ok()?.is_none().then_some(()) }
     })

@@ -6,7 +6,7 @@ use kube::ResourceExt;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
-use crate::common::{code, install_widgets, start, widget, widgets};
+use crate::common::{TestSandbox, code, install_widgets, widget, widgets};
 
 fn message(error: &kube::Error) -> String {
     match error {
@@ -17,7 +17,7 @@ fn message(error: &kube::Error) -> String {
 
 #[tokio::test]
 async fn a_custom_kind_is_served_as_soon_as_its_crd_exists() {
-    let t = start().await;
+    let t = TestSandbox::start().await;
     let before = widgets(&t.client, "v1").list(&Default::default()).await;
     assert_eq!(code(&before.expect_err("not served yet")), 404);
     install_widgets(&t.client).await;
@@ -46,7 +46,7 @@ async fn a_custom_kind_is_served_as_soon_as_its_crd_exists() {
 
 #[tokio::test]
 async fn every_served_version_reads_the_same_object() {
-    let t = start().await;
+    let t = TestSandbox::start().await;
     install_widgets(&t.client).await;
     widgets(&t.client, "v1")
         .create(&PostParams::default(), &widget("w", json!({"size": 2})))
@@ -67,7 +67,7 @@ async fn every_served_version_reads_the_same_object() {
 
 #[tokio::test]
 async fn schema_violations_are_422_with_causes_naming_the_field() {
-    let t = start().await;
+    let t = TestSandbox::start().await;
     install_widgets(&t.client).await;
     let api = widgets(&t.client, "v1");
     let cases: [(Value, &str); 6] = [
@@ -114,7 +114,7 @@ async fn schema_violations_are_422_with_causes_naming_the_field() {
 
 #[tokio::test]
 async fn cel_rules_and_transition_rules_are_enforced() {
-    let t = start().await;
+    let t = TestSandbox::start().await;
     install_widgets(&t.client).await;
     let api = widgets(&t.client, "v1");
     let forbidden = api
@@ -159,7 +159,7 @@ async fn cel_rules_and_transition_rules_are_enforced() {
 
 #[tokio::test]
 async fn unknown_fields_are_pruned_or_refused_when_strict() {
-    let t = start().await;
+    let t = TestSandbox::start().await;
     install_widgets(&t.client).await;
     let api = widgets(&t.client, "v1");
     let created = api
@@ -200,7 +200,7 @@ async fn unknown_fields_are_pruned_or_refused_when_strict() {
 
 #[tokio::test]
 async fn generation_tracks_spec_and_status_is_its_own_subresource() {
-    let t = start().await;
+    let t = TestSandbox::start().await;
     install_widgets(&t.client).await;
     let api = widgets(&t.client, "v1");
     api.create(&PostParams::default(), &widget("s", json!({"size": 1})))
@@ -252,7 +252,7 @@ async fn generation_tracks_spec_and_status_is_its_own_subresource() {
 
 #[tokio::test]
 async fn updates_of_custom_resources_require_a_resource_version() {
-    let t = start().await;
+    let t = TestSandbox::start().await;
     install_widgets(&t.client).await;
     let api = widgets(&t.client, "v1");
     let created = api
@@ -267,7 +267,7 @@ async fn updates_of_custom_resources_require_a_resource_version() {
 
 #[tokio::test]
 async fn the_project_crds_refuse_invalid_clusters_with_their_cel_messages() {
-    let t = start().await;
+    let t = TestSandbox::start().await;
     crate::common::install_tusk_crds(&t.client).await;
     let resource = kube::core::ApiResource::from_gvk_with_plural(
         &kube::core::GroupVersionKind::gvk("postgres.tusk.dev", "v1alpha1", "PostgresCluster"),
@@ -303,7 +303,7 @@ async fn the_project_crds_refuse_invalid_clusters_with_their_cel_messages() {
 #[tokio::test]
 async fn deleting_a_crd_deletes_its_objects_and_stops_serving_the_kind() {
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-    let t = start().await;
+    let t = TestSandbox::start().await;
     install_widgets(&t.client).await;
     let api = widgets(&t.client, "v1");
     api.create(
@@ -317,7 +317,7 @@ async fn deleting_a_crd_deletes_its_objects_and_stops_serving_the_kind() {
         .await
         .expect("delete accepted");
     let c = crds.clone();
-    crate::common::eventually("the CRD to be gone", || {
+    crate::common::eventually("the CRD to be gone", crate::common::WAIT, || {
         let c = c.clone();
         async move {
             c.get_opt("widgets.example.com")

@@ -5,11 +5,11 @@ use kube::api::{Api, DeleteParams, ListParams, PostParams, Preconditions};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 
-use crate::common::{self, code, config_map, start};
+use crate::common::{self, TestSandbox, code, config_map};
 
 #[tokio::test]
 async fn create_fills_in_uid_timestamp_and_generate_name() {
-    let t = start().await;
+    let t = TestSandbox::start().await;
     let api: Api<ConfigMap> = Api::default_namespaced(t.client.clone());
     let created = api
         .create(
@@ -38,7 +38,7 @@ async fn create_fills_in_uid_timestamp_and_generate_name() {
 
 #[tokio::test]
 async fn missing_objects_and_namespaces_are_not_found() {
-    let t = start().await;
+    let t = TestSandbox::start().await;
     let api: Api<ConfigMap> = Api::default_namespaced(t.client.clone());
     assert_eq!(code(&api.get("nothing").await.expect_err("missing")), 404);
     let elsewhere: Api<ConfigMap> = Api::namespaced(t.client.clone(), "nowhere");
@@ -50,7 +50,7 @@ async fn missing_objects_and_namespaces_are_not_found() {
 
 #[tokio::test]
 async fn stale_updates_conflict() {
-    let t = start().await;
+    let t = TestSandbox::start().await;
     let api: Api<ConfigMap> = Api::default_namespaced(t.client.clone());
     let first = api
         .create(&PostParams::default(), &config_map("cm", json!({"a": "1"})))
@@ -76,7 +76,7 @@ async fn stale_updates_conflict() {
 
 #[tokio::test]
 async fn lists_filter_by_label_and_field_selectors() {
-    let t = start().await;
+    let t = TestSandbox::start().await;
     let api: Api<ConfigMap> = Api::default_namespaced(t.client.clone());
     for (name, tier) in [("a", "db"), ("b", "db"), ("c", "web")] {
         let mut cm = config_map(name, json!({}));
@@ -109,7 +109,7 @@ async fn lists_filter_by_label_and_field_selectors() {
 
 #[tokio::test]
 async fn lists_page_with_limit_and_continue() {
-    let t = start().await;
+    let t = TestSandbox::start().await;
     let api: Api<ConfigMap> = Api::default_namespaced(t.client.clone());
     for i in 0..7 {
         api.create(
@@ -137,7 +137,7 @@ async fn lists_page_with_limit_and_continue() {
 
 #[tokio::test]
 async fn deletes_honour_preconditions() {
-    let t = start().await;
+    let t = TestSandbox::start().await;
     let api: Api<ConfigMap> = Api::default_namespaced(t.client.clone());
     let created = api
         .create(&PostParams::default(), &config_map("cm", json!({})))
@@ -171,7 +171,7 @@ async fn deletes_honour_preconditions() {
 
 #[tokio::test]
 async fn state_survives_a_restart() {
-    let mut t = start().await;
+    let mut t = TestSandbox::start().await;
     common::install_widgets(&t.client).await;
     let api: Api<ConfigMap> = Api::default_namespaced(t.client.clone());
     let created = api
@@ -222,7 +222,7 @@ async fn state_survives_a_restart() {
 
 #[tokio::test]
 async fn requests_without_the_token_are_unauthorized() {
-    let t = start().await;
+    let t = TestSandbox::start().await;
     let path = t.dir.path().join("kubeconfig");
     let text = std::fs::read_to_string(&path).expect("kubeconfig");
     let token_line = text
@@ -243,7 +243,7 @@ async fn requests_without_the_token_are_unauthorized() {
 async fn events_recorded_through_events_k8s_io_are_listed_as_core_events() {
     use k8s_openapi::api::core::v1::Event as CoreEvent;
     use k8s_openapi::api::events::v1::Event;
-    let t = start().await;
+    let t = TestSandbox::start().await;
     let events: Api<Event> = Api::default_namespaced(t.client.clone());
     let event: Event = serde_json::from_value(json!({
         "metadata": {"name": "db.failover"},
@@ -277,7 +277,7 @@ async fn events_recorded_through_events_k8s_io_are_listed_as_core_events() {
 
 #[tokio::test]
 async fn deletecollection_removes_only_the_selected_objects() {
-    let t = start().await;
+    let t = TestSandbox::start().await;
     let api: Api<ConfigMap> = Api::default_namespaced(t.client.clone());
     for (name, tier) in [("a", "db"), ("b", "db"), ("c", "web")] {
         let mut cm = config_map(name, json!({}));
@@ -305,7 +305,7 @@ async fn deletecollection_removes_only_the_selected_objects() {
 
 #[tokio::test]
 async fn a_continue_token_older_than_the_history_is_gone() {
-    let t = crate::common::start_with(|mut c| {
+    let t = TestSandbox::start_with(|mut c| {
         c.history_limit = 3;
         c
     })
@@ -341,7 +341,7 @@ async fn a_continue_token_older_than_the_history_is_gone() {
 #[tokio::test]
 async fn an_exact_list_of_an_older_version_is_refused_not_faked() {
     use kube::api::VersionMatch;
-    let t = start().await;
+    let t = TestSandbox::start().await;
     let api: Api<ConfigMap> = Api::default_namespaced(t.client.clone());
     let first = api
         .create(&PostParams::default(), &config_map("a", json!({})))

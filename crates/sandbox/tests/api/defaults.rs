@@ -5,11 +5,11 @@ use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use crate::common::{code, start};
+use crate::common::{TestSandbox, code};
 
 #[tokio::test]
 async fn pods_get_the_kubernetes_defaults() {
-    let t = start().await;
+    let t = TestSandbox::start().await;
     let api: Api<Pod> = Api::default_namespaced(t.client.clone());
     let pod: Pod = serde_json::from_value(json!({
         "metadata": {"name": "p"},
@@ -48,7 +48,7 @@ async fn pods_get_the_kubernetes_defaults() {
 
 #[tokio::test]
 async fn services_get_a_loopback_cluster_ip_that_never_changes() {
-    let t = start().await;
+    let t = TestSandbox::start().await;
     let api: Api<Service> = Api::default_namespaced(t.client.clone());
     let service: Service = serde_json::from_value(json!({
         "metadata": {"name": "db-rw"},
@@ -95,7 +95,7 @@ async fn services_get_a_loopback_cluster_ip_that_never_changes() {
 
 #[tokio::test]
 async fn claims_may_grow_but_not_shrink_or_change_class() {
-    let t = start().await;
+    let t = TestSandbox::start().await;
     let api: Api<PersistentVolumeClaim> = Api::default_namespaced(t.client.clone());
     let claim: PersistentVolumeClaim = serde_json::from_value(json!({
         "metadata": {"name": "data"},
@@ -147,7 +147,7 @@ async fn claims_may_grow_but_not_shrink_or_change_class() {
 
 #[tokio::test]
 async fn a_pod_spec_only_changes_where_kubernetes_allows() {
-    let t = start().await;
+    let t = TestSandbox::start().await;
     let api: Api<Pod> = Api::default_namespaced(t.client.clone());
     let pod: Pod = serde_json::from_value(json!({
         "metadata": {"name": "p"},
@@ -201,7 +201,7 @@ async fn a_pod_spec_only_changes_where_kubernetes_allows() {
 #[tokio::test]
 async fn pods_need_an_existing_service_account_and_namespaces_get_a_default_one() {
     use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
-    let t = start().await;
+    let t = TestSandbox::start().await;
     let namespaces: Api<Namespace> = Api::all(t.client.clone());
     let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": "team"}})).expect("ns");
     namespaces

@@ -7,11 +7,11 @@ use kube::api::{Api, PostParams};
 use serde_json::json;
 use tusk_sandbox::Failure;
 
-use crate::common::{code, config_map, start};
+use crate::common::{TestSandbox, code, config_map};
 
 #[tokio::test]
 async fn injected_failures_hit_the_next_matching_requests_only() {
-    let t = start().await;
+    let t = TestSandbox::start().await;
     let api: Api<ConfigMap> = Api::default_namespaced(t.client.clone());
     let faults = t.sandbox.faults();
     faults.reset_counts();
@@ -42,7 +42,7 @@ async fn injected_failures_hit_the_next_matching_requests_only() {
 
 #[tokio::test]
 async fn delays_slow_every_response() {
-    let t = start().await;
+    let t = TestSandbox::start().await;
     let api: Api<ConfigMap> = Api::default_namespaced(t.client.clone());
     t.sandbox
         .faults()
@@ -55,7 +55,7 @@ async fn delays_slow_every_response() {
 
 #[tokio::test]
 async fn requests_are_counted_by_verb_and_resource() {
-    let t = start().await;
+    let t = TestSandbox::start().await;
     let api: Api<ConfigMap> = Api::default_namespaced(t.client.clone());
     let faults = t.sandbox.faults();
     faults.reset_counts();

@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, PostParams};
 use serde_json::json;
 
-use crate::common::{TestSandbox, config_map, start};
+use crate::common::{TestSandbox, WAIT, config_map, wait_for};
 
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -54,7 +54,7 @@ fn succeed(t: &TestSandbox, args: &[&str]) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_applies_lists_describes_and_deletes_the_project_resources() {
-    let t = start().await;
+    let t = TestSandbox::start().await;
     let args = [
         "apply",
         "--server-side",
@@ -119,7 +119,7 @@ async fn kubectl_applies_lists_describes_and_deletes_the_project_resources() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_get_watch_prints_new_objects() {
-    let t = start().await;
+    let t = TestSandbox::start().await;
     let mut child = kubectl_command(&t, &["get", "configmaps", "-w", "--request-timeout=30s"])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -135,21 +135,23 @@ async fn kubectl_get_watch_prints_new_objects() {
         }
     });
     let api: Api<ConfigMap> = Api::default_namespaced(t.client.clone());
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let mut created = false;
+    // kubectl lists, then watches from the list's version: once its watch
+    // request has arrived, a new object reaches it.
+    let faults = t.sandbox.faults().clone();
+    wait_for("kubectl to start watching", WAIT, || {
+        let faults = faults.clone();
+        async move { faults.count("watch", "configmaps") >= 1 }
+    })
+    .await;
+    api.create(
+        &PostParams::default(),
+        &config_map("watched", json!({"a": "1"})),
+    )
+    .await
+    .expect("created");
+    let deadline = Instant::now() + WAIT;
     let mut seen = false;
     while Instant::now() < deadline && !seen {
-        if !created {
-            // Give kubectl time to list and start watching, then create.
-            tokio::time::sleep(Duration::from_millis(1500)).await;
-            api.create(
-                &PostParams::default(),
-                &config_map("watched", json!({"a": "1"})),
-            )
-            .await
-            .expect("created");
-            created = true;
-        }
         if let Ok(line) = lines_rx.recv_timeout(Duration::from_millis(200)) {
             seen = line.starts_with("watched");
         }
@@ -192,7 +194,7 @@ fn expectations(path: &Path) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn invalid_fixtures_are_refused_by_the_server_with_their_messages() {
-    let t = start().await;
+    let t = TestSandbox::start().await;
     succeed(&t, &["apply", "--server-side", "-f", "deploy/crds/"]);
     let dir = repo_root().join("crates/cli/tests/fixtures/invalid");
     let mut fixtures: Vec<PathBuf> = std::fs::read_dir(&dir)

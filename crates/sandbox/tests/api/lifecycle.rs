@@ -7,7 +7,7 @@ use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, PropagationPolicy};
 use serde_json::json;
 
-use crate::common::{code, config_map, eventually, start};
+use crate::common::{TestSandbox, WAIT, code, config_map, eventually};
 
 fn owned_by(owner: &ConfigMap, block: bool) -> OwnerReference {
     OwnerReference {
@@ -40,7 +40,7 @@ async fn child(
 async fn gone(api: &Api<ConfigMap>, name: &str) {
     let api = api.clone();
     let name = name.to_owned();
-    eventually(&format!("{name} to be deleted"), || {
+    eventually(&format!("{name} to be deleted"), WAIT, || {
         let api = api.clone();
         let name = name.clone();
         async move {
@@ -56,7 +56,7 @@ async fn gone(api: &Api<ConfigMap>, name: &str) {
 
 #[tokio::test]
 async fn finalizers_keep_a_deleted_object_until_they_are_removed() {
-    let t = start().await;
+    let t = TestSandbox::start().await;
     let api: Api<ConfigMap> = Api::default_namespaced(t.client.clone());
     let mut cm = config_map("held", json!({}));
     cm.metadata.finalizers = Some(vec!["test/hold".into()]);
@@ -91,7 +91,7 @@ async fn finalizers_keep_a_deleted_object_until_they_are_removed() {
 
 #[tokio::test]
 async fn background_deletion_collects_dependents() {
-    let t = start().await;
+    let t = TestSandbox::start().await;
     let api: Api<ConfigMap> = Api::default_namespaced(t.client.clone());
     let owner = api
         .create(&PostParams::default(), &config_map("owner", json!({})))
@@ -106,7 +106,7 @@ async fn background_deletion_collects_dependents() {
 
 #[tokio::test]
 async fn foreground_deletion_waits_for_blocking_dependents() {
-    let t = start().await;
+    let t = TestSandbox::start().await;
     let api: Api<ConfigMap> = Api::default_namespaced(t.client.clone());
     let owner = api
         .create(&PostParams::default(), &config_map("owner", json!({})))
@@ -117,7 +117,7 @@ async fn foreground_deletion_waits_for_blocking_dependents() {
         .await
         .expect("delete accepted");
     let api2 = api.clone();
-    eventually("the blocking child to be marked deleted", || {
+    eventually("the blocking child to be marked deleted", WAIT, || {
         let api = api2.clone();
         async move {
             api.get("blocker")
@@ -147,7 +147,7 @@ async fn foreground_deletion_waits_for_blocking_dependents() {
 
 #[tokio::test]
 async fn orphan_deletion_keeps_dependents_without_the_owner_reference() {
-    let t = start().await;
+    let t = TestSandbox::start().await;
     let api: Api<ConfigMap> = Api::default_namespaced(t.client.clone());
     let owner = api
         .create(&PostParams::default(), &config_map("owner", json!({})))
@@ -166,7 +166,7 @@ async fn orphan_deletion_keeps_dependents_without_the_owner_reference() {
 
 #[tokio::test]
 async fn deleting_a_namespace_removes_its_contents() {
-    let t = start().await;
+    let t = TestSandbox::start().await;
     let namespaces: Api<Namespace> = Api::all(t.client.clone());
     let ns: Namespace =
         serde_json::from_value(json!({"metadata": {"name": "doomed"}})).expect("ns");
@@ -183,7 +183,7 @@ async fn deleting_a_namespace_removes_its_contents() {
         .await
         .expect("delete accepted");
     let namespaces2 = namespaces.clone();
-    eventually("the namespace to disappear", || {
+    eventually("the namespace to disappear", WAIT, || {
         let namespaces = namespaces2.clone();
         async move {
             namespaces
@@ -200,7 +200,7 @@ async fn deleting_a_namespace_removes_its_contents() {
 
 #[tokio::test]
 async fn a_terminating_namespace_refuses_new_content() {
-    let t = start().await;
+    let t = TestSandbox::start().await;
     let namespaces: Api<Namespace> = Api::all(t.client.clone());
     let ns: Namespace =
         serde_json::from_value(json!({"metadata": {"name": "closing"}})).expect("ns");
@@ -235,7 +235,7 @@ async fn a_terminating_namespace_refuses_new_content() {
     .await
     .expect("released");
     let namespaces2 = namespaces.clone();
-    eventually("the namespace to disappear", || {
+    eventually("the namespace to disappear", WAIT, || {
         let namespaces = namespaces2.clone();
         async move {
             namespaces
@@ -252,7 +252,7 @@ async fn a_terminating_namespace_refuses_new_content() {
 #[tokio::test]
 async fn pods_on_a_node_wait_for_their_kubelet_and_others_go_at_once() {
     use k8s_openapi::api::core::v1::Pod;
-    let t = start().await;
+    let t = TestSandbox::start().await;
     let api: Api<Pod> = Api::default_namespaced(t.client.clone());
     let pod = |name: &str, node: Option<&str>| -> Pod {
         serde_json::from_value(json!({

@@ -6,7 +6,7 @@ use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use crate::common::{code, config_map, install_widgets, start, widget, widgets};
+use crate::common::{TestSandbox, code, config_map, install_widgets, widget, widgets};
 
 fn pod(name: &str) -> Pod {
     serde_json::from_value(json!({
@@ -22,7 +22,7 @@ fn pod(name: &str) -> Pod {
 
 #[tokio::test]
 async fn json_merge_patch_sets_and_removes_fields() {
-    let t = start().await;
+    let t = TestSandbox::start().await;
     let api: Api<ConfigMap> = Api::default_namespaced(t.client.clone());
     api.create(
         &PostParams::default(),
@@ -45,7 +45,7 @@ async fn json_merge_patch_sets_and_removes_fields() {
 
 #[tokio::test]
 async fn json_patch_test_operations_guard_the_change() {
-    let t = start().await;
+    let t = TestSandbox::start().await;
     let api: Api<ConfigMap> = Api::default_namespaced(t.client.clone());
     api.create(&PostParams::default(), &config_map("cm", json!({"a": "1"})))
         .await
@@ -77,7 +77,7 @@ async fn json_patch_test_operations_guard_the_change() {
 
 #[tokio::test]
 async fn strategic_merge_merges_containers_and_conditions_by_key() {
-    let t = start().await;
+    let t = TestSandbox::start().await;
     let api: Api<Pod> = Api::default_namespaced(t.client.clone());
     api.create(&PostParams::default(), &pod("p"))
         .await
@@ -150,7 +150,7 @@ async fn strategic_merge_merges_containers_and_conditions_by_key() {
 
 #[tokio::test]
 async fn server_side_apply_tracks_owners_conflicts_and_removals() {
-    let t = start().await;
+    let t = TestSandbox::start().await;
     let api: Api<ConfigMap> = Api::default_namespaced(t.client.clone());
     let config = |data: serde_json::Value| {
         Patch::Apply(
@@ -225,7 +225,7 @@ async fn server_side_apply_tracks_owners_conflicts_and_removals() {
 
 #[tokio::test]
 async fn apply_to_a_status_subresource_owns_only_status() {
-    let t = start().await;
+    let t = TestSandbox::start().await;
     install_widgets(&t.client).await;
     let api = widgets(&t.client, "v1");
     let body = |spec_size: i64, phase: &str| {
@@ -254,7 +254,7 @@ async fn apply_to_a_status_subresource_owns_only_status() {
 
 #[tokio::test]
 async fn apply_with_a_resource_version_is_a_precondition() {
-    let t = start().await;
+    let t = TestSandbox::start().await;
     install_widgets(&t.client).await;
     let api = widgets(&t.client, "v1");
     let created = api

@@ -10,7 +10,7 @@ use kube::api::{Api, PostParams, WatchEvent, WatchParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::json;
 
-use crate::common::{WAIT, config_map, start, start_with};
+use crate::common::{TestSandbox, WAIT, config_map};
 
 async fn next_event(
     stream: &mut (impl futures::Stream<Item = kube::Result<WatchEvent<ConfigMap>>> + Unpin),
@@ -24,7 +24,7 @@ async fn next_event(
 
 #[tokio::test]
 async fn watch_from_a_resource_version_replays_later_changes() {
-    let t = start().await;
+    let t = TestSandbox::start().await;
     let api: Api<ConfigMap> = Api::default_namespaced(t.client.clone());
     let first = api
         .create(&PostParams::default(), &config_map("a", json!({})))
@@ -59,7 +59,7 @@ async fn watch_from_a_resource_version_replays_later_changes() {
 
 #[tokio::test]
 async fn bookmarks_arrive_when_asked() {
-    let t = start_with(|mut c| {
+    let t = TestSandbox::start_with(|mut c| {
         c.bookmark_interval = Duration::from_millis(200);
         c
     })
@@ -89,7 +89,7 @@ async fn bookmarks_arrive_when_asked() {
 
 #[tokio::test]
 async fn watching_from_a_version_older_than_history_is_gone() {
-    let t = start_with(|mut c| {
+    let t = TestSandbox::start_with(|mut c| {
         c.history_limit = 3;
         c
     })
@@ -121,7 +121,7 @@ async fn watching_from_a_version_older_than_history_is_gone() {
 
 #[tokio::test]
 async fn watch_timeout_is_honoured() {
-    let t = start().await;
+    let t = TestSandbox::start().await;
     let api: Api<ConfigMap> = Api::default_namespaced(t.client.clone());
     let started = std::time::Instant::now();
     let stream = api
@@ -137,7 +137,7 @@ async fn watch_timeout_is_honoured() {
 
 #[tokio::test]
 async fn label_selected_watch_sees_objects_enter_and_leave() {
-    let t = start().await;
+    let t = TestSandbox::start().await;
     let api: Api<ConfigMap> = Api::default_namespaced(t.client.clone());
     let created = api
         .create(&PostParams::default(), &config_map("a", json!({})))
@@ -174,7 +174,7 @@ async fn label_selected_watch_sees_objects_enter_and_leave() {
 
 #[tokio::test]
 async fn kube_watcher_resumes_after_watches_are_closed() {
-    let t = start().await;
+    let t = TestSandbox::start().await;
     let api: Api<ConfigMap> = Api::default_namespaced(t.client.clone());
     let mut names = watcher(api.clone(), watcher::Config::default())
         .applied_objects()
@@ -199,7 +199,17 @@ async fn kube_watcher_resumes_after_watches_are_closed() {
     assert_eq!(second.as_deref(), Some("during"));
     assert_eq!(t.sandbox.faults().count("watch", "configmaps"), 1);
     t.sandbox.faults().close_watches();
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // The watcher reconnects only while its stream is polled: poll it (no
+    // event is due) until its second watch request has arrived, so the
+    // next object is delivered by the new watch.
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while t.sandbox.faults().count("watch", "configmaps") < 2 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the watcher reconnects"
+        );
+        let _ = tokio::time::timeout(Duration::from_millis(50), names.try_next()).await;
+    }
     api.create(&PostParams::default(), &config_map("after", json!({})))
         .await
         .expect("created");
@@ -217,7 +227,7 @@ async fn kube_watcher_resumes_after_watches_are_closed() {
 
 #[tokio::test]
 async fn streaming_lists_deliver_initial_events_and_their_end_bookmark() {
-    let t = start().await;
+    let t = TestSandbox::start().await;
     let api: Api<ConfigMap> = Api::default_namespaced(t.client.clone());
     for name in ["a", "b"] {
         api.create(&PostParams::default(), &config_map(name, json!({})))

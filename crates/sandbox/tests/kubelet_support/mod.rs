@@ -1,23 +1,24 @@
 //! A whole sandbox node for one test: API server, kubelet, endpoints
 //! controller and Service proxy on a temporary data directory, restartable
-//! on the same directory.
+//! on the same directory. The API server and its client come from
+//! [`tusk_sandbox::testing`].
 
 #![allow(dead_code)]
 
-use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PostParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, ResourceExt};
 use serde_json::Value;
 use tempfile::TempDir;
+use tusk_sandbox::Sandbox;
 use tusk_sandbox::kubelet::{
     Backoff, ImageMapping, ImageRule, KubeletConfig, KubeletFaults, Runtime,
 };
-use tusk_sandbox::{Config, Sandbox};
+use tusk_sandbox::testing;
+pub use tusk_sandbox::testing::eventually;
 
 pub const WAIT: Duration = Duration::from_secs(30);
 /// The image tests use for shell-script containers; mapped to host programs.
@@ -28,14 +29,6 @@ pub struct Node {
     pub client: Client,
     api: Option<Sandbox>,
     node: Option<tusk_sandbox::node::Node>,
-}
-
-async fn client_for(sandbox: &Sandbox) -> Client {
-    let kubeconfig = Kubeconfig::read_from(sandbox.kubeconfig_path()).expect("kubeconfig reads");
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-        .await
-        .expect("kubeconfig is usable");
-    Client::try_from(config).expect("client builds")
 }
 
 fn kubelet_config(dir: &Path, sandbox: &Sandbox) -> KubeletConfig {
@@ -59,10 +52,7 @@ fn kubelet_config(dir: &Path, sandbox: &Sandbox) -> KubeletConfig {
 }
 
 async fn boot(dir: &Path) -> (Sandbox, Client, tusk_sandbox::node::Node) {
-    let sandbox = Sandbox::start(Config::new(dir))
-        .await
-        .expect("API server starts");
-    let client = client_for(&sandbox).await;
+    let (sandbox, client) = testing::serve(dir, |config| config).await;
     let node = tusk_sandbox::node::Node::start_with(client.clone(), kubelet_config(dir, &sandbox))
         .expect("node starts");
     (sandbox, client, node)
@@ -140,25 +130,6 @@ impl Drop for Node {
         // drops its processes, which kills their process groups.
         self.node.take();
         self.api.take();
-    }
-}
-
-/// Waits until `check` returns `Some`, failing the test after `timeout`.
-pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + timeout;
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 

@@ -1,0 +1,198 @@
+//! CustomResourceDefinitions: checking them, reporting them Established,
+//! and turning them into served resources.
+
+use serde_json::{Value, json};
+
+use crate::apiserver::error::Cause;
+use crate::apiserver::resources::{PrinterColumn, Resource, Version, key};
+
+pub const RESOURCE_KEY: &str = "apiextensions.k8s.io/customresourcedefinitions";
+
+/// Cleanup of a CRD's objects runs behind this finalizer, as on Kubernetes.
+pub const CLEANUP_FINALIZER: &str = "customresourcecleanup.apiextensions.k8s.io";
+
+fn str_at<'v>(value: &'v Value, pointer: &str) -> Option<&'v str> {
+    value.pointer(pointer).and_then(Value::as_str)
+}
+
+/// What Kubernetes refuses in a CRD (the subset the sandbox relies on).
+pub fn validate(crd: &Value) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    let group = str_at(crd, "/spec/group").unwrap_or_default();
+    let plural = str_at(crd, "/spec/names/plural").unwrap_or_default();
+    let name = str_at(crd, "/metadata/name").unwrap_or_default();
+    if group.is_empty() {
+        causes.push(Cause::invalid("spec.group", "Required value"));
+    }
+    if plural.is_empty() {
+        causes.push(Cause::invalid("spec.names.plural", "Required value"));
+    }
+    if str_at(crd, "/spec/names/kind").is_none_or(str::is_empty) {
+        causes.push(Cause::invalid("spec.names.kind", "Required value"));
+    }
+    if name != format!("{plural}.{group}") {
+        causes.push(Cause::invalid(
+            "metadata.name",
+            format!("Invalid value: \"{name}\": must be spec.names.plural+\".\"+spec.group"),
+        ));
+    }
+    if !matches!(str_at(crd, "/spec/scope"), Some("Namespaced" | "Cluster")) {
+        causes.push(Cause::invalid(
+            "spec.scope",
+            "Unsupported value: supported values: \"Cluster\", \"Namespaced\"",
+        ));
+    }
+    let versions = crd
+        .pointer("/spec/versions")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    if versions.is_empty() {
+        causes.push(Cause::invalid(
+            "spec.versions",
+            "Required value: must have at least one version",
+        ));
+    }
+    let storage = versions
+        .iter()
+        .filter(|v| v.get("storage") == Some(&Value::Bool(true)))
+        .count();
+    if !versions.is_empty() && storage != 1 {
+        causes.push(Cause::invalid(
+            "spec.versions",
+            "Invalid value: must have exactly one version marked as storage version",
+        ));
+    }
+    for (index, version) in versions.iter().enumerate() {
+        if version.pointer("/schema/openAPIV3Schema").is_none() {
+            causes.push(Cause::invalid(
+                format!("spec.versions[{index}].schema.openAPIV3Schema"),
+                "Required value: schemas are required",
+            ));
+        }
+    }
+    if let Some(strategy) = str_at(crd, "/spec/conversion/strategy")
+        && strategy != "None"
+    {
+        causes.push(Cause {
+            field: "spec.conversion.strategy".into(),
+            message: format!(
+                "Unsupported value: \"{strategy}\": the sandbox serves only conversion strategy None"
+            ),
+            reason: "FieldValueNotSupported",
+        });
+    }
+    causes
+}
+
+/// The status Kubernetes reports once a CRD is served.
+pub fn established_status(crd: &Value, now: &str) -> Value {
+    let stored: Vec<Value> = crd
+        .pointer("/spec/versions")
+        .and_then(Value::as_array)
+        .map(|vs| {
+            vs.iter()
+                .filter(|v| v.get("storage") == Some(&Value::Bool(true)))
+                .filter_map(|v| v.get("name").cloned())
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut stored_versions: Vec<Value> = crd
+        .pointer("/status/storedVersions")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    for version in stored {
+        if !stored_versions.contains(&version) {
+            stored_versions.push(version);
+        }
+    }
+    json!({
+        "acceptedNames": crd.pointer("/spec/names").cloned().unwrap_or(json!({})),
+        "conditions": [
+            {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts",
+             "message": "no conflicts found", "lastTransitionTime": now},
+            {"type": "Established", "status": "True", "reason": "InitialNamesAccepted",
+             "message": "the initial names have been accepted", "lastTransitionTime": now}
+        ],
+        "storedVersions": stored_versions,
+    })
+}
+
+/// The served resource a CRD defines.
+pub fn resource(crd: &Value) -> Option<Resource> {
+    let group = str_at(crd, "/spec/group")?.to_owned();
+    let names = crd.pointer("/spec/names")?;
+    let plural = names.get("plural")?.as_str()?.to_owned();
+    let kind = names.get("kind")?.as_str()?.to_owned();
+    let strings = |field: &str| -> Vec<String> {
+        names
+            .get(field)
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let versions = crd
+        .pointer("/spec/versions")?
+        .as_array()?
+        .iter()
+        .filter_map(|v| {
+            Some(Version {
+                name: v.get("name")?.as_str()?.to_owned(),
+                served: v.get("served").and_then(Value::as_bool).unwrap_or(false),
+                storage: v.get("storage").and_then(Value::as_bool).unwrap_or(false),
+                schema: v.pointer("/schema/openAPIV3Schema").cloned(),
+                printer_columns: v
+                    .get("additionalPrinterColumns")
+                    .and_then(Value::as_array)
+                    .map(|cols| cols.iter().filter_map(printer_column).collect())
+                    .unwrap_or_default(),
+                status_subresource: v.pointer("/subresources/status").is_some(),
+            })
+        })
+        .collect();
+    Some(Resource {
+        key: key(&group, &plural),
+        singular: names
+            .get("singular")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .unwrap_or_else(|| kind.to_lowercase()),
+        short_names: strings("shortNames"),
+        categories: strings("categories"),
+        namespaced: str_at(crd, "/spec/scope") == Some("Namespaced"),
+        group,
+        plural,
+        kind,
+        versions,
+        custom: true,
+    })
+}
+
+fn printer_column(column: &Value) -> Option<PrinterColumn> {
+    Some(PrinterColumn {
+        name: column.get("name")?.as_str()?.to_owned(),
+        type_: column
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or("string")
+            .to_owned(),
+        format: column
+            .get("format")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned(),
+        description: column
+            .get("description")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned(),
+        priority: column.get("priority").and_then(Value::as_i64).unwrap_or(0),
+        json_path: column.get("jsonPath")?.as_str()?.to_owned(),
+    })
+}

@@ -1,0 +1,179 @@
+//! HTTP handling: authentication, fault injection, routing, and the verbs
+//! (get, list, watch, create, update, patch, delete, deletecollection) on
+//! top of [`crate::apiserver::objects`] and [`crate::apiserver::storage`].
+//!
+//! One module per concern: `auth` (the bearer token), `request` (what a
+//! resource request asks for and how its answer is shaped), `read` (get
+//! and list, with `pagination`), `watch`, `write` (create, update,
+//! delete), `patch` and `apply` (server-side apply).
+
+mod apply;
+mod auth;
+mod pagination;
+mod patch;
+mod read;
+mod request;
+mod response;
+mod watch;
+mod write;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::body::to_bytes;
+use axum::extract::{Query, Request, State};
+use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::Value;
+
+use crate::apiserver::discovery;
+use crate::apiserver::error::ApiError;
+use crate::apiserver::openapi;
+use crate::apiserver::routing::{self, ResourcePath, Route};
+use crate::apiserver::state::Api;
+use request::{ResourceRequest, is_events_v1};
+use response::{header_str, json_response};
+
+const MAX_BODY: usize = 16 * 1024 * 1024;
+
+pub async fn handle(State(api): State<Arc<Api>>, request: Request) -> Response {
+    match dispatch(&api, request).await {
+        Ok(response) => response,
+        Err(error) => error.into_response(),
+    }
+}
+
+/// Whether the response can be JSON for this `Accept` header.
+fn accepts_json(accept: &str) -> bool {
+    accept.is_empty() || accept.contains("json") || accept.contains("*/*")
+}
+
+async fn dispatch(api: &Arc<Api>, request: Request) -> Result<Response, ApiError> {
+    let (parts, body) = request.into_parts();
+    let route = routing::parse(parts.uri.path());
+    if !matches!(route, Route::Version | Route::Health) && !auth::authorized(api, &parts.headers) {
+        return Err(ApiError::Unauthorized);
+    }
+    let accept = header_str(&parts.headers, header::ACCEPT).to_owned();
+    if route == Route::OpenApiV2 && accept.contains("protobuf") {
+        let mut response = (StatusCode::OK, openapi::v2_protobuf()).into_response();
+        response.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static(openapi::V2_PROTOBUF),
+        );
+        return Ok(response);
+    }
+    if !accepts_json(&accept) {
+        return Err(ApiError::NotAcceptable {
+            message: format!("only JSON is served; not acceptable: {accept}"),
+        });
+    }
+    let query: HashMap<String, String> = Query::try_from_uri(&parts.uri)
+        .map(|Query(q)| q)
+        .unwrap_or_default();
+    let ok = |value: Value| Ok(json_response(StatusCode::OK, &value, &[]));
+    let not_found = || Err(ApiError::NoResource);
+    match route {
+        Route::Version => ok(discovery::version()),
+        Route::Health => Ok((StatusCode::OK, "ok").into_response()),
+        Route::CoreVersions => ok(discovery::core_versions(&api.address)),
+        Route::CoreResources => {
+            discovery::resources(&api.registry, "", "v1").map_or_else(not_found, ok)
+        }
+        Route::Groups => ok(discovery::groups(&api.registry)),
+        Route::Group(group) => discovery::group(&api.registry, &group).map_or_else(not_found, ok),
+        Route::GroupResources(group, version) => {
+            discovery::resources(&api.registry, &group, &version).map_or_else(not_found, ok)
+        }
+        Route::OpenApiV2 => ok(openapi::v2(&api.registry)),
+        Route::OpenApiV3 => ok(openapi::v3_root(&api.registry)),
+        Route::OpenApiV3GroupVersion(group, version) => {
+            ok(openapi::v3_group_version(&api.registry, &group, &version))
+        }
+        Route::Unknown => not_found(),
+        Route::Resource(path) => {
+            let body = to_bytes(body, MAX_BODY)
+                .await
+                .map_err(|e| ApiError::bad_request(format!("cannot read the request body: {e}")))?;
+            let request = ResourceRequest {
+                method: parts.method,
+                headers: parts.headers,
+                query,
+                body: body.to_vec(),
+                accept,
+            };
+            resource_request(api, path, request).await
+        }
+    }
+}
+
+fn verb(method: &Method, path: &ResourcePath, watch: bool) -> &'static str {
+    match (method.as_str(), path.name.is_some()) {
+        ("GET", true) => "get",
+        ("GET", false) if watch => "watch",
+        ("GET", false) => "list",
+        ("POST", _) => "create",
+        ("PUT", _) => "update",
+        ("PATCH", _) => "patch",
+        ("DELETE", true) => "delete",
+        ("DELETE", false) => "deletecollection",
+        _ => "unknown",
+    }
+}
+
+async fn resource_request(
+    api: &Arc<Api>,
+    path: ResourcePath,
+    request: ResourceRequest,
+) -> Result<Response, ApiError> {
+    let watching = request.flag("watch");
+    let verb = verb(&request.method, &path, watching);
+    let label = match &path.subresource {
+        Some(sub) => format!("{}/{sub}", path.plural),
+        None => path.plural.clone(),
+    };
+    let (failure, delay) = api.faults.on_request(verb, &label);
+    if let Some(delay) = delay {
+        tokio::time::sleep(delay).await;
+    }
+    if let Some(failure) = failure {
+        return Err(failure);
+    }
+    let resource = api
+        .registry
+        .lookup(&path.group, &path.version, &path.plural)
+        .ok_or(ApiError::NoResource)?;
+    if path.namespace.is_some() && !resource.namespaced {
+        return Err(ApiError::NoResource);
+    }
+    // events.k8s.io/v1 Events live in the core Event store.
+    let resource = if is_events_v1(&path) {
+        api.registry.by_key("/events").ok_or(ApiError::NoResource)?
+    } else {
+        resource
+    };
+    let status = match path.subresource.as_deref() {
+        None => false,
+        Some("status") if resource.has_status(&path.version) => true,
+        Some("finalize") if resource.kind == "Namespace" => false,
+        Some(other) => {
+            return Err(ApiError::NotFound {
+                kind: resource.qualified_plural(),
+                name: format!("{}/{other}", path.name.clone().unwrap_or_default()),
+            });
+        }
+    };
+    match verb {
+        "get" => read::get(api, &resource, &path, &request),
+        "list" => read::list(api, &resource, &path, &request),
+        "watch" => watch::watch_request(api, resource, &path, &request),
+        "create" => write::create(api, &resource, &path, &request),
+        "update" => write::update(api, &resource, &path, &request, status),
+        "patch" => patch::patch_request(api, &resource, &path, &request, status),
+        "delete" => write::delete(api, &resource, &path, &request),
+        "deletecollection" => write::delete_collection(api, &resource, &path, &request),
+        _ => Err(ApiError::MethodNotAllowed {
+            message: "the server does not allow this method on the requested resource".into(),
+        }),
+    }
+}

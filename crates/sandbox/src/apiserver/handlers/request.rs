@@ -1,0 +1,168 @@
+//! What a resource request asks for (query parameters, body, field
+//! manager, dry run) and how its object is shown in the requested version.
+
+use std::collections::HashMap;
+
+use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::response::Response;
+use serde_json::{Value, json};
+
+use crate::apiserver::admission::FieldValidation;
+use crate::apiserver::error::ApiError;
+use crate::apiserver::events;
+use crate::apiserver::handlers::response::{header_str, json_response};
+use crate::apiserver::objects::{self, Manage, WriteOptions};
+use crate::apiserver::resources::Resource;
+use crate::apiserver::routing::ResourcePath;
+use crate::apiserver::selectors::{FieldSelector, LabelSelector};
+use crate::apiserver::storage::ObjectKey;
+use crate::apiserver::table;
+
+pub struct ResourceRequest {
+    pub method: Method,
+    pub headers: HeaderMap,
+    pub query: HashMap<String, String>,
+    pub body: Vec<u8>,
+    pub accept: String,
+}
+
+impl ResourceRequest {
+    pub fn param(&self, name: &str) -> Option<&str> {
+        self.query
+            .get(name)
+            .map(String::as_str)
+            .filter(|v| !v.is_empty())
+    }
+
+    pub fn flag(&self, name: &str) -> bool {
+        matches!(self.param(name), Some("true" | "1"))
+    }
+
+    pub fn dry_run(&self) -> Result<bool, ApiError> {
+        match self.param("dryRun") {
+            None => Ok(false),
+            Some("All") => Ok(true),
+            Some(other) => Err(ApiError::bad_request(format!(
+                "dryRun: Unsupported value: \"{other}\": supported values: \"All\""
+            ))),
+        }
+    }
+
+    /// The field manager: the query parameter, or the client's name from
+    /// its User-Agent, as Kubernetes derives it.
+    pub fn manager(&self) -> String {
+        if let Some(manager) = self.param("fieldManager") {
+            return manager.to_owned();
+        }
+        let agent = header_str(&self.headers, header::USER_AGENT);
+        let name = agent.split('/').next().unwrap_or("").trim();
+        if name.is_empty() {
+            "unknown".to_owned()
+        } else {
+            name.to_owned()
+        }
+    }
+
+    pub fn write_options<'m>(&self, manage: Manage<'m>) -> Result<WriteOptions<'m>, ApiError> {
+        Ok(WriteOptions {
+            manage,
+            dry_run: self.dry_run()?,
+            validation: FieldValidation::parse(self.param("fieldValidation"))?,
+        })
+    }
+
+    pub fn json_body(&self) -> Result<Value, ApiError> {
+        let content_type = header_str(&self.headers, header::CONTENT_TYPE);
+        if content_type.contains("protobuf") || content_type.contains("cbor") {
+            return Err(ApiError::UnsupportedMediaType {
+                message: format!(
+                    "the sandbox reads JSON and YAML request bodies only, not {content_type}; with kubectl, use apply"
+                ),
+            });
+        }
+        if content_type.contains("yaml") {
+            return serde_yaml_ng::from_slice(&self.body)
+                .map_err(|e| ApiError::bad_request(format!("the body is not valid YAML: {e}")));
+        }
+        serde_json::from_slice(&self.body)
+            .map_err(|e| ApiError::bad_request(format!("the body is not valid JSON: {e}")))
+    }
+}
+
+pub fn key_of(resource: &Resource, path: &ResourcePath) -> ObjectKey {
+    ObjectKey::new(
+        &resource.key,
+        path.namespace.as_deref().unwrap_or(""),
+        path.name.as_deref().unwrap_or(""),
+    )
+}
+
+pub fn is_events_v1(path: &ResourcePath) -> bool {
+    path.group == "events.k8s.io" && path.plural == "events"
+}
+
+/// An object as the requested group and version show it.
+pub fn as_version(resource: &Resource, path: &ResourcePath, object: &Value) -> Value {
+    if is_events_v1(path) {
+        return events::to_events_v1(object);
+    }
+    let mut object = object.clone();
+    object["apiVersion"] = json!(resource.api_version(&path.version));
+    object
+}
+
+/// A request body in the stored form.
+pub fn from_version(path: &ResourcePath, object: Value) -> Value {
+    if is_events_v1(path) {
+        events::to_core(&object)
+    } else {
+        object
+    }
+}
+
+pub fn respond_object(
+    resource: &Resource,
+    path: &ResourcePath,
+    request: &ResourceRequest,
+    object: &Value,
+    code: StatusCode,
+    warnings: &[String],
+) -> Response {
+    let object = as_version(resource, path, object);
+    if table::wanted(&request.accept) {
+        let include = request.param("includeObject").unwrap_or("Metadata");
+        let rendered = table::render(resource, &path.version, &[object], json!({}), include);
+        return json_response(code, &rendered, warnings);
+    }
+    json_response(code, &object, warnings)
+}
+
+pub fn selectors(
+    resource: &Resource,
+    request: &ResourceRequest,
+) -> Result<(LabelSelector, FieldSelector), ApiError> {
+    let labels = LabelSelector::parse(request.param("labelSelector").unwrap_or(""))?;
+    let fields =
+        FieldSelector::parse(request.param("fieldSelector").unwrap_or(""), &resource.kind)?;
+    Ok((labels, fields))
+}
+
+pub fn check_type(resource: &Resource, version: &str, object: &Value) -> Result<(), ApiError> {
+    let expected = resource.api_version(version);
+    if let Some(api_version) = objects::str_at(object, "/apiVersion")
+        && api_version != expected
+    {
+        return Err(ApiError::bad_request(format!(
+            "the API version in the data ({api_version}) does not match the expected API version ({expected})"
+        )));
+    }
+    if let Some(kind) = objects::str_at(object, "/kind")
+        && kind != resource.kind
+    {
+        return Err(ApiError::bad_request(format!(
+            "the kind in the data ({kind}) does not match the expected kind ({})",
+            resource.kind
+        )));
+    }
+    Ok(())
+}

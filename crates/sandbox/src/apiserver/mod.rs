@@ -1,0 +1,30 @@
+//! The API server: Kubernetes semantics over HTTPS on 127.0.0.1.
+//!
+//! Request flow: [`server`] (TLS, token) -> [`handlers`] (routing, verbs)
+//! -> [`objects`] (rules every write follows) -> [`admission`] (decoding,
+//! defaults, schemas, CEL) -> [`storage`] (SQLite, resourceVersion,
+//! history) -> [`watch`]. Beside them: [`discovery`] and [`openapi`] for
+//! clients, [`table`] for kubectl's columns, [`patch`] and [`apply`] for
+//! PATCH bodies and field ownership, [`crds`] for custom kinds, and
+//! [`faults`] for tests.
+
+pub mod admission;
+pub mod apply;
+pub mod crds;
+pub mod discovery;
+pub mod error;
+pub mod events;
+pub mod faults;
+pub mod handlers;
+pub mod objects;
+pub mod openapi;
+pub mod patch;
+pub mod resources;
+pub mod routing;
+pub mod selectors;
+pub mod server;
+pub mod state;
+pub mod storage;
+pub mod table;
+pub mod tls;
+pub mod watch;

@@ -1,0 +1,59 @@
+//! Services: a cluster IP from 127.1.0.0/16 for each Service that needs
+//! one, and the defaults and immutable fields of
+//! [`crate::apiserver::admission::defaults`].
+
+use std::collections::HashSet;
+
+use serde_json::Value;
+
+use super::KindRules;
+use crate::apiserver::admission::defaults;
+use crate::apiserver::error::{ApiError, Cause};
+use crate::apiserver::objects::meta::str_at;
+use crate::apiserver::storage::Transaction;
+
+pub struct Service;
+
+impl KindRules for Service {
+    fn created(
+        &self,
+        tx: &Transaction<'_>,
+        _name: &str,
+        _now: &str,
+        object: &mut Value,
+    ) -> Result<(), ApiError> {
+        let ip = if defaults::service_needs_ip(object) {
+            Some(allocate_cluster_ip(tx)?)
+        } else {
+            None
+        };
+        defaults::service(object, ip);
+        Ok(())
+    }
+
+    fn updated(&self, old: &Value, object: &mut Value, _status: bool, causes: &mut Vec<Cause>) {
+        defaults::service_update(old, object, causes);
+        defaults::service(object, None);
+    }
+}
+
+/// The first loopback address no Service holds, so each Service can be
+/// reached on its own address with its own ports.
+fn allocate_cluster_ip(tx: &Transaction<'_>) -> Result<String, ApiError> {
+    let used: HashSet<String> = tx
+        .list("/services", None)
+        .iter()
+        .filter_map(|s| str_at(s, "/spec/clusterIP").map(str::to_owned))
+        .collect();
+    for third in 0..=255u16 {
+        for fourth in 1..=254u16 {
+            let ip = format!("127.1.{third}.{fourth}");
+            if !used.contains(&ip) {
+                return Ok(ip);
+            }
+        }
+    }
+    Err(ApiError::internal(
+        "the cluster IP range 127.1.0.0/16 is full",
+    ))
+}

@@ -1,0 +1,9 @@
+//! The built-in controllers: what Kubernetes's controller manager would do
+//! for the kinds the operator relies on.
+//!
+//! [`gc`] runs inside the API server process on its storage (owner
+//! references, namespace deletion, a deleted CRD's objects); [`endpoints`]
+//! runs beside the node through a client, as the real one does.
+
+pub mod endpoints;
+pub mod gc;

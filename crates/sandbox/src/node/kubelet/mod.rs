@@ -1,0 +1,509 @@
+//! The sandbox kubelet: runs every pod's containers as local processes.
+//!
+//! There is one node and no scheduler, so the kubelet takes every pod that
+//! names no node (binding it to itself) or names this one. Each pod gets a
+//! worker task (`pod`) that owns its processes; the kubelet only routes
+//! watch events to workers and keeps the node's heartbeat (`node`) and
+//! local volumes (`claims`). The contract a pod's programs see (images,
+//! volumes as translated paths, one loopback address per pod, users) is
+//! described in `docs/sandbox.md`.
+
+mod addresses;
+mod backoff;
+mod claims;
+mod container;
+mod env;
+mod faults;
+mod images;
+mod inputs;
+mod node;
+mod plan;
+mod pod;
+mod probes;
+mod process;
+mod status;
+mod volumes;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Patch, PatchParams};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client, ResourceExt};
+use serde_json::json;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+
+pub use backoff::Backoff;
+pub use faults::{FaultError, KubeletFaults};
+pub use images::{ImageError, ImageMapping, ImageRule, Runtime};
+
+use addresses::AddressPool;
+
+#[derive(Debug, thiserror::Error)]
+pub enum KubeletError {
+    #[error("cannot prepare the kubelet directory {path}: {source}")]
+    Dir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot read the kubeconfig {path} for pods: {source}")]
+    Kubeconfig {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(
+        "pods run as their own users and cannot reach {data_dir}: {dir} is closed to other users; use a data directory they can reach (e.g. /var/lib/tusk/sandbox) or run chmod o+x {dir}"
+    )]
+    NotReachable { data_dir: PathBuf, dir: PathBuf },
+    #[error(transparent)]
+    Images(#[from] ImageError),
+}
+
+/// How the kubelet runs.
+#[derive(Clone, Debug)]
+pub struct KubeletConfig {
+    pub node_name: String,
+    /// Pods live under `<data_dir>/pods`, volumes under `<data_dir>/volumes`.
+    pub data_dir: PathBuf,
+    /// The executable that stands for the Tusk image.
+    pub tusk_binary: PathBuf,
+    pub images: ImageMapping,
+    pub backoff: Backoff,
+    /// The kubeconfig pods get (with their namespace as the default).
+    pub kubeconfig: String,
+    /// How often a pod's status is recomputed (written only on change).
+    pub status_interval: Duration,
+    /// Node status and Lease renewal period.
+    pub heartbeat: Duration,
+}
+
+impl KubeletConfig {
+    /// Defaults for a sandbox in `data_dir`, with the image mapping read
+    /// from (or first written to) `<data_dir>/images.yaml`.
+    pub fn new(
+        data_dir: &Path,
+        kubeconfig: String,
+        tusk_binary: PathBuf,
+    ) -> Result<Self, KubeletError> {
+        std::fs::create_dir_all(data_dir).map_err(|source| KubeletError::Dir {
+            path: data_dir.to_owned(),
+            source,
+        })?;
+        Ok(Self {
+            node_name: "sandbox".into(),
+            data_dir: data_dir.to_owned(),
+            tusk_binary,
+            images: ImageMapping::load_or_init(&data_dir.join("images.yaml"))?,
+            backoff: Backoff::default(),
+            kubeconfig,
+            status_interval: Duration::from_millis(200),
+            heartbeat: Duration::from_secs(10),
+        })
+    }
+}
+
+/// The user and group PostgreSQL pods should ask for on this machine: the
+/// `postgres` user when the sandbox runs as root (PostgreSQL refuses root,
+/// and initdb needs a user that exists), else the sandbox's own user, which
+/// every pod runs as anyway. `None` when running as root without a
+/// `postgres` user.
+pub fn postgres_identity() -> Option<(u32, u32)> {
+    if nix::unistd::geteuid().is_root() {
+        let user = nix::unistd::User::from_name("postgres").ok().flatten()?;
+        Some((user.uid.as_raw(), user.gid.as_raw()))
+    } else {
+        Some((
+            nix::unistd::geteuid().as_raw(),
+            nix::unistd::getegid().as_raw(),
+        ))
+    }
+}
+
+/// What every pod worker shares.
+pub(crate) struct Context {
+    client: Client,
+    config: KubeletConfig,
+    addresses: AddressPool,
+    faults: KubeletFaults,
+    /// Whether the sandbox runs as root (and so can run pods as their
+    /// users).
+    root: bool,
+}
+
+impl Context {
+    fn pod_dir(&self, namespace: &str, name: &str, uid: &str) -> PathBuf {
+        self.config
+            .data_dir
+            .join("pods")
+            .join(format!("{namespace}_{name}_{uid}"))
+    }
+
+    /// Where a pod's own volumes live. Kept short and apart from the pod
+    /// directory: PostgreSQL's Unix socket path, often in an emptyDir, must
+    /// fit in 107 bytes.
+    fn pod_volumes_dir(&self, uid: &str) -> PathBuf {
+        self.config.data_dir.join("volumes").join(uid)
+    }
+}
+
+/// A running kubelet. Dropping it aborts it; [`KubeletHandle::shutdown`]
+/// stops every container gracefully first.
+pub struct KubeletHandle {
+    faults: KubeletFaults,
+    stopping: watch::Sender<bool>,
+    task: Option<JoinHandle<()>>,
+    heartbeat: JoinHandle<()>,
+    claims: JoinHandle<()>,
+}
+
+impl KubeletHandle {
+    pub fn faults(&self) -> KubeletFaults {
+        self.faults.clone()
+    }
+
+    /// Stops every container (SIGTERM, grace period, SIGKILL) and waits for
+    /// them; pods stay in the API and come back on the next start.
+    pub async fn shutdown(mut self) {
+        let _ = self.stopping.send(true);
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
+}
+
+impl Drop for KubeletHandle {
+    fn drop(&mut self) {
+        self.heartbeat.abort();
+        self.claims.abort();
+        if let Some(task) = &self.task {
+            task.abort();
+        }
+    }
+}
+
+/// Makes the data directory traversable for pods' users when running as
+/// root (their volumes live below it).
+fn prepare_dirs(config: &KubeletConfig, root: bool) -> Result<(), KubeletError> {
+    use std::os::unix::fs::PermissionsExt;
+    for dir in [
+        config.data_dir.clone(),
+        config.data_dir.join("pods"),
+        config.data_dir.join("volumes"),
+    ] {
+        let error = |source| KubeletError::Dir {
+            path: dir.clone(),
+            source,
+        };
+        std::fs::create_dir_all(&dir).map_err(error)?;
+        if root {
+            let mode = std::fs::metadata(&dir).map_err(error)?.permissions().mode();
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(mode | 0o711))
+                .map_err(error)?;
+        }
+    }
+    if root {
+        let data_dir = config
+            .data_dir
+            .canonicalize()
+            .map_err(|source| KubeletError::Dir {
+                path: config.data_dir.clone(),
+                source,
+            })?;
+        for dir in data_dir.ancestors().skip(1) {
+            let closed = std::fs::metadata(dir).is_ok_and(|m| m.permissions().mode() & 0o001 == 0);
+            if closed {
+                return Err(KubeletError::NotReachable {
+                    data_dir: data_dir.clone(),
+                    dir: dir.to_owned(),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Whether the sandbox runs as root (and so runs pods as their users).
+pub fn running_as_root() -> bool {
+    nix::unistd::geteuid().is_root()
+}
+
+/// Starts the kubelet.
+pub fn start(client: Client, config: KubeletConfig) -> Result<KubeletHandle, KubeletError> {
+    let root = running_as_root();
+    prepare_dirs(&config, root)?;
+    let faults = KubeletFaults::default();
+    let heartbeat = tokio::spawn(node::heartbeat(
+        client.clone(),
+        config.node_name.clone(),
+        config.heartbeat,
+    ));
+    let claims = tokio::spawn(claims::run(client.clone(), config.data_dir.clone()));
+    let addresses = AddressPool::seeded(&config.data_dir.to_string_lossy());
+    let ctx = Arc::new(Context {
+        client,
+        config,
+        addresses,
+        faults: faults.clone(),
+        root,
+    });
+    let (stopping, stop_signal) = watch::channel(false);
+    let task = tokio::spawn(watch_pods(ctx, stop_signal));
+    Ok(KubeletHandle {
+        faults,
+        stopping,
+        task: Some(task),
+        heartbeat,
+        claims,
+    })
+}
+
+/// Whether `text` has the shape of a Kubernetes uid (a UUID).
+fn is_uid(text: &str) -> bool {
+    text.len() == 36
+        && text.chars().enumerate().all(|(i, c)| match i {
+            8 | 13 | 18 | 23 => c == '-',
+            _ => c.is_ascii_hexdigit(),
+        })
+}
+
+/// Removes the pod directories and pod volumes of pods that were deleted
+/// while the sandbox was down (claims' directories, `pvc-...`, are never
+/// touched here).
+fn remove_leftovers(data_dir: &Path, live: &BTreeSet<String>) {
+    let entries = |dir: PathBuf| {
+        std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| (e.path(), e.file_name().to_string_lossy().into_owned()))
+    };
+    let pod_dirs = entries(data_dir.join("pods")).filter_map(|(path, name)| {
+        let uid = name.rsplit('_').next()?.to_owned();
+        (is_uid(&uid) && name.contains('_')).then_some((path, uid))
+    });
+    let volume_dirs = entries(data_dir.join("volumes")).filter(|(_, name)| is_uid(name));
+    for (path, uid) in pod_dirs.chain(volume_dirs) {
+        if !live.contains(&uid)
+            && let Err(error) = std::fs::remove_dir_all(&path)
+        {
+            tracing::warn!(path = %path.display(), %error, "cannot remove a deleted pod's files");
+        }
+    }
+}
+
+struct Worker {
+    uid: String,
+    signals: mpsc::UnboundedSender<pod::Signal>,
+    task: JoinHandle<()>,
+}
+
+impl Drop for Worker {
+    /// A worker owns its pod's processes: aborting it kills them.
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+type PodKey = (String, String);
+
+async fn bind(ctx: &Context, pod: &Pod) {
+    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &pod.namespace().unwrap_or_default());
+    let patch = Patch::Merge(json!({"spec": {"nodeName": ctx.config.node_name}}));
+    if let Err(error) = api
+        .patch(&pod.name_any(), &PatchParams::default(), &patch)
+        .await
+    {
+        tracing::warn!(pod = %pod.name_any(), %error, "cannot bind pod to the sandbox node");
+    }
+}
+
+fn route(ctx: &Arc<Context>, workers: &mut BTreeMap<PodKey, Worker>, pod: Pod) {
+    let key = (pod.namespace().unwrap_or_default(), pod.name_any());
+    let uid = pod.uid().unwrap_or_default();
+    if let Some(worker) = workers.get(&key) {
+        if worker.uid == uid && !worker.task.is_finished() {
+            let _ = worker.signals.send(pod::Signal::Seen(Box::new(pod)));
+            return;
+        }
+        if worker.uid != uid {
+            // A new pod with the name of an old one: the old one is gone.
+            let _ = worker.signals.send(pod::Signal::Gone);
+        }
+        if !worker.task.is_finished() {
+            // Wait for the old worker to finish before starting anew; the
+            // next event or resync routes the pod again.
+            return;
+        }
+    }
+    let (signals, receiver) = mpsc::unbounded_channel();
+    let task = tokio::spawn(pod::run(ctx.clone(), pod, receiver));
+    workers.insert(key, Worker { uid, signals, task });
+}
+
+async fn watch_pods(ctx: Arc<Context>, mut stopping: watch::Receiver<bool>) {
+    let api: Api<Pod> = Api::all(ctx.client.clone());
+    let mut events = std::pin::pin!(watcher(api, watcher::Config::default()).default_backoff());
+    let mut pods = PodWatch::default();
+    let mut resync = tokio::time::interval(Duration::from_secs(2));
+    loop {
+        let event = tokio::select! {
+            event = events.next() => event,
+            _ = stopping.changed() => break,
+            _ = resync.tick() => {
+                pods.resync(&ctx);
+                continue;
+            }
+        };
+        let Some(event) = event else { break };
+        match event {
+            Ok(watcher::Event::Init) => pods.listed = Some(Vec::new()),
+            Ok(watcher::Event::InitApply(pod) | watcher::Event::Apply(pod)) => {
+                pods.applied(&ctx, pod).await;
+            }
+            Ok(watcher::Event::Delete(pod)) => pods.deleted(&pod),
+            Ok(watcher::Event::InitDone) => pods.listing_done(&ctx),
+            Err(error) => tracing::debug!(%error, "pod watch interrupted; resuming"),
+        }
+    }
+    for worker in pods.workers.values() {
+        let _ = worker.signals.send(pod::Signal::NodeStopping);
+    }
+    for worker in pods.workers.values_mut() {
+        let _ = (&mut worker.task).await;
+    }
+}
+
+/// The kubelet's view of the pods: every pod of this node it has seen,
+/// the worker running each, and the pods of a listing in progress.
+#[derive(Default)]
+struct PodWatch {
+    workers: BTreeMap<PodKey, Worker>,
+    listed: Option<Vec<PodKey>>,
+    known: BTreeMap<PodKey, Pod>,
+}
+
+impl PodWatch {
+    /// Starts workers for pods whose previous worker was still finishing.
+    fn resync(&mut self, ctx: &Arc<Context>) {
+        for pod in self.known.values() {
+            let key = (pod.namespace().unwrap_or_default(), pod.name_any());
+            if self.workers.get(&key).is_none_or(|w| w.task.is_finished()) {
+                route(ctx, &mut self.workers, pod.clone());
+            }
+        }
+        let known = &self.known;
+        self.workers
+            .retain(|key, w| !w.task.is_finished() || known.contains_key(key));
+    }
+
+    /// A pod created or changed: bound to this node if unscheduled, then
+    /// handed to its worker. Pods of other nodes are ignored.
+    async fn applied(&mut self, ctx: &Arc<Context>, pod: Pod) {
+        let node = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.clone())
+            .unwrap_or_default();
+        if !node.is_empty() && node != ctx.config.node_name {
+            return;
+        }
+        let key = (pod.namespace().unwrap_or_default(), pod.name_any());
+        self.known.insert(key.clone(), pod.clone());
+        let previous_ip = pod.status.as_ref().and_then(|s| s.pod_ip.as_deref());
+        if let Some(ip) = previous_ip.and_then(|ip| ip.parse().ok()) {
+            ctx.addresses.reserve(&pod.uid().unwrap_or_default(), ip);
+        }
+        if let Some(listed) = &mut self.listed {
+            listed.push(key);
+        }
+        if node.is_empty() {
+            bind(ctx, &pod).await;
+        } else {
+            route(ctx, &mut self.workers, pod);
+        }
+    }
+
+    fn deleted(&mut self, pod: &Pod) {
+        let key = (pod.namespace().unwrap_or_default(), pod.name_any());
+        self.known.remove(&key);
+        if let Some(worker) = self.workers.get(&key)
+            && Some(&worker.uid) == pod.uid().as_ref()
+        {
+            let _ = worker.signals.send(pod::Signal::Gone);
+        }
+    }
+
+    /// After a (re)listing: pods that were not listed are gone, and so are
+    /// the directories of pods that no longer exist.
+    fn listing_done(&mut self, ctx: &Context) {
+        let Some(listed) = self.listed.take() else {
+            return;
+        };
+        for (key, worker) in &self.workers {
+            if !listed.contains(key) {
+                self.known.remove(key);
+                let _ = worker.signals.send(pod::Signal::Gone);
+            }
+        }
+        let uids: BTreeSet<String> = self.known.values().filter_map(|p| p.uid()).collect();
+        remove_leftovers(&ctx.config.data_dir, &uids);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn only_files_of_pods_that_are_gone_are_removed() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let live = "0b7c3a4e-1111-4222-8333-444455556666";
+        let gone = "9f00aa11-2222-4333-8444-555566667777";
+        let paths = [
+            format!("pods/default_web_{live}"),
+            format!("pods/default_old_{gone}"),
+            format!("volumes/{live}/scratch"),
+            format!("volumes/{gone}/scratch"),
+            format!("volumes/pvc-{gone}"),
+        ];
+        for path in &paths {
+            std::fs::create_dir_all(dir.path().join(path)).expect("mkdir");
+        }
+        remove_leftovers(dir.path(), &BTreeSet::from([live.to_owned()]));
+        let exists: Vec<bool> = paths.iter().map(|p| dir.path().join(p).exists()).collect();
+        assert_eq!(
+            exists,
+            vec![true, false, true, false, true],
+            "claims are never removed"
+        );
+    }
+
+    #[test]
+    fn a_data_directory_closed_to_pod_users_is_refused() {
+        let parent = tempfile::tempdir().expect("temp dir");
+        std::fs::set_permissions(parent.path(), std::fs::Permissions::from_mode(0o700))
+            .expect("chmod");
+        let config = KubeletConfig::new(&parent.path().join("data"), String::new(), "tusk".into())
+            .expect("config");
+        let error = prepare_dirs(&config, true).expect_err("closed parent");
+        let closed = parent.path().canonicalize().expect("canonical");
+        assert!(
+            matches!(&error, KubeletError::NotReachable { dir, .. } if *dir == closed),
+            "{error}"
+        );
+        std::fs::set_permissions(parent.path(), std::fs::Permissions::from_mode(0o711))
+            .expect("chmod");
+        prepare_dirs(&config, true).expect("reachable now");
+        let mode = std::fs::metadata(parent.path().join("data/volumes"))
+            .expect("volumes dir")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o011, 0o011, "pod users can traverse into volumes");
+    }
+}

@@ -1,0 +1,244 @@
+//! Planning one container: its user (runAsUser, runAsNonRoot), mounts,
+//! environment, program and probes, or the configuration error that keeps
+//! it from starting.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Container, Pod};
+use kube::ResourceExt;
+
+use super::Context;
+use super::container::ContainerPlan;
+use super::env::{container_env, expand};
+use super::inputs::PodInputs;
+use super::probes::ProbePlan;
+use super::process::ProcessSpec;
+use super::volumes::Mounts;
+
+fn security<T>(
+    pod: &Pod,
+    container: &Container,
+    get: impl Fn(&k8s_openapi::api::core::v1::PodSecurityContext) -> Option<T>,
+    get_c: impl Fn(&k8s_openapi::api::core::v1::SecurityContext) -> Option<T>,
+) -> Option<T> {
+    container
+        .security_context
+        .as_ref()
+        .and_then(get_c)
+        .or_else(|| pod.spec.as_ref()?.security_context.as_ref().and_then(get))
+}
+
+/// The user a container runs as: `None` for the sandbox's own user.
+/// A container that asks for non-root never runs as root.
+fn container_user(
+    pod: &Pod,
+    container: &Container,
+    root: bool,
+) -> Result<Option<(u32, u32)>, String> {
+    let uid = security(pod, container, |p| p.run_as_user, |c| c.run_as_user);
+    let gid = security(pod, container, |p| p.run_as_group, |c| c.run_as_group);
+    let non_root =
+        security(pod, container, |p| p.run_as_non_root, |c| c.run_as_non_root).unwrap_or(false);
+    if !root {
+        // Not root: every process runs as the sandbox's (non-root) user.
+        return Ok(None);
+    }
+    let uid = uid.map_or(0, |u| u as u32);
+    if uid == 0 {
+        if non_root {
+            return Err(
+                "container has runAsNonRoot and image will run as root (set runAsUser)".into(),
+            );
+        }
+        return Ok(None);
+    }
+    let gid = match gid {
+        Some(g) => g as u32,
+        None => nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
+            .ok()
+            .flatten()
+            .map_or(uid, |u| u.gid.as_raw()),
+    };
+    Ok(Some((uid, gid)))
+}
+
+/// Everything a container's processes share: environment, mounts, user.
+pub struct ProcessBase {
+    env: Vec<(String, String)>,
+    defined: BTreeMap<String, String>,
+    mounts: Mounts,
+    working_dir: PathBuf,
+    user: Option<(u32, u32)>,
+}
+
+impl ProcessBase {
+    fn spec(
+        &self,
+        ctx: &Context,
+        image: &str,
+        command: &[String],
+        args: &[String],
+        log: PathBuf,
+    ) -> Result<ProcessSpec, (String, String)> {
+        let expand_all = |items: &[String]| -> Vec<String> {
+            items
+                .iter()
+                .map(|item| self.mounts.translate(&expand(item, &self.defined)))
+                .collect()
+        };
+        let command = expand_all(command);
+        let args = expand_all(args);
+        let first = command.first().cloned().unwrap_or_default();
+        // A program the pod put into one of its volumes runs from there.
+        let in_volume = !first.is_empty() && self.mounts.holds(Path::new(&first));
+        let mut env = self.env.clone();
+        let (program, mut all_args) = if in_volume {
+            (PathBuf::from(&first), command[1..].to_vec())
+        } else {
+            let program = ctx
+                .config
+                .images
+                .resolve(image, &command, &ctx.config.tusk_binary)
+                .map_err(|e| ("ImageNotMapped".to_owned(), e.to_string()))?;
+            if let Some(dir) = &program.bin_dir {
+                for (_, value) in env.iter_mut().filter(|(name, _)| name == "PATH") {
+                    *value = format!("{}:{value}", dir.display());
+                }
+            }
+            (program.path, program.args)
+        };
+        all_args.extend(args);
+        Ok(ProcessSpec {
+            program,
+            args: all_args,
+            env,
+            working_dir: self.working_dir.clone(),
+            user: self.user,
+            log,
+        })
+    }
+}
+
+/// What every container of a pod is planned from.
+#[derive(Clone, Copy)]
+pub struct PodFacts<'a> {
+    pub ctx: &'a Context,
+    pub pod: &'a Pod,
+    pub inputs: &'a PodInputs,
+    pub volume_dirs: &'a BTreeMap<String, PathBuf>,
+    pub pod_dir: &'a Path,
+    pub pod_ip: Ipv4Addr,
+    pub grace: Duration,
+}
+
+pub fn plan_container(facts: PodFacts<'_>, container: &Container) -> ContainerPlan {
+    let PodFacts {
+        ctx,
+        pod_dir,
+        pod_ip,
+        grace,
+        ..
+    } = facts;
+    let log_dir = pod_dir.join("logs").join(&container.name);
+    let mut plan = ContainerPlan {
+        name: container.name.clone(),
+        process: Err((String::new(), String::new())),
+        log_dir: log_dir.clone(),
+        startup: None,
+        liveness: None,
+        readiness: None,
+        grace,
+    };
+    let config_error = |message: String| Err(("CreateContainerConfigError".to_owned(), message));
+    let base = match process_base(facts, container) {
+        Ok(base) => base,
+        Err(message) => {
+            plan.process = config_error(message);
+            return plan;
+        }
+    };
+    let image = container.image.clone().unwrap_or_default();
+    plan.process = base.spec(
+        ctx,
+        &image,
+        container.command.as_deref().unwrap_or(&[]),
+        container.args.as_deref().unwrap_or(&[]),
+        log_dir.join("0.log"),
+    );
+    let probe_log = log_dir.join("probes.log");
+    let probe =
+        |probe: Option<&k8s_openapi::api::core::v1::Probe>| -> Result<Option<ProbePlan>, String> {
+            let Some(probe) = probe else { return Ok(None) };
+            let exec = |command: &[String]| {
+                base.spec(ctx, &image, command, &[], probe_log.clone())
+                    .map_err(|(_, message)| message)
+            };
+            match ProbePlan::new(probe, container, IpAddr::V4(pod_ip), exec) {
+                Ok(Ok(plan)) => Ok(Some(plan)),
+                Ok(Err(message)) => Err(message),
+                Err(e) => Err(e.to_string()),
+            }
+        };
+    let probes = (
+        probe(container.startup_probe.as_ref()),
+        probe(container.liveness_probe.as_ref()),
+        probe(container.readiness_probe.as_ref()),
+    );
+    match probes {
+        (Ok(startup), Ok(liveness), Ok(readiness)) => {
+            plan.startup = startup;
+            plan.liveness = liveness;
+            plan.readiness = readiness;
+        }
+        (Err(message), _, _) | (_, Err(message), _) | (_, _, Err(message)) => {
+            plan.process = config_error(format!("invalid probe: {message}"));
+        }
+    }
+    plan
+}
+
+/// The environment, mounts, working directory and user of a container;
+/// the message of a CreateContainerConfigError when they cannot be made.
+fn process_base(facts: PodFacts<'_>, container: &Container) -> Result<ProcessBase, String> {
+    let PodFacts {
+        ctx,
+        pod,
+        inputs,
+        volume_dirs,
+        pod_dir,
+        ..
+    } = facts;
+    let root = pod_dir.join("root").join(&container.name);
+    let mounts = Mounts::for_container(container, volume_dirs, &root).map_err(|e| e.to_string())?;
+    let user = container_user(pod, container, ctx.root)?;
+    let vars = container_env(pod, container, inputs).map_err(|e| e.to_string())?;
+    let mut env: Vec<(String, String)> = vec![
+        (
+            "PATH".into(),
+            std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into()),
+        ),
+        ("HOSTNAME".into(), pod.name_any()),
+        ("HOME".into(), pod_dir.to_string_lossy().into_owned()),
+        (
+            "KUBECONFIG".into(),
+            pod_dir.join("kubeconfig").to_string_lossy().into_owned(),
+        ),
+        ("TUSK_SANDBOX_MOUNTS".into(), mounts.describe()),
+    ];
+    env.extend(vars.into_iter().map(|(k, v)| (k, mounts.translate(&v))));
+    let defined: BTreeMap<String, String> = env.iter().cloned().collect();
+    let working_dir = container.working_dir.as_deref().map_or_else(
+        || pod_dir.to_owned(),
+        |dir| PathBuf::from(mounts.translate(dir)),
+    );
+    Ok(ProcessBase {
+        env,
+        defined,
+        mounts,
+        working_dir,
+        user,
+    })
+}

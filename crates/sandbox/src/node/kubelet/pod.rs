@@ -1,0 +1,463 @@
+//! One pod's life on the node: prepare (address, volumes, environment,
+//! programs), run the init containers in order, then the containers, keep
+//! the status current, and on deletion stop everything gracefully and
+//! remove the pod.
+
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Container, Pod};
+use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
+use kube::{Api, ResourceExt};
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+use super::Context;
+use super::container::{self, ContainerPlan, Outcome, Restart, Slot};
+use super::inputs::{InputError, PodInputs};
+use super::plan::{PodFacts, plan_container};
+use super::status::{ContainerReport, PodState, State, Transitions, now, pod_status};
+use super::volumes::{Owner, VolumeError, materialise};
+
+#[derive(Debug, thiserror::Error)]
+pub enum PodError {
+    #[error(transparent)]
+    Input(#[from] InputError),
+    #[error(transparent)]
+    Volume(#[from] VolumeError),
+    #[error("cannot prepare the pod directory {path}: {source}")]
+    Dir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot write the pod's kubeconfig: {0}")]
+    Kubeconfig(String),
+}
+
+/// What the kubelet tells a pod's worker.
+#[derive(Clone, Debug)]
+pub enum Signal {
+    /// The pod as last seen (deletion shows as `deletionTimestamp`).
+    Seen(Box<Pod>),
+    /// The pod is gone from the API.
+    Gone,
+    /// The node is shutting down: stop the containers, keep the pod.
+    NodeStopping,
+}
+
+fn dir_error(path: &Path) -> impl FnOnce(std::io::Error) -> PodError {
+    let path = path.to_owned();
+    move |source| PodError::Dir { path, source }
+}
+
+/// Who owns the pod's own volumes: its user, with fsGroup as group.
+fn volume_owner(pod: &Pod, root: bool) -> Option<Owner> {
+    if !root {
+        return None;
+    }
+    let context = pod.spec.as_ref()?.security_context.as_ref()?;
+    let uid = context.run_as_user.filter(|u| *u != 0)? as u32;
+    let gid = context
+        .fs_group
+        .or(context.run_as_group)
+        .map_or(uid, |g| g as u32);
+    Some(Owner { uid, gid })
+}
+
+/// Writes `<pod dir>/kubeconfig`: the sandbox's server and credentials with
+/// the pod's namespace as the default.
+fn write_kubeconfig(
+    base: &str,
+    namespace: &str,
+    path: &Path,
+    owner: Option<Owner>,
+) -> Result<(), PodError> {
+    let mut config: Value =
+        serde_yaml_ng::from_str(base).map_err(|e| PodError::Kubeconfig(e.to_string()))?;
+    if let Some(contexts) = config.get_mut("contexts").and_then(Value::as_array_mut) {
+        for context in contexts {
+            context["context"]["namespace"] = json!(namespace);
+        }
+    }
+    let text =
+        serde_yaml_ng::to_string(&config).map_err(|e| PodError::Kubeconfig(e.to_string()))?;
+    std::fs::write(path, text).map_err(dir_error(path))?;
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+        .map_err(dir_error(path))?;
+    if let Some(owner) = owner {
+        std::os::unix::fs::chown(path, Some(owner.uid), Some(owner.gid))
+            .map_err(dir_error(path))?;
+    }
+    Ok(())
+}
+
+struct Prepared {
+    init: Vec<ContainerPlan>,
+    main: Vec<ContainerPlan>,
+}
+
+async fn prepare(
+    ctx: &Context,
+    pod: &Pod,
+    pod_dir: &Path,
+    pod_ip: Ipv4Addr,
+) -> Result<Prepared, PodError> {
+    let owner = volume_owner(pod, ctx.root);
+    std::fs::create_dir_all(pod_dir.join("logs")).map_err(dir_error(pod_dir))?;
+    // Processes a killed sandbox left running would hold the pod's ports.
+    for entry in std::fs::read_dir(pod_dir.join("logs"))
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        super::process::kill_recorded(&entry.path().join("pid")).await;
+    }
+    if let Some(owner) = owner {
+        std::os::unix::fs::chown(pod_dir, Some(owner.uid), Some(owner.gid))
+            .map_err(dir_error(pod_dir))?;
+    }
+    let data_dir = ctx.config.data_dir.clone();
+    let inputs = PodInputs::fetch(&ctx.client, pod, |volume| {
+        super::claims::volume_dir(&data_dir, volume)
+    })
+    .await?;
+    let volumes_dir = ctx.pod_volumes_dir(&pod.uid().unwrap_or_default());
+    let volume_dirs = materialise(pod, &volumes_dir, &inputs, owner)?;
+    if let Some(owner) = owner {
+        for claim in inputs.claims.values() {
+            std::os::unix::fs::chown(claim, Some(owner.uid), Some(owner.gid))
+                .map_err(dir_error(claim))?;
+        }
+    }
+    let namespace = pod.namespace().unwrap_or_default();
+    write_kubeconfig(
+        &ctx.config.kubeconfig,
+        &namespace,
+        &pod_dir.join("kubeconfig"),
+        owner,
+    )?;
+    let spec = pod.spec.clone().unwrap_or_default();
+    let grace =
+        Duration::from_secs(spec.termination_grace_period_seconds.unwrap_or(30).max(0) as u64);
+    let facts = PodFacts {
+        ctx,
+        pod,
+        inputs: &inputs,
+        volume_dirs: &volume_dirs,
+        pod_dir,
+        pod_ip,
+        grace,
+    };
+    let plan = |c: &Container| plan_container(facts, c);
+    Ok(Prepared {
+        init: spec.init_containers.iter().flatten().map(plan).collect(),
+        main: spec.containers.iter().map(plan).collect(),
+    })
+}
+
+/// Runs the containers until they end for good or `stop` asks.
+async fn lifecycle(
+    ctx: Arc<Context>,
+    pod: Pod,
+    pod_dir: PathBuf,
+    pod_ip: Ipv4Addr,
+    state: Arc<Mutex<PodState>>,
+    mut stop: container::StopSignal,
+) {
+    let Some(prepared) = prepare_until_ready(&ctx, &pod, &pod_dir, pod_ip, &state, &mut stop).await
+    else {
+        return;
+    };
+    let owner = container::Owner {
+        namespace: pod.namespace().unwrap_or_default(),
+        pod: pod.name_any(),
+        faults: ctx.faults.clone(),
+    };
+    let policy = Restart::from_policy(pod.spec.as_ref().and_then(|s| s.restart_policy.as_deref()));
+    let init_policy = if policy == Restart::Never {
+        Restart::Never
+    } else {
+        Restart::OnFailure
+    };
+    for (index, plan) in prepared.init.into_iter().enumerate() {
+        let slot = Slot {
+            state: state.clone(),
+            init: true,
+            index,
+        };
+        match container::run(
+            plan,
+            init_policy,
+            ctx.config.backoff,
+            slot,
+            owner.clone(),
+            stop.clone(),
+        )
+        .await
+        {
+            Outcome::Exited(exit) if exit.success() => {}
+            Outcome::Exited(_) => {
+                state
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .finished = true;
+                return;
+            }
+            Outcome::Stopped => return,
+        }
+    }
+    {
+        let mut s = state.lock().unwrap_or_else(PoisonError::into_inner);
+        s.initialized = true;
+        for report in &mut s.main {
+            report.state = State::waiting("ContainerCreating", "");
+        }
+    }
+    let runs = prepared.main.into_iter().enumerate().map(|(index, plan)| {
+        let slot = Slot {
+            state: state.clone(),
+            init: false,
+            index,
+        };
+        container::run(
+            plan,
+            policy,
+            ctx.config.backoff,
+            slot,
+            owner.clone(),
+            stop.clone(),
+        )
+    });
+    let outcomes = futures::future::join_all(runs).await;
+    if outcomes.iter().all(|o| matches!(o, Outcome::Exited(_))) {
+        state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .finished = true;
+    }
+}
+
+/// Writes the pod's status whenever it changes, until `done`.
+async fn publish(
+    ctx: Arc<Context>,
+    pod: Pod,
+    state: Arc<Mutex<PodState>>,
+    mut done: watch::Receiver<bool>,
+) {
+    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &pod.namespace().unwrap_or_default());
+    let (name, uid) = (pod.name_any(), pod.uid().unwrap_or_default());
+    let namespace = pod.namespace().unwrap_or_default();
+    let mut transitions = Transitions::default();
+    let mut written: Option<Value> = None;
+    loop {
+        let finishing = *done.borrow();
+        let status = {
+            let mut s = state.lock().unwrap_or_else(PoisonError::into_inner);
+            s.readiness_failed = ctx.faults.readiness_failed(&namespace, &name);
+            pod_status(&s, &uid, &mut transitions)
+        };
+        if written.as_ref() != Some(&status) {
+            let patch = Patch::Merge(json!({"status": status}));
+            match api
+                .patch_status(&name, &PatchParams::default(), &patch)
+                .await
+            {
+                Ok(_) => written = Some(status),
+                Err(kube::Error::Api(e)) if e.code == 404 => return,
+                Err(error) => {
+                    tracing::warn!(pod = %name, %error, "cannot write pod status; retrying")
+                }
+            }
+        }
+        if finishing {
+            return;
+        }
+        tokio::select! {
+            () = tokio::time::sleep(ctx.config.status_interval) => {}
+            _ = done.changed() => {}
+        }
+    }
+}
+
+fn initial_state(pod: &Pod, pod_ip: Ipv4Addr) -> PodState {
+    let spec = pod.spec.clone().unwrap_or_default();
+    let status = pod.status.clone().unwrap_or_default();
+    let previous = |name: &str| {
+        status
+            .container_statuses
+            .iter()
+            .flatten()
+            .find(|s| s.name == name)
+            .map_or(0, |s| s.restart_count)
+    };
+    let report = |c: &Container, count: i32| {
+        ContainerReport::new(&c.name, c.image.as_deref().unwrap_or(""), count)
+    };
+    PodState {
+        pod_ip: Some(pod_ip.to_string()),
+        start_time: Some(status.start_time.map_or_else(now, |t| t.0.to_string())),
+        init: spec
+            .init_containers
+            .iter()
+            .flatten()
+            .map(|c| report(c, 0))
+            .collect(),
+        main: spec
+            .containers
+            .iter()
+            .map(|c| report(c, previous(&c.name)))
+            .collect(),
+        ..PodState::default()
+    }
+}
+
+fn grace_of(pod: &Pod) -> Duration {
+    let seconds = pod
+        .metadata
+        .deletion_grace_period_seconds
+        .or_else(|| pod.spec.as_ref()?.termination_grace_period_seconds)
+        .unwrap_or(30);
+    Duration::from_secs(seconds.max(0) as u64)
+}
+
+/// The pod worker: runs until the pod is deleted or the node stops.
+pub async fn run(
+    ctx: Arc<Context>,
+    first: Pod,
+    mut signals: tokio::sync::mpsc::UnboundedReceiver<Signal>,
+) {
+    let namespace = first.namespace().unwrap_or_default();
+    let name = first.name_any();
+    let uid = first.uid().unwrap_or_default();
+    let previous_ip = first
+        .status
+        .as_ref()
+        .and_then(|s| s.pod_ip.as_deref())
+        .and_then(|ip| ip.parse().ok());
+    let pod_ip = match ctx.addresses.allocate(&uid, previous_ip) {
+        Ok(ip) => ip,
+        Err(error) => {
+            tracing::error!(pod = %name, %error, "cannot run pod");
+            return;
+        }
+    };
+    let pod_dir = ctx.pod_dir(&namespace, &name, &uid);
+    let mut pod = first;
+    pod.status.get_or_insert_with(Default::default).pod_ip = Some(pod_ip.to_string());
+    let state = Arc::new(Mutex::new(initial_state(&pod, pod_ip)));
+    let (done, done_signal) = watch::channel(false);
+    let mut publisher = container::AbortOnDrop(tokio::spawn(publish(
+        ctx.clone(),
+        pod.clone(),
+        state.clone(),
+        done_signal,
+    )));
+    let (stop, stop_signal) = watch::channel(None);
+    let mut running = std::pin::pin!(lifecycle(
+        ctx.clone(),
+        pod.clone(),
+        pod_dir.clone(),
+        pod_ip,
+        state.clone(),
+        stop_signal
+    ));
+    let mut finished = false;
+    let mut grace = grace_of(&pod);
+    let ending = loop {
+        if pod.metadata.deletion_timestamp.is_some() {
+            break Signal::Seen(Box::new(pod.clone()));
+        }
+        tokio::select! {
+            () = &mut running, if !finished => finished = true,
+            signal = signals.recv() => match signal {
+                Some(Signal::Seen(seen)) => {
+                    grace = grace_of(&seen);
+                    pod = *seen;
+                }
+                Some(Signal::Gone) | None => break Signal::Gone,
+                Some(Signal::NodeStopping) => break Signal::NodeStopping,
+            },
+        }
+    };
+    if !finished {
+        let _ = stop.send(Some(grace));
+        running.await;
+    }
+    let _ = done.send(true);
+    let _ = (&mut publisher.0).await;
+    if matches!(ending, Signal::NodeStopping) {
+        return;
+    }
+    if matches!(ending, Signal::Seen(_)) {
+        remove_from_api(&ctx, &namespace, &name, &uid).await;
+    }
+    for dir in [&pod_dir, &ctx.pod_volumes_dir(&uid)] {
+        if let Err(error) = std::fs::remove_dir_all(dir) {
+            tracing::debug!(pod = %name, %error, "cannot remove {}", dir.display());
+        }
+    }
+    ctx.addresses.release(pod_ip);
+}
+
+/// Prepares the pod, retrying every second while an input is missing (a
+/// claim not yet bound, a Secret not yet created) and showing why in the
+/// containers' waiting state; `None` when the pod is stopped first.
+async fn prepare_until_ready(
+    ctx: &Context,
+    pod: &Pod,
+    pod_dir: &Path,
+    pod_ip: Ipv4Addr,
+    state: &Mutex<PodState>,
+    stop: &mut container::StopSignal,
+) -> Option<Prepared> {
+    let set_all_waiting = |reason: &str, message: &str| {
+        let mut s = state.lock().unwrap_or_else(PoisonError::into_inner);
+        let list = if s.initialized {
+            &mut s.main
+        } else {
+            &mut s.init
+        };
+        let list = if list.is_empty() { &mut s.main } else { list };
+        for report in list.iter_mut() {
+            report.state = State::waiting(reason, message);
+        }
+    };
+    loop {
+        match prepare(ctx, pod, pod_dir, pod_ip).await {
+            Ok(prepared) => return Some(prepared),
+            Err(error) => {
+                let reason = match error {
+                    PodError::Input(InputError::ClaimNotBound(_)) => "ContainerCreating",
+                    _ => "CreateContainerConfigError",
+                };
+                set_all_waiting(reason, &error.to_string());
+                tokio::select! {
+                    () = tokio::time::sleep(Duration::from_secs(1)) => {}
+                    _ = stop.changed() => return None,
+                }
+            }
+        }
+    }
+}
+
+/// The kubelet's final delete of a pod whose containers have stopped
+/// (grace period 0, for this pod's uid only).
+async fn remove_from_api(ctx: &Context, namespace: &str, name: &str, uid: &str) {
+    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
+    let params = DeleteParams {
+        grace_period_seconds: Some(0),
+        preconditions: Some(Preconditions {
+            uid: Some(uid.to_owned()),
+            resource_version: None,
+        }),
+        ..DeleteParams::default()
+    };
+    match api.delete(name, &params).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => {}
+        Err(error) => tracing::warn!(pod = %name, %error, "cannot remove the terminated pod"),
+    }
+}
