@@ -13,12 +13,12 @@ use k8s_openapi::api::core::v1::ResourceRequirements;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::Resource;
-use kube_quantity::ParsedQuantity;
 use tusk_api::parameters::is_operator_owned;
 use tusk_api::v1alpha1::{
     BackupSpec, DeletionPolicy, FailoverSpec, InitdbSpec, PodTemplate, PostgresCluster,
-    RecoverySpec, SynchronousMode,
+    RecoverySpec,
 };
+pub use tusk_postgres::synchronous::Synchronous;
 
 use crate::config::OperatorConfig;
 use crate::names::ClusterName;
@@ -36,13 +36,6 @@ fn spec_error(field: &str, rule: impl Into<String>) -> SpecError {
         field: field.to_owned(),
         rule: rule.into(),
     }
-}
-
-/// Synchronous replication, resolved.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Synchronous {
-    pub mode: SynchronousMode,
-    pub number: u32,
 }
 
 /// How the first instance gets its data.
@@ -110,10 +103,8 @@ pub fn validate(
         .ok()
         .filter(|n| *n >= 1)
         .ok_or_else(|| spec_error("spec.instances", "must be at least 1"))?;
-    let version = u32::try_from(spec.postgres.version)
-        .ok()
-        .filter(|v| (15..=18).contains(v))
-        .ok_or_else(|| spec_error("spec.postgres.version", "must be between 15 and 18"))?;
+    let version = tusk_postgres::version::supported_major(i64::from(spec.postgres.version))
+        .map_err(|error| spec_error("spec.postgres.version", error.to_string()))?;
 
     let owned: Vec<&str> = spec
         .postgres
@@ -142,28 +133,9 @@ pub fn validate(
             )
         })?;
 
-    let synchronous = match spec
-        .replication
-        .as_ref()
-        .and_then(|r| r.synchronous.as_ref())
-    {
-        None => None,
-        Some(sync) => {
-            let number = u32::try_from(sync.number)
-                .ok()
-                .filter(|n| *n >= 1 && *n < instances)
-                .ok_or_else(|| {
-                    spec_error(
-                        "spec.replication.synchronous.number",
-                        "must be at least 1 and lower than instances",
-                    )
-                })?;
-            Some(Synchronous {
-                mode: sync.mode,
-                number,
-            })
-        }
-    };
+    let synchronous = spec
+        .synchronous()
+        .map_err(|error| spec_error("spec.replication.synchronous.number", error.to_string()))?;
 
     let bootstrap = match &spec.bootstrap {
         None => Bootstrap::Initdb(InitdbSpec::default()),
@@ -225,7 +197,7 @@ pub fn validate(
 
 /// Bytes of a quantity, if it parses and is a whole, non-negative number.
 pub fn quantity_bytes(quantity: &Quantity) -> Option<u128> {
-    ParsedQuantity::try_from(quantity).ok()?.to_bytes_u128()
+    tusk_api::quantity::bytes(quantity)
 }
 
 #[cfg(test)]
