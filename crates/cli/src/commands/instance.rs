@@ -166,29 +166,20 @@ async fn run_manager(args: &RunArgs) -> Result<(), String> {
         app_owner: secret(Credential::App)?,
         replication: secret(Credential::Replication)?,
     };
-    let settings = Settings {
-        pod_name: env.pod_name.clone(),
-        namespace: env.namespace.clone(),
-        cluster_name: env.cluster_name.clone(),
-        pod_ip: env.pod_ip,
-        pgdata: env.pgdata.clone(),
-        bin_dir: env.bin_dir.clone(),
-        run_dir: env.run_dir.clone(),
-        postgres_port: env.postgres_port,
-        http_port: env.http_port,
-        os_user: env.os_user.clone(),
-        stop_timeout: Duration::from_secs(env.stop_timeout_seconds),
-        credentials,
-    };
+    let (namespace, cluster, me) = (
+        env.namespace.clone(),
+        env.cluster_name.clone(),
+        env.pod_name.clone(),
+    );
+    let settings = Settings::from_environment(env, credentials);
     let ctx = InstanceContext::new(settings).map_err(|e| e.to_string())?;
-    let desired =
-        tusk_instance::cluster_watch::start(&env.namespace, &env.cluster_name, &env.pod_name)
-            .await
-            .map_err(|e| e.to_string())?;
+    let desired = tusk_instance::cluster_watch::start(&namespace, &cluster, &me)
+        .await
+        .map_err(|e| e.to_string())?;
     tracing::info!(
-        instance = %env.pod_name,
-        cluster = %env.cluster_name,
-        namespace = %env.namespace,
+        instance = %me,
+        cluster = %cluster,
+        namespace = %namespace,
         "instance manager starting"
     );
     let termination = async {
