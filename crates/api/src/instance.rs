@@ -143,6 +143,11 @@ pub struct InstanceReport {
     /// failing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
+    /// Parts of the cluster's declaration the manager cannot read (a
+    /// malformed fencing annotation, an impossible synchronous number);
+    /// each took its safe value until it is fixed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub desired_state_errors: Vec<String>,
 }
 
 /// A standby as its primary sees it (`pg_stat_replication`).
@@ -214,6 +219,7 @@ mod tests {
             standbys: vec![],
             crash_count: 0,
             last_error: None,
+            desired_state_errors: vec![],
         };
         let json = serde_json::to_value(&report).expect("serialises");
         assert_eq!(json["role"], "replica");

@@ -8,18 +8,26 @@
 //! - [`conditions`]: setting status conditions the Kubernetes way.
 //! - [`instance`]: the instance manager's HTTP API (`/status`), shared by
 //!   the operator and the instance manager.
-//! - [`labels`], [`parameters`]: keys and PostgreSQL parameters the
-//!   operator owns; [`lsn`]: WAL positions as instance managers report them.
+//! - [`contract`]: what the pod the operator builds promises the instance
+//!   manager inside it (environment, mounts, credentials).
+//! - [`fencing`]: reading the fencing annotation.
+//! - [`labels`]: keys the operator owns; [`quantity`]: Kubernetes
+//!   quantities as exact numbers.
+//! - [`lsn`], [`parameters`]: re-exported from `tusk-postgres`, the one
+//!   home of PostgreSQL knowledge, where they used to live.
 //!
 //! This crate does no I/O.
 
 pub mod admission;
 pub mod conditions;
+pub mod contract;
+pub mod fencing;
 pub mod instance;
 pub mod labels;
-pub mod lsn;
-pub mod parameters;
+pub mod quantity;
 pub mod v1alpha1;
+
+pub use tusk_postgres::{lsn, parameters};
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;

@@ -1,9 +1,10 @@
-//! Reading Kubernetes manifests: YAML files with one or more documents.
+//! Kubernetes manifests for `tusk validate`: read the way `tusk sandbox
+//! up --apply` reads them, and named for messages.
 
 use std::path::Path;
 
-use serde::Deserialize;
 use serde_json::Value;
+use tusk_sandbox::converge::{ConvergeError, read_manifests};
 
 use crate::commands::CommandError;
 
@@ -39,60 +40,62 @@ impl Manifest {
     }
 }
 
-/// Reads every non-empty YAML document of `path`.
+/// Reads every non-empty YAML document of `path`, as `tusk sandbox up
+/// --apply` reads them (`tusk_sandbox::converge::read_manifests`).
 pub fn read(path: &Path) -> Result<Vec<Manifest>, CommandError> {
-    let text = std::fs::read_to_string(path).map_err(|source| CommandError::Read {
-        path: path.display().to_string(),
-        source,
+    let documents = read_manifests(path).map_err(|error| match error {
+        ConvergeError::Read { path, source } => CommandError::Read {
+            path: path.display().to_string(),
+            source,
+        },
+        ConvergeError::Parse {
+            path,
+            index,
+            message,
+        } => CommandError::Parse {
+            path: path.display().to_string(),
+            message: format!(
+                "document {}: not valid YAML for a Kubernetes object: {message}",
+                index + 1
+            ),
+        },
+        other => CommandError::Parse {
+            path: path.display().to_string(),
+            message: other.to_string(),
+        },
     })?;
-    parse(&text).map_err(|message| CommandError::Parse {
-        path: path.display().to_string(),
-        message,
-    })
-}
-
-/// Parses every non-empty YAML document of `text`.
-pub fn parse(text: &str) -> Result<Vec<Manifest>, String> {
-    let mut manifests = Vec::new();
-    for (index, document) in serde_yaml_ng::Deserializer::from_str(text).enumerate() {
-        let value = Value::deserialize(document)
-            .map_err(|error| format!("document {}: not valid YAML: {error}", index + 1))?;
-        match value {
-            Value::Null => continue,
-            Value::Object(_) => manifests.push(Manifest { value }),
-            _ => {
-                return Err(format!(
-                    "document {}: a manifest must be a mapping with apiVersion, kind and metadata",
-                    index + 1
-                ));
-            }
-        }
-    }
-    Ok(manifests)
+    Ok(documents
+        .into_iter()
+        .map(|value| Manifest { value })
+        .collect())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn read_text(text: &str) -> Result<Vec<Manifest>, CommandError> {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let path = dir.path().join("m.yaml");
+        std::fs::write(&path, text).expect("written");
+        read(&path)
+    }
+
     #[test]
     fn empty_documents_are_skipped() {
-        let manifests =
-            parse("---\nkind: A\nmetadata: {name: a}\n---\n---\nkind: B\nmetadata: {name: b}\n")
-                .expect("valid YAML");
+        let manifests = read_text(
+            "---\napiVersion: v1\nkind: A\nmetadata: {name: a}\n---\n---\napiVersion: v1\nkind: B\nmetadata: {name: b}\n",
+        )
+        .expect("valid YAML");
         let names: Vec<String> = manifests.iter().map(Manifest::describe).collect();
         assert_eq!(names, ["A/a", "B/b"]);
     }
 
     #[test]
-    fn a_scalar_document_is_refused() {
-        let error = parse("just a string\n").expect_err("not a manifest");
-        assert!(error.contains("must be a mapping"), "{error}");
-    }
-
-    #[test]
     fn broken_yaml_names_the_document() {
-        let error = parse("kind: A\n---\nkind: [unclosed\n").expect_err("broken YAML");
-        assert!(error.starts_with("document 2"), "{error}");
+        let error = read_text("apiVersion: v1\nkind: A\n---\nkind: [unclosed\n")
+            .expect_err("broken YAML")
+            .to_string();
+        assert!(error.contains("document 2: not valid YAML"), "{error}");
     }
 }

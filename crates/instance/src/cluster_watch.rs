@@ -11,10 +11,12 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
 use tokio::sync::watch;
 use tusk_api::labels;
-use tusk_api::v1alpha1::{PostgresCluster, SynchronousMode};
+use tusk_api::v1alpha1::PostgresCluster;
 
 use crate::desired::DesiredState;
-use crate::postgres::config::Synchronous;
+use tusk_api::fencing::Fencing;
+
+use crate::postgres::synchronous::SynchronousStandbys;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClusterWatchError {
@@ -26,37 +28,33 @@ pub enum ClusterWatchError {
 /// recreated elsewhere gets a new IP without any change to the cluster).
 const ADDRESS_REFRESH: Duration = Duration::from_secs(5);
 
-/// True when the fencing annotation value names `instance` (or `*`). The
-/// value is a JSON list of names or a comma-separated list.
-pub fn is_fenced(annotation: Option<&str>, instance: &str) -> bool {
-    let Some(value) = annotation.map(str::trim).filter(|v| !v.is_empty()) else {
-        return false;
-    };
-    let names: Vec<String> = if value.starts_with('[') {
-        serde_json::from_str(value).unwrap_or_default()
-    } else {
-        value.split(',').map(|n| n.trim().to_owned()).collect()
-    };
-    names.iter().any(|name| name == instance || name == "*")
-}
-
 /// The desired state of instance `me` in `cluster`, with the target
-/// primary's pod IP when it is known.
+/// primary's pod IP when it is known. The spec is read the way the
+/// operator reads it (`tusk_api`'s typed accessors); what cannot be read
+/// takes its safe value and is listed in `problems`: a malformed fencing
+/// annotation fences the instance, an impossible synchronous number keeps
+/// the `previous` setting (none when there is none).
 pub fn desired_from_cluster(
     cluster: &PostgresCluster,
     me: &str,
     primary_address: Option<IpAddr>,
+    previous: Option<&DesiredState>,
 ) -> DesiredState {
+    let mut problems = Vec::new();
     let status = cluster.status.as_ref();
-    let fenced = is_fenced(
-        cluster
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(labels::FENCED_INSTANCES))
-            .map(String::as_str),
-        me,
-    );
+    let annotation = cluster
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(labels::FENCED_INSTANCES))
+        .map(String::as_str);
+    let fenced = match Fencing::parse(annotation) {
+        Ok(fencing) => fencing.covers(me),
+        Err(error) => {
+            problems.push(format!("{error}; the instance stays fenced"));
+            true
+        }
+    };
     let others: Vec<String> = status
         .map(|s| {
             s.instances
@@ -66,22 +64,19 @@ pub fn desired_from_cluster(
                 .collect()
         })
         .unwrap_or_default();
-    let synchronous = cluster
-        .spec
-        .replication
-        .as_ref()
-        .and_then(|r| r.synchronous.as_ref())
-        .map(|sync| Synchronous {
-            quorum: sync.mode == SynchronousMode::Any,
-            number: u32::try_from(sync.number).unwrap_or(1),
-            standby_names: others,
-        });
-    let initdb = cluster
-        .spec
-        .bootstrap
-        .as_ref()
-        .and_then(|b| b.initdb.clone())
-        .unwrap_or_default();
+    let synchronous = match cluster.spec.synchronous() {
+        Ok(rule) => rule.map(|rule| SynchronousStandbys {
+            rule,
+            candidates: others,
+        }),
+        Err(error) => {
+            problems.push(format!(
+                "spec.replication.synchronous.number: {error}; the last valid setting is kept"
+            ));
+            previous.and_then(|p| p.synchronous.clone())
+        }
+    };
+    let initdb = cluster.spec.initdb();
     DesiredState {
         target_primary: status.and_then(|s| s.target_primary.clone()),
         primary_address,
@@ -90,6 +85,7 @@ pub fn desired_from_cluster(
         synchronous,
         database: initdb.database,
         owner: initdb.owner,
+        problems,
     }
 }
 
@@ -168,7 +164,7 @@ async fn run(
             Some(name) => primary_address(&pods, name, &mut pod_error).await,
             None => None,
         };
-        let desired = desired_from_cluster(cluster, &me, address);
+        let desired = desired_from_cluster(cluster, &me, address, sender.borrow().as_ref());
         sender.send_if_modified(|current| {
             if current.as_ref() == Some(&desired) {
                 false
@@ -179,6 +175,9 @@ async fn run(
                     fenced = desired.fenced,
                     "desired state changed"
                 );
+                for problem in &desired.problems {
+                    tracing::error!(%problem, "the cluster's declaration cannot be read");
+                }
                 *current = Some(desired);
                 true
             }
@@ -218,6 +217,9 @@ async fn primary_address(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tusk_api::v1alpha1::SynchronousMode;
+
+    use crate::postgres::synchronous::Synchronous;
 
     fn cluster(yaml: &str) -> PostgresCluster {
         serde_json::from_value(
@@ -261,7 +263,7 @@ status:
     #[test]
     fn the_cluster_spec_and_status_become_the_desired_state() {
         let address: IpAddr = "10.0.0.9".parse().expect("ip");
-        let desired = desired_from_cluster(&cluster(CLUSTER), "db-2", Some(address));
+        let desired = desired_from_cluster(&cluster(CLUSTER), "db-2", Some(address), None);
         assert_eq!(desired.target_primary.as_deref(), Some("db-1"));
         assert_eq!(desired.primary_address, Some(address));
         assert!(!desired.fenced);
@@ -275,33 +277,64 @@ status:
         );
         assert_eq!(
             desired.synchronous,
-            Some(Synchronous {
-                quorum: false,
-                number: 1,
-                standby_names: vec!["db-1".into(), "db-3".into()],
+            Some(SynchronousStandbys {
+                rule: Synchronous {
+                    mode: SynchronousMode::First,
+                    number: 1
+                },
+                candidates: vec!["db-1".into(), "db-3".into()],
             })
         );
-        assert!(desired_from_cluster(&cluster(CLUSTER), "db-3", None).fenced);
+        assert!(desired_from_cluster(&cluster(CLUSTER), "db-3", None, None).fenced);
+    }
+
+    fn edited(edit: impl FnOnce(&mut serde_json::Value)) -> PostgresCluster {
+        let mut value: serde_json::Value = serde_yaml_ng::from_str(CLUSTER).expect("yaml");
+        edit(&mut value);
+        serde_json::from_value(value).expect("a PostgresCluster")
     }
 
     #[test]
-    fn fencing_annotation_forms() {
-        let cases = [
-            (None, "db-1", false),
-            (Some(""), "db-1", false),
-            (Some("[\"db-1\"]"), "db-1", true),
-            (Some("[\"db-2\"]"), "db-1", false),
-            (Some("db-2, db-1"), "db-1", true),
-            (Some("*"), "db-1", true),
-            (Some("[\"*\"]"), "db-7", true),
-            (Some("db-10"), "db-1", false),
-        ];
-        for (annotation, instance, fenced) in cases {
-            assert_eq!(
-                is_fenced(annotation, instance),
-                fenced,
-                "{annotation:?} {instance}"
+    fn a_malformed_fencing_annotation_fences_and_is_reported() {
+        let cluster = edited(|c| {
+            c["metadata"]["annotations"]["tusk.dev/fenced-instances"] = "[\"db-3\"".into();
+        });
+        for me in ["db-1", "db-2", "db-3"] {
+            let desired = desired_from_cluster(&cluster, me, None, None);
+            assert!(desired.fenced, "{me} must stay stopped");
+            assert!(
+                desired
+                    .problems
+                    .iter()
+                    .any(|p| p.contains("tusk.dev/fenced-instances")),
+                "{me}: {:?}",
+                desired.problems
             );
+        }
+    }
+
+    #[test]
+    fn an_impossible_synchronous_number_is_reported_not_replaced() {
+        let before = desired_from_cluster(&cluster(CLUSTER), "db-2", None, None);
+        assert!(before.problems.is_empty(), "{:?}", before.problems);
+        for number in [-1, 0, 3, 7] {
+            let cluster =
+                edited(|c| c["spec"]["replication"]["synchronous"]["number"] = number.into());
+            // Without an earlier setting: no synchronous rule is invented.
+            let fresh = desired_from_cluster(&cluster, "db-2", None, None);
+            assert_eq!(fresh.synchronous, None, "number {number}");
+            assert!(
+                fresh
+                    .problems
+                    .iter()
+                    .any(|p| p.contains("spec.replication.synchronous.number")),
+                "number {number}: {:?}",
+                fresh.problems
+            );
+            // With one: it is kept, as the operator keeps the last valid spec.
+            let kept = desired_from_cluster(&cluster, "db-2", None, Some(&before));
+            assert_eq!(kept.synchronous, before.synchronous, "number {number}");
+            assert_eq!(kept.problems, fresh.problems);
         }
     }
 }

@@ -215,6 +215,7 @@ impl<S: DesiredStateSource> Manager<S> {
             let mut state = self.state.lock();
             state.fenced = desired.fenced;
             state.target_primary = desired.target_primary.clone();
+            state.desired_state_errors.clone_from(&desired.problems);
         }
         let me = self.ctx.settings.pod_name.clone();
         let mut action = plan(&me, desired, self.local_state());

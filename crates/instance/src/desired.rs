@@ -9,7 +9,7 @@ use std::net::IpAddr;
 
 use tokio::sync::watch;
 
-use crate::postgres::config::Synchronous;
+use crate::postgres::synchronous::SynchronousStandbys;
 
 /// What the cluster declares about this instance.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -24,10 +24,15 @@ pub struct DesiredState {
     /// `spec.postgres.parameters`.
     pub parameters: BTreeMap<String, String>,
     /// `spec.replication.synchronous`, with the other instances' names.
-    pub synchronous: Option<Synchronous>,
+    pub synchronous: Option<SynchronousStandbys>,
     /// Application database and its owner (`spec.bootstrap.initdb`).
     pub database: String,
     pub owner: String,
+    /// Why part of the declaration could not be read (a malformed fencing
+    /// annotation, an impossible synchronous number). The affected part
+    /// took its safe value (fenced; the last synchronous setting), and the
+    /// problems are reported on `/status` until they are fixed.
+    pub problems: Vec<String>,
 }
 
 impl DesiredState {
@@ -40,8 +45,9 @@ impl DesiredState {
             fenced: false,
             parameters: BTreeMap::new(),
             synchronous: None,
-            database: "app".into(),
-            owner: "app".into(),
+            database: tusk_postgres::roles::DEFAULT_APP.into(),
+            owner: tusk_postgres::roles::DEFAULT_APP.into(),
+            problems: Vec::new(),
         }
     }
 }

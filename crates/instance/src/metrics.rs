@@ -172,6 +172,7 @@ mod tests {
             standbys: vec![],
             crash_count: 2,
             last_error: None,
+            desired_state_errors: vec![],
         };
         let figures = DatabaseFigures {
             connections: 3,

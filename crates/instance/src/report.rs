@@ -65,6 +65,7 @@ pub fn build(
         standbys: observed.map(|o| o.standbys.clone()).unwrap_or_default(),
         crash_count: state.crash_count,
         last_error: state.last_error.clone(),
+        desired_state_errors: state.desired_state_errors.clone(),
     }
 }
 
@@ -124,5 +125,23 @@ mod tests {
         assert_eq!(report.role, InstanceRole::Stopped);
         assert!(!report.ready);
         assert!(report.fenced);
+    }
+
+    #[test]
+    fn an_unreadable_declaration_is_reported_on_status() {
+        let problem = "annotation tusk.dev/fenced-instances is not a JSON list".to_owned();
+        let state = ManagerState {
+            phase: InstancePhase::Fenced,
+            fenced: true,
+            desired_state_errors: vec![problem.clone()],
+            ..ManagerState::default()
+        };
+        let report = build("db-1", &state, None);
+        assert_eq!(report.desired_state_errors, vec![problem]);
+        let json = serde_json::to_value(&report).expect("serialises");
+        assert_eq!(
+            json["desiredStateErrors"][0],
+            report.desired_state_errors[0]
+        );
     }
 }

@@ -44,6 +44,27 @@ pub struct Settings {
 }
 
 impl Settings {
+    /// The settings the pod contract's environment describes.
+    pub fn from_environment(
+        env: tusk_api::contract::InstanceEnvironment,
+        credentials: Credentials,
+    ) -> Self {
+        Settings {
+            pod_name: env.pod_name,
+            namespace: env.namespace,
+            cluster_name: env.cluster_name,
+            pod_ip: env.pod_ip,
+            pgdata: env.pgdata,
+            bin_dir: env.bin_dir,
+            run_dir: env.run_dir,
+            postgres_port: env.postgres_port,
+            http_port: env.http_port,
+            os_user: env.os_user,
+            stop_timeout: Duration::from_secs(env.stop_timeout_seconds),
+            credentials,
+        }
+    }
+
     /// Where the staging directory of a restartable bootstrap lives: next to
     /// PGDATA, on the same file system, so that the final rename is atomic.
     pub fn staging_dir(&self) -> PathBuf {

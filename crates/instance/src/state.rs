@@ -14,6 +14,8 @@ pub struct ManagerState {
     pub postmaster_pid: Option<i32>,
     pub crash_count: u32,
     pub last_error: Option<String>,
+    /// What the desired state could not read (see `DesiredState::problems`).
+    pub desired_state_errors: Vec<String>,
 }
 
 impl Default for ManagerState {
@@ -25,6 +27,7 @@ impl Default for ManagerState {
             postmaster_pid: None,
             crash_count: 0,
             last_error: None,
+            desired_state_errors: Vec::new(),
         }
     }
 }

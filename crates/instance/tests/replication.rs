@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use common::{TestCluster, desired, init_logs};
 use tusk_api::instance::{InstancePhase, InstanceRole};
 use tusk_instance::desired::DesiredState;
-use tusk_instance::postgres::config::Synchronous;
+use tusk_instance::postgres::synchronous::{Synchronous, SynchronousMode, SynchronousStandbys};
 
 const STARTUP: Duration = Duration::from_secs(60);
 
@@ -119,10 +119,12 @@ async fn replicas_clone_stream_and_follow_a_switchover_that_rewinds_the_former_p
     let mut b = cluster.instance("db-2");
     let mut c = cluster.instance("db-3");
     // Quorum commit: every acknowledged write is on at least one standby.
-    let synchronous = Some(Synchronous {
-        quorum: true,
-        number: 1,
-        standby_names: vec![],
+    let synchronous = Some(SynchronousStandbys {
+        rule: Synchronous {
+            mode: SynchronousMode::Any,
+            number: 1,
+        },
+        candidates: vec![],
     });
     let on_a = DesiredState {
         synchronous: synchronous.clone(),

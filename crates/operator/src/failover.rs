@@ -31,6 +31,7 @@ use k8s_openapi::jiff::Timestamp;
 use tusk_api::instance::{InstancePhase, InstanceReport, InstanceRole};
 use tusk_api::lsn::Lsn;
 use tusk_api::v1alpha1::{DataDurability, RecoveryPoint};
+use tusk_postgres::synchronous::{self, Synchronous, SynchronousMode};
 
 /// Condition type recording whether the primary serves; its transition
 /// time is when it stopped.
@@ -109,6 +110,39 @@ pub struct SyncSet {
     pub members: Vec<String>,
 }
 
+impl SyncSet {
+    /// The declared rule `synchronous` with the members the primary last
+    /// listed: the instances whose reported `sync_state` makes commits wait
+    /// for them.
+    pub fn reported<'a>(
+        synchronous: &Synchronous,
+        sync_states: impl IntoIterator<Item = (&'a str, Option<&'a str>)>,
+    ) -> Self {
+        SyncSet {
+            quorum: synchronous.mode == SynchronousMode::Any,
+            number: synchronous.number,
+            members: sync_states
+                .into_iter()
+                .filter(|(_, state)| state.is_some_and(synchronous::confirms_commits))
+                .map(|(name, _)| name.to_owned())
+                .collect(),
+        }
+    }
+
+    /// The synchronous rule this set was declared with.
+    fn rule(&self) -> Synchronous {
+        let mode = if self.quorum {
+            SynchronousMode::Any
+        } else {
+            SynchronousMode::First
+        };
+        Synchronous {
+            mode,
+            number: self.number,
+        }
+    }
+}
+
 /// What the operator last knew of the failed primary.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct LastKnown<'a> {
@@ -168,17 +202,11 @@ fn is_candidate(last: &LastKnown<'_>, name: &str, report: &InstanceReport) -> bo
 /// True when the synchronous set proves that the most advanced of
 /// `candidates` holds every acknowledged commit.
 fn holds_every_acknowledged_commit(sync: Option<&SyncSet>, candidates: &[Candidate<'_>]) -> bool {
-    let Some(sync) = sync.filter(|s| s.number > 0) else {
+    let Some(sync) = sync else {
         return false;
     };
     let present = candidates.iter().filter(|c| c.synchronous).count();
-    if sync.quorum {
-        let members = sync.members.len();
-        let needed = members.saturating_sub(sync.number as usize) + 1;
-        members >= sync.number as usize && present >= needed
-    } else {
-        present > 0
-    }
+    sync.rule().proves_every_commit(sync.members.len(), present)
 }
 
 /// Decides which standby replaces the failed primary. `approved` is a
@@ -333,6 +361,7 @@ mod tests {
             standbys: vec![],
             crash_count: 0,
             last_error: None,
+            desired_state_errors: vec![],
         }
     }
 

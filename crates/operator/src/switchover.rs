@@ -12,7 +12,13 @@
 //! it was carried out or refused (with an event saying why), so it never
 //! fires again later, after a failover moved the primary elsewhere.
 
+use std::time::{Duration, Instant};
+
+use kube::api::{Api, Patch, PatchParams};
+use tusk_api::conditions::{FAILOVER_BLOCKED, find_condition};
 use tusk_api::instance::{InstanceReport, InstanceRole};
+use tusk_api::labels;
+use tusk_api::v1alpha1::{PostgresCluster, PostgresClusterStatus};
 
 /// What to do about a switchover request.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -67,9 +73,256 @@ pub fn evaluate(
     }
 }
 
+/// What a person's request to make `instance` the primary becomes: the
+/// annotation to write, or why the request makes no sense now.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Ask {
+    /// Write this annotation (`tusk.dev/promote` for a switchover,
+    /// `tusk.dev/approve-data-loss` to approve a blocked failover).
+    Annotate(&'static str),
+    AlreadyPrimary,
+    Refuse(String),
+}
+
+/// Judges a request to promote `instance` of `cluster`; with
+/// `accept_data_loss` it approves a failover that `dataDurability:
+/// required` blocked.
+pub fn ask(
+    cluster: &str,
+    instance: &str,
+    accept_data_loss: bool,
+    status: &PostgresClusterStatus,
+) -> Ask {
+    if !status.instances.iter().any(|i| i.name == instance) {
+        let known: Vec<&str> = status.instances.iter().map(|i| i.name.as_str()).collect();
+        return Ask::Refuse(format!(
+            "{instance} is not an instance of {cluster} (instances: {})",
+            if known.is_empty() {
+                "none yet".to_owned()
+            } else {
+                known.join(", ")
+            }
+        ));
+    }
+    let blocked =
+        find_condition(&status.conditions, FAILOVER_BLOCKED).is_some_and(|c| c.status == "True");
+    if accept_data_loss {
+        if !blocked {
+            return Ask::Refuse(format!(
+                "no failover of {cluster} is blocked, so there is no data loss to accept; \
+                 without --accept-data-loss this is a switchover"
+            ));
+        }
+        return Ask::Annotate(labels::APPROVE_DATA_LOSS);
+    }
+    if blocked {
+        return Ask::Refuse(format!(
+            "a failover of {cluster} is blocked: promoting may lose acknowledged commits \
+             (see `kubectl describe pgc {cluster}`); add --accept-data-loss to approve it"
+        ));
+    }
+    if status.current_primary.as_deref() == Some(instance)
+        && status.target_primary.as_deref() == Some(instance)
+    {
+        return Ask::AlreadyPrimary;
+    }
+    Ask::Annotate(labels::PROMOTE)
+}
+
+/// What became of a request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Requested {
+    /// There is no such cluster.
+    NoCluster,
+    /// Not written, and why.
+    Refused(String),
+    AlreadyPrimary,
+    /// `annotation` was written; the operator acts on it.
+    Annotated(&'static str),
+}
+
+/// Asks for `instance` to become the primary of `cluster`: judges the
+/// request with [`ask`] and writes its annotation.
+pub async fn request(
+    api: &Api<PostgresCluster>,
+    cluster: &str,
+    instance: &str,
+    accept_data_loss: bool,
+) -> Result<Requested, kube::Error> {
+    let Some(found) = api.get_opt(cluster).await? else {
+        return Ok(Requested::NoCluster);
+    };
+    let status = found.status.unwrap_or_default();
+    let annotation = match ask(cluster, instance, accept_data_loss, &status) {
+        Ask::Refuse(reason) => return Ok(Requested::Refused(reason)),
+        Ask::AlreadyPrimary => return Ok(Requested::AlreadyPrimary),
+        Ask::Annotate(annotation) => annotation,
+    };
+    let patch = serde_json::json!({"metadata": {"annotations": {annotation: instance}}});
+    api.patch(cluster, &PatchParams::default(), &Patch::Merge(&patch))
+        .await?;
+    Ok(Requested::Annotated(annotation))
+}
+
+/// Where a written request stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Progress {
+    /// The instance is the target and the current primary.
+    Primary,
+    /// The operator removed a switchover request without acting on it (its
+    /// SwitchoverRefused event says why).
+    Refused,
+    Pending,
+}
+
+/// Where the request `annotation` for `instance` stands in `cluster`.
+pub fn progress(cluster: &PostgresCluster, instance: &str, annotation: &str) -> Progress {
+    let pending = cluster
+        .metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(annotation));
+    let status = cluster.status.clone().unwrap_or_default();
+    let target = status.target_primary.as_deref() == Some(instance);
+    if target && status.current_primary.as_deref() == Some(instance) {
+        Progress::Primary
+    } else if annotation == labels::PROMOTE && !pending && !target {
+        Progress::Refused
+    } else {
+        Progress::Pending
+    }
+}
+
+/// Polls `cluster` until the request is done or refused, at most `limit`;
+/// `Pending` when the time ran out.
+pub async fn wait(
+    api: &Api<PostgresCluster>,
+    cluster: &str,
+    instance: &str,
+    annotation: &str,
+    limit: Duration,
+) -> Result<Progress, kube::Error> {
+    let started = Instant::now();
+    while started.elapsed() < limit {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let found = api.get(cluster).await?;
+        match progress(&found, instance, annotation) {
+            Progress::Pending => {}
+            done => return Ok(done),
+        }
+    }
+    Ok(Progress::Pending)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tusk_api::v1alpha1::InstanceStatus;
+
+    fn status(blocked: bool) -> PostgresClusterStatus {
+        let mut status: PostgresClusterStatus = serde_json::from_value(serde_json::json!({
+            "currentPrimary": "db-1", "targetPrimary": "db-1",
+            "instances": [
+                {"name": "db-1", "role": "primary", "ready": true},
+                {"name": "db-2", "role": "replica", "ready": true}
+            ]
+        }))
+        .expect("status");
+        if blocked {
+            status.conditions = serde_json::from_value(serde_json::json!([{
+                "type": "FailoverBlocked", "status": "True", "reason": "DurabilityAtRisk",
+                "message": "", "lastTransitionTime": "2026-12-02T10:00:00Z"
+            }]))
+            .expect("conditions");
+        }
+        status
+    }
+
+    #[test]
+    fn a_standby_is_promoted_by_a_switchover_request() {
+        assert_eq!(
+            ask("db", "db-2", false, &status(false)),
+            Ask::Annotate(labels::PROMOTE)
+        );
+        assert_eq!(
+            ask("db", "db-1", false, &status(false)),
+            Ask::AlreadyPrimary
+        );
+    }
+
+    #[test]
+    fn accepting_data_loss_approves_only_a_blocked_failover() {
+        assert_eq!(
+            ask("db", "db-2", true, &status(true)),
+            Ask::Annotate(labels::APPROVE_DATA_LOSS)
+        );
+        let Ask::Refuse(reason) = ask("db", "db-2", true, &status(false)) else {
+            panic!("refused");
+        };
+        assert!(reason.contains("no failover of db is blocked"), "{reason}");
+        let Ask::Refuse(reason) = ask("db", "db-2", false, &status(true)) else {
+            panic!("refused");
+        };
+        assert!(reason.contains("--accept-data-loss"), "{reason}");
+    }
+
+    #[test]
+    fn an_unknown_instance_is_refused_naming_the_instances() {
+        let Ask::Refuse(reason) = ask("db", "db-9", false, &status(false)) else {
+            panic!("refused");
+        };
+        assert_eq!(
+            reason,
+            "db-9 is not an instance of db (instances: db-1, db-2)"
+        );
+        let empty = PostgresClusterStatus {
+            instances: Vec::<InstanceStatus>::new(),
+            ..PostgresClusterStatus::default()
+        };
+        assert!(
+            matches!(ask("db", "db-1", false, &empty), Ask::Refuse(r) if r.contains("none yet"))
+        );
+    }
+
+    #[test]
+    fn a_request_is_done_when_the_instance_serves_and_refused_when_dropped() {
+        let cluster = |annotated: bool, target: &str, current: &str| -> PostgresCluster {
+            let annotations = if annotated {
+                serde_json::json!({labels::PROMOTE: "db-2"})
+            } else {
+                serde_json::json!({})
+            };
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "postgres.tusk.dev/v1alpha1", "kind": "PostgresCluster",
+                "metadata": {"name": "db", "annotations": annotations},
+                "spec": {"instances": 2, "postgres": {"version": 15}, "storage": {"size": "1Gi"}},
+                "status": {"targetPrimary": target, "currentPrimary": current}
+            }))
+            .expect("cluster")
+        };
+        let promote = labels::PROMOTE;
+        assert_eq!(
+            progress(&cluster(false, "db-2", "db-2"), "db-2", promote),
+            Progress::Primary
+        );
+        assert_eq!(
+            progress(&cluster(true, "db-1", "db-1"), "db-2", promote),
+            Progress::Pending
+        );
+        assert_eq!(
+            progress(&cluster(false, "db-2", "db-1"), "db-2", promote),
+            Progress::Pending
+        );
+        assert_eq!(
+            progress(&cluster(false, "db-1", "db-1"), "db-2", promote),
+            Progress::Refused
+        );
+        let approve = labels::APPROVE_DATA_LOSS;
+        assert_eq!(
+            progress(&cluster(false, "db-1", "db-1"), "db-2", approve),
+            Progress::Pending
+        );
+    }
     use std::collections::BTreeMap;
     use tusk_api::instance::InstancePhase;
 

@@ -13,12 +13,12 @@ use k8s_openapi::api::core::v1::ResourceRequirements;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::Resource;
-use kube_quantity::ParsedQuantity;
 use tusk_api::parameters::is_operator_owned;
 use tusk_api::v1alpha1::{
     BackupSpec, DeletionPolicy, FailoverSpec, InitdbSpec, PodTemplate, PostgresCluster,
-    PostgresClusterSpec, RecoverySpec, SynchronousMode,
+    PostgresClusterSpec, RecoverySpec,
 };
+pub use tusk_postgres::synchronous::Synchronous;
 
 use crate::config::OperatorConfig;
 use crate::names::ClusterName;
@@ -36,13 +36,6 @@ fn spec_error(field: &str, rule: impl Into<String>) -> SpecError {
         field: field.to_owned(),
         rule: rule.into(),
     }
-}
-
-/// Synchronous replication, resolved.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Synchronous {
-    pub mode: SynchronousMode,
-    pub number: u32,
 }
 
 /// How the first instance gets its data.
@@ -108,14 +101,14 @@ pub fn validate(
         .ok()
         .filter(|n| *n >= 1)
         .ok_or_else(|| spec_error("spec.instances", "must be at least 1"))?;
-    let version = u32::try_from(spec.postgres.version)
-        .ok()
-        .filter(|v| (15..=18).contains(v))
-        .ok_or_else(|| spec_error("spec.postgres.version", "must be between 15 and 18"))?;
+    let version = tusk_postgres::version::supported_major(i64::from(spec.postgres.version))
+        .map_err(|error| spec_error("spec.postgres.version", error.to_string()))?;
 
     refuse_operator_owned(&spec.postgres.parameters)?;
     let (storage_size, storage_bytes) = storage(&spec.storage.size)?;
-    let synchronous = synchronous(spec, instances)?;
+    let synchronous = spec
+        .synchronous()
+        .map_err(|error| spec_error("spec.replication.synchronous.number", error.to_string()))?;
     let bootstrap = bootstrap(spec)?;
     let unsupported = unsupported(spec, &bootstrap);
 
@@ -178,35 +171,6 @@ fn storage(size: &str) -> Result<(Quantity, u128), SpecError> {
     Ok((storage_size, storage_bytes))
 }
 
-fn synchronous(
-    spec: &PostgresClusterSpec,
-    instances: u32,
-) -> Result<Option<Synchronous>, SpecError> {
-    let synchronous = match spec
-        .replication
-        .as_ref()
-        .and_then(|r| r.synchronous.as_ref())
-    {
-        None => None,
-        Some(sync) => {
-            let number = u32::try_from(sync.number)
-                .ok()
-                .filter(|n| *n >= 1 && *n < instances)
-                .ok_or_else(|| {
-                    spec_error(
-                        "spec.replication.synchronous.number",
-                        "must be at least 1 and lower than instances",
-                    )
-                })?;
-            Some(Synchronous {
-                mode: sync.mode,
-                number,
-            })
-        }
-    };
-    Ok(synchronous)
-}
-
 fn bootstrap(spec: &PostgresClusterSpec) -> Result<Bootstrap, SpecError> {
     let bootstrap = match &spec.bootstrap {
         None => Bootstrap::Initdb(InitdbSpec::default()),
@@ -246,7 +210,7 @@ fn unsupported(spec: &PostgresClusterSpec, bootstrap: &Bootstrap) -> Vec<String>
 
 /// Bytes of a quantity, if it parses and is a whole, non-negative number.
 pub fn quantity_bytes(quantity: &Quantity) -> Option<u128> {
-    ParsedQuantity::try_from(quantity).ok()?.to_bytes_u128()
+    tusk_api::quantity::bytes(quantity)
 }
 
 #[cfg(test)]

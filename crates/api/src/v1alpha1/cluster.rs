@@ -15,6 +15,9 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use tusk_postgres::synchronous::{Synchronous, SynchronousError};
+use tusk_postgres::version::{NEWEST_MAJOR, OLDEST_MAJOR};
+
 use super::rules;
 use super::status::PostgresClusterStatus;
 
@@ -111,7 +114,7 @@ pub struct PostgresSpec {
     /// `spec.upgrade.approvedVersion` is set to the new version in the same
     /// update, so a change in Git alone never starts an upgrade.
     #[x_kube(validation = rules::version_never_decreases())]
-    #[schemars(range(min = 15, max = 18))]
+    #[schemars(range(min = OLDEST_MAJOR, max = NEWEST_MAJOR))]
     pub version: i32,
 
     /// Container image for PostgreSQL. Defaults to the official
@@ -178,16 +181,9 @@ pub struct SynchronousSpec {
     pub number: i32,
 }
 
-/// Synchronous replication method.
-#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
-#[serde(rename_all = "camelCase")]
-pub enum SynchronousMode {
-    /// Quorum commit: `ANY n (...)`.
-    #[default]
-    Any,
-    /// Priority commit: `FIRST n (...)`.
-    First,
-}
+/// Synchronous replication method; PostgreSQL's, so defined in
+/// `tusk-postgres`.
+pub use tusk_postgres::synchronous::SynchronousMode;
 
 /// How the operator reacts when the primary fails.
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
@@ -239,7 +235,7 @@ pub struct UpgradeSpec {
     /// The major version the owner approves upgrading to. A change of
     /// `spec.postgres.version` is accepted only when it equals this value.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 15, max = 18))]
+    #[schemars(range(min = OLDEST_MAJOR, max = NEWEST_MAJOR))]
     pub approved_version: Option<i32>,
 
     /// How the primary is updated once the replicas are: `switchover` (the
@@ -438,6 +434,31 @@ pub struct PodTemplate {
     pub priority_class_name: Option<String>,
 }
 
+impl PostgresClusterSpec {
+    /// The declared synchronous replication, checked against the number of
+    /// instances: the one reading shared by the operator and the instance
+    /// managers. `None` for asynchronous replication.
+    pub fn synchronous(&self) -> Result<Option<Synchronous>, SynchronousError> {
+        self.replication
+            .as_ref()
+            .and_then(|r| r.synchronous.as_ref())
+            .map(|sync| {
+                let instances = u32::try_from(self.instances).unwrap_or(0);
+                Synchronous::new(sync.mode, i64::from(sync.number), instances)
+            })
+            .transpose()
+    }
+
+    /// The application database and its owner: `spec.bootstrap.initdb`, or
+    /// the defaults when the cluster is not bootstrapped by `initdb`.
+    pub fn initdb(&self) -> InitdbSpec {
+        self.bootstrap
+            .as_ref()
+            .and_then(|b| b.initdb.clone())
+            .unwrap_or_default()
+    }
+}
+
 fn one() -> i32 {
     1
 }
@@ -454,5 +475,5 @@ fn default_retention_days() -> i32 {
     30
 }
 fn default_app_name() -> String {
-    "app".to_owned()
+    tusk_postgres::roles::DEFAULT_APP.to_owned()
 }

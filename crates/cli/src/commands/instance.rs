@@ -6,16 +6,21 @@
 //! SIGTERM. `tusk instance status` prints another instance's `/status`.
 
 use std::net::{IpAddr, SocketAddr};
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tusk_api::contract::{
+    Credential, EnvironmentError, HTTP_PORT, InstanceEnv, InstanceEnvironment,
+};
+use tusk_api::instance::{InstanceReport, STATUS_PATH};
 use tusk_instance::context::InstanceContext;
 use tusk_instance::settings::{Credentials, Settings, UserSecret};
 use tusk_instance::state::SharedState;
 
-use super::CommandError;
+use super::{CommandError, logging};
+
+/// How long `tusk instance status` waits for an answer.
+const STATUS_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -31,46 +36,84 @@ pub enum InstanceCommand {
     Status(StatusArgs),
 }
 
+/// Every value comes from the environment the pod builder writes
+/// (`tusk_api::contract::InstanceEnv`); a flag overrides its variable.
 #[derive(clap::Args)]
 pub struct RunArgs {
-    /// This pod's (instance's) name.
-    #[arg(long, env = "POD_NAME")]
-    pub pod_name: String,
-    /// This pod's namespace.
-    #[arg(long, env = "POD_NAMESPACE")]
-    pub namespace: String,
-    /// The PostgresCluster this instance belongs to.
-    #[arg(long, env = "CLUSTER_NAME")]
-    pub cluster: String,
-    /// This pod's IP: PostgreSQL and the HTTP API listen on it.
-    #[arg(long, env = "POD_IP")]
-    pub pod_ip: IpAddr,
+    /// This pod's (instance's) name [env: POD_NAME].
+    #[arg(long)]
+    pub pod_name: Option<String>,
+    /// This pod's namespace [env: POD_NAMESPACE].
+    #[arg(long)]
+    pub namespace: Option<String>,
+    /// The PostgresCluster this instance belongs to [env: CLUSTER_NAME].
+    #[arg(long)]
+    pub cluster: Option<String>,
+    /// This pod's IP: PostgreSQL and the HTTP API listen on it [env: POD_IP].
+    #[arg(long)]
+    pub pod_ip: Option<String>,
     /// Data directory: a subdirectory of the volume (the bootstrap stages
-    /// next to it and renames it into place).
-    #[arg(long, env = "PGDATA")]
-    pub pgdata: PathBuf,
-    /// Directory holding postgres, initdb, pg_basebackup and pg_rewind.
-    #[arg(long, env = "PG_BIN_DIR", default_value = "/usr/lib/postgresql/15/bin")]
-    pub bin_dir: PathBuf,
-    /// Short directory for the unix socket and the replication password file.
-    #[arg(long, env = "TUSK_RUN_DIR", default_value = "/tmp/tusk")]
-    pub run_dir: PathBuf,
-    #[arg(long, env = "TUSK_POSTGRES_PORT", default_value_t = 5432)]
-    pub port: u16,
-    #[arg(long, env = "TUSK_HTTP_PORT", default_value_t = tusk_api::instance::DEFAULT_HTTP_PORT)]
-    pub http_port: u16,
-    /// Operating-system user PostgreSQL runs as when the manager is root.
-    #[arg(long, env = "TUSK_OS_USER", default_value = "postgres")]
-    pub os_user: String,
+    /// next to it and renames it into place) [env: PGDATA].
+    #[arg(long)]
+    pub pgdata: Option<String>,
+    /// Directory holding postgres, initdb, pg_basebackup and pg_rewind
+    /// [env: PG_BIN_DIR; default: /usr/lib/postgresql/15/bin].
+    #[arg(long)]
+    pub bin_dir: Option<String>,
+    /// Short directory for the unix socket and the replication password
+    /// file [env: TUSK_RUN_DIR; default: /tmp/tusk].
+    #[arg(long)]
+    pub run_dir: Option<String>,
+    /// [env: TUSK_POSTGRES_PORT; default: 5432]
+    #[arg(long)]
+    pub port: Option<String>,
+    /// [env: TUSK_HTTP_PORT; default: 8000]
+    #[arg(long)]
+    pub http_port: Option<String>,
+    /// Operating-system user PostgreSQL runs as when the manager is root
+    /// [env: TUSK_OS_USER; default: postgres].
+    #[arg(long)]
+    pub os_user: Option<String>,
     /// Seconds a fast shutdown may take before it becomes immediate; keep
-    /// it a few seconds under the pod's termination grace period.
-    #[arg(long, env = "TUSK_STOP_TIMEOUT", default_value_t = 20)]
-    pub stop_timeout_seconds: u64,
+    /// it a few seconds under the pod's termination grace period
+    /// [env: TUSK_STOP_TIMEOUT; default: 20].
+    #[arg(long)]
+    pub stop_timeout_seconds: Option<String>,
     /// Directory of the mounted credentials: one basic-auth Secret (files
     /// `username` and `password`) per user in `superuser/`, `app/` and
-    /// `replication/`.
-    #[arg(long, env = "TUSK_SECRETS_DIR", default_value = "/etc/tusk/secrets")]
-    pub secrets_dir: PathBuf,
+    /// `replication/` [env: TUSK_SECRETS_DIR; default: /etc/tusk/secrets].
+    #[arg(long)]
+    pub secrets_dir: Option<String>,
+}
+
+impl RunArgs {
+    /// The flag standing for environment variable `name`, if given.
+    fn flag(&self, name: &str) -> Option<String> {
+        let flag = match name {
+            InstanceEnv::POD_NAME => &self.pod_name,
+            InstanceEnv::POD_NAMESPACE => &self.namespace,
+            InstanceEnv::CLUSTER_NAME => &self.cluster,
+            InstanceEnv::POD_IP => &self.pod_ip,
+            InstanceEnv::PGDATA => &self.pgdata,
+            InstanceEnv::PG_BIN_DIR => &self.bin_dir,
+            InstanceEnv::RUN_DIR => &self.run_dir,
+            InstanceEnv::POSTGRES_PORT => &self.port,
+            InstanceEnv::HTTP_PORT => &self.http_port,
+            InstanceEnv::OS_USER => &self.os_user,
+            InstanceEnv::STOP_TIMEOUT => &self.stop_timeout_seconds,
+            InstanceEnv::SECRETS_DIR => &self.secrets_dir,
+            _ => &None,
+        };
+        flag.clone()
+    }
+
+    /// Flags first, then the process environment, parsed by the contract.
+    fn environment(&self) -> Result<InstanceEnvironment, EnvironmentError> {
+        InstanceEnvironment::from_lookup(|name| {
+            self.flag(name)
+                .or_else(|| std::env::var(name).ok().filter(|v| !v.is_empty()))
+        })
+    }
 }
 
 #[derive(clap::Args)]
@@ -79,9 +122,9 @@ pub struct StatusArgs {
     /// (`POD_IP` and `TUSK_HTTP_PORT`), since the API listens on the pod IP.
     #[arg(long)]
     pub address: Option<SocketAddr>,
-    #[arg(long, env = "POD_IP", default_value = "127.0.0.1")]
+    #[arg(long, env = InstanceEnv::POD_IP, default_value = "127.0.0.1")]
     pub pod_ip: IpAddr,
-    #[arg(long, env = "TUSK_HTTP_PORT", default_value_t = tusk_api::instance::DEFAULT_HTTP_PORT)]
+    #[arg(long, env = InstanceEnv::HTTP_PORT, default_value_t = HTTP_PORT)]
     pub http_port: u16,
 }
 
@@ -111,106 +154,67 @@ fn failed(message: &str) -> ExitCode {
     ExitCode::from(2)
 }
 
-fn init_json_logs() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt()
-        .json()
-        .flatten_event(true)
-        .with_current_span(false)
-        .with_env_filter(filter)
-        .try_init();
-}
-
 async fn run_manager(args: &RunArgs) -> Result<(), String> {
-    init_json_logs();
-    let secret =
-        |user: &str| UserSecret::from_dir(&args.secrets_dir.join(user)).map_err(|e| e.to_string());
+    logging::init_json();
+    let env = args.environment().map_err(|e| e.to_string())?;
+    let secret = |credential: Credential| {
+        UserSecret::from_dir(&env.secrets_dir.join(credential.mount_name()))
+            .map_err(|e| e.to_string())
+    };
     let credentials = Credentials {
-        superuser: secret("superuser")?,
-        app_owner: secret("app")?,
-        replication: secret("replication")?,
+        superuser: secret(Credential::Superuser)?,
+        app_owner: secret(Credential::App)?,
+        replication: secret(Credential::Replication)?,
     };
-    let settings = Settings {
-        pod_name: args.pod_name.clone(),
-        namespace: args.namespace.clone(),
-        cluster_name: args.cluster.clone(),
-        pod_ip: args.pod_ip,
-        pgdata: args.pgdata.clone(),
-        bin_dir: args.bin_dir.clone(),
-        run_dir: args.run_dir.clone(),
-        postgres_port: args.port,
-        http_port: args.http_port,
-        os_user: args.os_user.clone(),
-        stop_timeout: Duration::from_secs(args.stop_timeout_seconds),
-        credentials,
-    };
+    let (namespace, cluster, me) = (
+        env.namespace.clone(),
+        env.cluster_name.clone(),
+        env.pod_name.clone(),
+    );
+    let settings = Settings::from_environment(env, credentials);
     let ctx = InstanceContext::new(settings).map_err(|e| e.to_string())?;
-    let desired =
-        tusk_instance::cluster_watch::start(&args.namespace, &args.cluster, &args.pod_name)
-            .await
-            .map_err(|e| e.to_string())?;
+    let desired = tusk_instance::cluster_watch::start(&namespace, &cluster, &me)
+        .await
+        .map_err(|e| e.to_string())?;
     tracing::info!(
-        instance = %args.pod_name,
-        cluster = %args.cluster,
-        namespace = %args.namespace,
+        instance = %me,
+        cluster = %cluster,
+        namespace = %namespace,
         "instance manager starting"
     );
-    tusk_instance::run::run_instance(ctx, desired, SharedState::default(), termination())
+    let termination = async {
+        logging::wait_for_termination().await;
+        tracing::info!("termination requested; stopping PostgreSQL");
+    };
+    tusk_instance::run::run_instance(ctx, desired, SharedState::default(), termination)
         .await
         .map_err(|e| e.to_string())
-}
-
-/// Resolves on SIGTERM (the kubelet stopping the pod) or SIGINT.
-async fn termination() {
-    use tokio::signal::unix::{SignalKind, signal};
-    match (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) {
-        (Ok(mut term), Ok(mut int)) => {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = int.recv() => {}
-            }
-        }
-        _ => {
-            tracing::error!("cannot listen for termination signals; stopping");
-        }
-    }
-    tracing::info!("termination requested; stopping PostgreSQL");
 }
 
 async fn print_status(args: &StatusArgs) -> Result<(), String> {
     let address = args
         .address
         .unwrap_or_else(|| SocketAddr::new(args.pod_ip, args.http_port));
-    let work = async {
-        let mut stream = tokio::net::TcpStream::connect(address).await?;
-        stream
-            .write_all(
-                format!(
-                    "GET {} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
-                    tusk_api::instance::STATUS_PATH,
-                    address
-                )
-                .as_bytes(),
-            )
-            .await?;
-        let mut response = String::new();
-        stream.read_to_string(&mut response).await?;
-        Ok::<_, std::io::Error>(response)
+    let url = format!("http://{address}{STATUS_PATH}");
+    let answer = async {
+        reqwest::Client::new()
+            .get(&url)
+            .timeout(STATUS_TIMEOUT)
+            .send()
+            .await?
+            .error_for_status()?
+            .json::<InstanceReport>()
+            .await
     };
-    let response = tokio::time::timeout(Duration::from_secs(10), work)
-        .await
-        .map_err(|_| format!("{address} did not answer in time"))?
-        .map_err(|e| format!("cannot reach {address}: {e}"))?;
-    let body = response
-        .split_once("\r\n\r\n")
-        .map(|(_, body)| body)
-        .ok_or_else(|| "malformed HTTP response".to_owned())?;
-    let report: tusk_api::instance::InstanceReport =
-        serde_json::from_str(body).map_err(|e| format!("unexpected /status answer: {e}"))?;
+    let report = answer.await.map_err(|error| {
+        if error.is_timeout() {
+            format!("{address} did not answer in time")
+        } else if error.is_decode() {
+            format!("unexpected /status answer: {error}")
+        } else {
+            format!("cannot reach {address}: {error}")
+        }
+    })?;
     let pretty = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
     println!("{pretty}");
     Ok(())

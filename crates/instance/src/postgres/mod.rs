@@ -1,6 +1,6 @@
 //! PostgreSQL knowledge with no Kubernetes in it: configuration rendering,
-//! WAL positions, version rules.
+//! WAL positions, version rules. It lives in `tusk-postgres`, shared with
+//! the operator and the API; these paths are kept for the instance
+//! manager's modules.
 
-pub mod config;
-pub mod lsn;
-pub mod version;
+pub use tusk_postgres::{config, lsn, synchronous, version};

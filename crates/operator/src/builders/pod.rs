@@ -18,7 +18,8 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use tusk_api::instance::{DEFAULT_HTTP_PORT, HEALTHZ_PATH, READYZ_PATH};
+use tusk_api::contract::HTTP_PORT;
+use tusk_api::instance::{HEALTHZ_PATH, READYZ_PATH};
 use tusk_api::labels;
 
 use super::{Credential, child_meta};
@@ -26,38 +27,9 @@ use crate::config::OperatorConfig;
 use crate::names::InstanceName;
 use crate::validate::ValidatedCluster;
 
-/// PostgreSQL's port inside every instance.
-pub const POSTGRES_PORT: u16 = 5432;
-/// Where the instance's volume is mounted.
-pub const DATA_MOUNT: &str = "/var/lib/postgresql/data";
-/// PGDATA: a directory inside the volume, so the volume's root (which may
-/// hold `lost+found`) is never the data directory.
-pub const PGDATA: &str = "/var/lib/postgresql/data/pgdata";
-/// Where the init container puts the `tusk` binary.
-pub const CONTROLLER_DIR: &str = "/controller";
-/// Where the credentials are mounted, one directory per user.
-pub const SECRETS_DIR: &str = "/etc/tusk/secrets";
-
-/// Names of the environment variables the instance manager reads: the
-/// contract between the pod the operator builds and `tusk instance run`.
-pub struct InstanceEnv;
-
-impl InstanceEnv {
-    pub const POD_NAME: &'static str = "POD_NAME";
-    pub const POD_NAMESPACE: &'static str = "POD_NAMESPACE";
-    pub const POD_IP: &'static str = "POD_IP";
-    pub const CLUSTER_NAME: &'static str = "CLUSTER_NAME";
-    pub const PGDATA: &'static str = "PGDATA";
-    pub const PG_BIN_DIR: &'static str = "PG_BIN_DIR";
-    pub const SECRETS_DIR: &'static str = "TUSK_SECRETS_DIR";
-    pub const POSTGRES_PORT: &'static str = "TUSK_POSTGRES_PORT";
-    pub const HTTP_PORT: &'static str = "TUSK_HTTP_PORT";
-    pub const RUN_DIR: &'static str = "TUSK_RUN_DIR";
-}
-
-/// PostgreSQL's socket directory and the manager's scratch files: on the
-/// writable `/run` volume (the root file system is read-only).
-pub const RUN_DIR: &str = "/run/tusk";
+pub use tusk_api::contract::{
+    CONTROLLER_DIR, DATA_MOUNT, InstanceEnv, PGDATA, POSTGRES_PORT, RUN_DIR, SECRETS_DIR,
+};
 
 /// The pod of `instance`, labelled with `role` (`None` while the operator
 /// does not know it yet: such a pod is selected by no role-specific
@@ -175,7 +147,7 @@ fn postgres_container(cluster: &ValidatedCluster) -> Container {
         env: Some(environment(cluster)),
         ports: Some(vec![
             port("postgres", POSTGRES_PORT),
-            port("http", DEFAULT_HTTP_PORT),
+            port("http", HTTP_PORT),
         ]),
         resources: cluster.resources.clone(),
         volume_mounts: Some(mounts),
@@ -234,11 +206,11 @@ fn environment(cluster: &ValidatedCluster) -> Vec<EnvVar> {
         value(InstanceEnv::PGDATA, PGDATA.to_owned()),
         value(
             InstanceEnv::PG_BIN_DIR,
-            format!("/usr/lib/postgresql/{}/bin", cluster.version),
+            tusk_postgres::version::bin_dir(cluster.version),
         ),
         value(InstanceEnv::SECRETS_DIR, SECRETS_DIR.to_owned()),
         value(InstanceEnv::POSTGRES_PORT, POSTGRES_PORT.to_string()),
-        value(InstanceEnv::HTTP_PORT, DEFAULT_HTTP_PORT.to_string()),
+        value(InstanceEnv::HTTP_PORT, HTTP_PORT.to_string()),
         value(InstanceEnv::RUN_DIR, RUN_DIR.to_owned()),
     ]
 }
@@ -374,6 +346,70 @@ mod tests {
             spec.service_account_name.as_deref(),
             Some("orders-instance")
         );
+    }
+
+    /// The environment the pod builder writes is what the instance
+    /// manager reads: values and downward-API fields resolved as the kubelet
+    /// would, then parsed by the instance side's own parser.
+    #[test]
+    fn the_pod_environment_round_trips_through_the_instance_managers_parser() {
+        use tusk_api::contract::{Credential, InstanceEnvironment};
+
+        let spec = pod(small(), Some("primary")).spec.expect("spec");
+        let postgres = &spec.containers[0];
+        let kubelet = |path: &str| match path {
+            "metadata.name" => Some("orders-1".to_owned()),
+            "metadata.namespace" => Some("shop".to_owned()),
+            "status.podIP" => Some("10.0.0.7".to_owned()),
+            _ => None,
+        };
+        let resolved: BTreeMap<String, String> = postgres
+            .env
+            .clone()
+            .expect("env")
+            .into_iter()
+            .filter_map(|var| {
+                let value = match (var.value, var.value_from) {
+                    (Some(value), _) => Some(value),
+                    (None, Some(source)) => kubelet(&source.field_ref?.field_path),
+                    (None, None) => None,
+                };
+                Some((var.name, value?))
+            })
+            .collect();
+        let parsed = InstanceEnvironment::from_lookup(|name| resolved.get(name).cloned())
+            .expect("the instance manager accepts the pod's environment");
+        assert_eq!(
+            parsed,
+            InstanceEnvironment {
+                pod_name: "orders-1".into(),
+                namespace: "shop".into(),
+                cluster_name: "orders".into(),
+                pod_ip: "10.0.0.7".parse().expect("ip"),
+                pgdata: PGDATA.into(),
+                bin_dir: "/usr/lib/postgresql/16/bin".into(),
+                secrets_dir: SECRETS_DIR.into(),
+                run_dir: RUN_DIR.into(),
+                postgres_port: POSTGRES_PORT,
+                http_port: HTTP_PORT,
+                os_user: tusk_api::contract::DEFAULT_OS_USER.into(),
+                stop_timeout_seconds: tusk_api::contract::DEFAULT_STOP_TIMEOUT_SECONDS,
+            }
+        );
+        // Every credential the manager reads is mounted where it looks.
+        let mounts = postgres.volume_mounts.clone().expect("mounts");
+        for credential in Credential::ALL {
+            let wanted = parsed.secrets_dir.join(credential.mount_name());
+            assert!(
+                mounts
+                    .iter()
+                    .any(|m| std::path::Path::new(&m.mount_path) == wanted),
+                "{} is mounted",
+                wanted.display()
+            );
+        }
+        // The PGDATA the manager uses lies on the data volume.
+        assert!(parsed.pgdata.starts_with(DATA_MOUNT));
     }
 
     #[test]

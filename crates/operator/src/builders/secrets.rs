@@ -11,48 +11,22 @@ use k8s_openapi::api::core::v1::Secret;
 use super::child_meta;
 use crate::validate::{Bootstrap, ValidatedCluster};
 
-/// The database users a cluster has.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Credential {
-    /// `postgres`, for the instance manager's own work.
-    Superuser,
-    /// The application database's owner.
-    App,
-    /// `streaming_replica`, for replicas and pg_rewind.
-    Replication,
+pub use tusk_api::contract::Credential;
+use tusk_api::contract::{NamedCluster, PASSWORD_KEY, USERNAME_KEY};
+
+impl NamedCluster for ValidatedCluster {
+    fn cluster_name(&self) -> &str {
+        self.name.as_str()
+    }
 }
 
-impl Credential {
-    pub const ALL: [Credential; 3] = [Self::Superuser, Self::App, Self::Replication];
-
-    /// The Secret's name.
-    pub fn secret_name(self, cluster: &ValidatedCluster) -> String {
-        match self {
-            Self::Superuser => cluster.name.superuser_secret(),
-            Self::App => cluster.name.app_secret(),
-            Self::Replication => cluster.name.replication_secret(),
-        }
-    }
-
-    /// The database user name.
-    pub fn username(self, cluster: &ValidatedCluster) -> String {
-        match self {
-            Self::Superuser => "postgres".to_owned(),
-            Self::App => match &cluster.bootstrap {
-                Bootstrap::Initdb(initdb) => initdb.owner.clone(),
-                Bootstrap::Recovery(_) => "app".to_owned(),
-            },
-            Self::Replication => "streaming_replica".to_owned(),
-        }
-    }
-
-    /// Directory name under the pod's secrets mount.
-    pub fn mount_name(self) -> &'static str {
-        match self {
-            Self::Superuser => "superuser",
-            Self::App => "app",
-            Self::Replication => "replication",
-        }
+/// The database user name of `credential`: the application owner is the
+/// one `initdb` declares.
+fn username(credential: Credential, cluster: &ValidatedCluster) -> String {
+    match (credential.builtin_username(), &cluster.bootstrap) {
+        (Some(builtin), _) => builtin.to_owned(),
+        (None, Bootstrap::Initdb(initdb)) => initdb.owner.clone(),
+        (None, Bootstrap::Recovery(_)) => tusk_postgres::roles::DEFAULT_APP.to_owned(),
     }
 }
 
@@ -66,8 +40,8 @@ pub fn credentials_secret(
         metadata: child_meta(cluster, &credential.secret_name(cluster)),
         type_: Some("kubernetes.io/basic-auth".to_owned()),
         string_data: Some(BTreeMap::from([
-            ("username".to_owned(), credential.username(cluster)),
-            ("password".to_owned(), password.to_owned()),
+            (USERNAME_KEY.to_owned(), username(credential, cluster)),
+            (PASSWORD_KEY.to_owned(), password.to_owned()),
         ])),
         ..Secret::default()
     }
@@ -99,6 +73,15 @@ mod tests {
         assert_eq!(
             names,
             ["orders-superuser", "orders-app", "orders-replication"]
+        );
+        // The operator's names for its children agree with the contract's.
+        assert_eq!(
+            names,
+            [
+                cluster.name.superuser_secret(),
+                cluster.name.app_secret(),
+                cluster.name.replication_secret()
+            ]
         );
     }
 }

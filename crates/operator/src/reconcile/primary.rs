@@ -103,15 +103,14 @@ fn last_known<'a>(
     target: &'a str,
 ) -> failover::LastKnown<'a> {
     let last = previous.instances.iter().find(|i| i.name == target);
-    let synchronous = valid.synchronous.as_ref().map(|sync| failover::SyncSet {
-        quorum: sync.mode == tusk_api::v1alpha1::SynchronousMode::Any,
-        number: sync.number,
-        members: previous
-            .instances
-            .iter()
-            .filter(|i| matches!(i.sync_state.as_deref(), Some("sync" | "quorum")))
-            .map(|i| i.name.clone())
-            .collect(),
+    let synchronous = valid.synchronous.as_ref().map(|sync| {
+        failover::SyncSet::reported(
+            sync,
+            previous
+                .instances
+                .iter()
+                .map(|i| (i.name.as_str(), i.sync_state.as_deref())),
+        )
     });
     failover::LastKnown {
         primary: target,

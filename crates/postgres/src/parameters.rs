@@ -3,7 +3,7 @@
 //! The instance manager renders these from the spec (listening on the pod
 //! address, replication, archiving, TLS, file locations, logging to its
 //! supervisor). A user value would break replication, failover or backups,
-//! so the API rejects it (see `v1alpha1::rules::no_operator_owned_parameters`).
+//! so the API rejects it (see `tusk_api::v1alpha1::rules::no_operator_owned_parameters`).
 
 /// Parameters owned by the operator, lower case (PostgreSQL's own spelling).
 pub const OWNED_PARAMETERS: &[&str] = &[

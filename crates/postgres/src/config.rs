@@ -13,7 +13,8 @@ use std::fmt::Write as _;
 use std::net::IpAddr;
 use std::path::Path;
 
-use tusk_api::parameters::is_operator_owned;
+use crate::parameters::is_operator_owned;
+use crate::synchronous::SynchronousStandbys;
 
 /// Line prefix of PostgreSQL's log lines; `supervisor` parses it into
 /// structured fields.
@@ -51,18 +52,6 @@ pub struct Upstream {
     pub passfile: String,
 }
 
-/// Synchronous replication as declared in the cluster spec.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Synchronous {
-    /// `ANY` (quorum) when true, `FIRST` (priority) when false.
-    pub quorum: bool,
-    /// Standbys that must confirm each commit.
-    pub number: u32,
-    /// Candidate standbys' application names (instance names); any standby
-    /// when empty.
-    pub standby_names: Vec<String>,
-}
-
 /// Everything `postgresql.conf` is rendered from.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ServerConfig {
@@ -71,7 +60,7 @@ pub struct ServerConfig {
     pub port: u16,
     pub socket_dir: String,
     pub role: ReplicationRole,
-    pub synchronous: Option<Synchronous>,
+    pub synchronous: Option<SynchronousStandbys>,
     pub parameters: BTreeMap<String, String>,
 }
 
@@ -108,7 +97,7 @@ pub fn render_postgresql_conf(config: &ServerConfig) -> Result<String, ConfigErr
             config
                 .synchronous
                 .as_ref()
-                .map(synchronous_standby_names)
+                .map(SynchronousStandbys::setting)
                 .unwrap_or_default(),
         ),
     ];
@@ -162,21 +151,6 @@ fn check_parameter(name: &str, value: &str) -> Result<(), ConfigError> {
 
 fn line(out: &mut String, name: &str, value: &str) {
     let _ = writeln!(out, "{name} = '{}'", value.replace('\'', "''"));
-}
-
-/// `synchronous_standby_names` for the declared synchronous replication.
-pub fn synchronous_standby_names(sync: &Synchronous) -> String {
-    let method = if sync.quorum { "ANY" } else { "FIRST" };
-    let names = if sync.standby_names.is_empty() {
-        "*".to_owned()
-    } else {
-        sync.standby_names
-            .iter()
-            .map(|name| format!("\"{}\"", name.replace('"', "\"\"")))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    format!("{method} {} ({names})", sync.number)
 }
 
 /// libpq connection string a standby uses to stream from `upstream`; its
@@ -250,6 +224,7 @@ mod tests {
     use std::net::Ipv4Addr;
 
     use super::*;
+    use crate::synchronous::{Synchronous, SynchronousMode};
 
     fn base() -> ServerConfig {
         ServerConfig {
@@ -382,12 +357,16 @@ mod tests {
             (false, 1, vec!["db-2"], "FIRST 1 (\"db-2\")"),
         ];
         for (quorum, number, names, expected) in cases {
-            let sync = Synchronous {
-                quorum,
-                number,
-                standby_names: names.into_iter().map(String::from).collect(),
+            let mode = if quorum {
+                SynchronousMode::Any
+            } else {
+                SynchronousMode::First
             };
-            assert_eq!(synchronous_standby_names(&sync), expected);
+            let sync = SynchronousStandbys {
+                rule: Synchronous { mode, number },
+                candidates: names.into_iter().map(String::from).collect(),
+            };
+            assert_eq!(sync.setting(), expected);
             let conf = render_postgresql_conf(&ServerConfig {
                 synchronous: Some(sync),
                 ..base()

@@ -1,4 +1,38 @@
-//! PostgreSQL version rules: which binaries can run which data directory.
+//! PostgreSQL version rules: which major versions Tusk supports, where
+//! their programs live, and which binaries can run which data directory.
+
+use std::ops::RangeInclusive;
+
+/// The oldest major version Tusk runs.
+pub const OLDEST_MAJOR: u32 = 15;
+/// The newest major version Tusk runs.
+pub const NEWEST_MAJOR: u32 = 18;
+/// Major versions Tusk runs; the CRD's schema (`spec.postgres.version`,
+/// `spec.upgrade.approvedVersion`) is generated from the same bounds.
+pub const SUPPORTED_MAJORS: RangeInclusive<u32> = OLDEST_MAJOR..=NEWEST_MAJOR;
+
+/// The major version assumed where none is given (the instance manager's
+/// `PG_BIN_DIR` default).
+pub const DEFAULT_MAJOR: u32 = 15;
+
+/// A major version Tusk does not run.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("must be between {OLDEST_MAJOR} and {NEWEST_MAJOR}")]
+pub struct UnsupportedVersion;
+
+/// `major` as a supported major version.
+pub fn supported_major(major: i64) -> Result<u32, UnsupportedVersion> {
+    u32::try_from(major)
+        .ok()
+        .filter(|m| SUPPORTED_MAJORS.contains(m))
+        .ok_or(UnsupportedVersion)
+}
+
+/// Where the programs of `major` (`postgres`, `initdb`, `pg_basebackup`,
+/// `pg_rewind`) live: the Debian layout of the official images.
+pub fn bin_dir(major: u32) -> String {
+    format!("/usr/lib/postgresql/{major}/bin")
+}
 
 /// A version that cannot be read.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -65,6 +99,18 @@ mod tests {
             assert_eq!((version.major, version.full.as_str()), (major, full));
         }
         assert!(parse_version_output("postgres (PostgreSQL)").is_err());
+    }
+
+    #[test]
+    fn supported_majors_and_their_programs() {
+        assert_eq!(supported_major(15), Ok(15));
+        assert_eq!(supported_major(18), Ok(18));
+        assert_eq!(supported_major(14), Err(UnsupportedVersion));
+        assert_eq!(supported_major(19), Err(UnsupportedVersion));
+        assert_eq!(supported_major(-1), Err(UnsupportedVersion));
+        assert_eq!(UnsupportedVersion.to_string(), "must be between 15 and 18");
+        assert_eq!(bin_dir(16), "/usr/lib/postgresql/16/bin");
+        assert!(SUPPORTED_MAJORS.contains(&DEFAULT_MAJOR));
     }
 
     #[test]

@@ -1,0 +1,257 @@
+//! The pod contract: what the pod the operator builds promises the
+//! instance manager running inside it (`tusk instance run`). The pod
+//! builder writes these names and paths, the instance manager reads them;
+//! both import them from here, so neither side can drift.
+//!
+//! - [`InstanceEnv`]: the environment variables, and
+//!   [`InstanceEnvironment`]: their typed values, parsed in one place;
+//! - the mount paths ([`DATA_MOUNT`], [`PGDATA`], [`SECRETS_DIR`], ...);
+//! - [`Credential`]: the credentials Secrets, their names, keys and where
+//!   each is mounted;
+//! - the defaults the instance manager falls back to outside a pod.
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::str::FromStr;
+
+pub use crate::instance::DEFAULT_HTTP_PORT as HTTP_PORT;
+
+/// PostgreSQL's port inside every instance.
+pub const POSTGRES_PORT: u16 = 5432;
+/// Where the instance's volume is mounted.
+pub const DATA_MOUNT: &str = "/var/lib/postgresql/data";
+/// PGDATA: a directory inside the volume, so the volume's root (which may
+/// hold `lost+found`) is never the data directory.
+pub const PGDATA: &str = "/var/lib/postgresql/data/pgdata";
+/// Where the init container puts the `tusk` binary.
+pub const CONTROLLER_DIR: &str = "/controller";
+/// Where the credentials are mounted, one directory per [`Credential`].
+pub const SECRETS_DIR: &str = "/etc/tusk/secrets";
+/// PostgreSQL's socket directory and the manager's scratch files: on the
+/// writable `/run` volume (the root file system is read-only).
+pub const RUN_DIR: &str = "/run/tusk";
+
+/// The run directory when the environment names none (outside a pod).
+pub const DEFAULT_RUN_DIR: &str = "/tmp/tusk";
+/// Operating-system user PostgreSQL runs as when the manager is root.
+pub const DEFAULT_OS_USER: &str = "postgres";
+/// Seconds a fast shutdown may take before it becomes immediate.
+pub const DEFAULT_STOP_TIMEOUT_SECONDS: u64 = 20;
+
+/// Names of the environment variables the instance manager reads.
+pub struct InstanceEnv;
+
+impl InstanceEnv {
+    pub const POD_NAME: &'static str = "POD_NAME";
+    pub const POD_NAMESPACE: &'static str = "POD_NAMESPACE";
+    pub const POD_IP: &'static str = "POD_IP";
+    pub const CLUSTER_NAME: &'static str = "CLUSTER_NAME";
+    pub const PGDATA: &'static str = "PGDATA";
+    pub const PG_BIN_DIR: &'static str = "PG_BIN_DIR";
+    pub const SECRETS_DIR: &'static str = "TUSK_SECRETS_DIR";
+    pub const POSTGRES_PORT: &'static str = "TUSK_POSTGRES_PORT";
+    pub const HTTP_PORT: &'static str = "TUSK_HTTP_PORT";
+    pub const RUN_DIR: &'static str = "TUSK_RUN_DIR";
+    pub const OS_USER: &'static str = "TUSK_OS_USER";
+    pub const STOP_TIMEOUT: &'static str = "TUSK_STOP_TIMEOUT";
+}
+
+/// The instance manager's environment, typed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InstanceEnvironment {
+    /// This pod's (instance's) name.
+    pub pod_name: String,
+    pub namespace: String,
+    /// The PostgresCluster the instance belongs to.
+    pub cluster_name: String,
+    /// PostgreSQL and the HTTP API listen on it.
+    pub pod_ip: IpAddr,
+    pub pgdata: PathBuf,
+    /// Directory of `postgres`, `initdb`, `pg_basebackup`, `pg_rewind`.
+    pub bin_dir: PathBuf,
+    pub secrets_dir: PathBuf,
+    pub run_dir: PathBuf,
+    pub postgres_port: u16,
+    pub http_port: u16,
+    pub os_user: String,
+    pub stop_timeout_seconds: u64,
+}
+
+/// An environment the instance manager cannot run with.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum EnvironmentError {
+    #[error("{0} is not set")]
+    Missing(&'static str),
+    #[error("{name}: `{value}` is not {expected}")]
+    Invalid {
+        name: &'static str,
+        value: String,
+        expected: &'static str,
+    },
+}
+
+impl InstanceEnvironment {
+    /// Reads the environment through `lookup` (the process environment, or
+    /// command-line values first). Identity is required; the rest falls
+    /// back to the defaults above.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, EnvironmentError> {
+        let required = |name: &'static str| lookup(name).ok_or(EnvironmentError::Missing(name));
+        let or = |name: &'static str, default: &str| lookup(name).unwrap_or_else(|| default.into());
+        Ok(InstanceEnvironment {
+            pod_name: required(InstanceEnv::POD_NAME)?,
+            namespace: required(InstanceEnv::POD_NAMESPACE)?,
+            cluster_name: required(InstanceEnv::CLUSTER_NAME)?,
+            pod_ip: parse(
+                InstanceEnv::POD_IP,
+                required(InstanceEnv::POD_IP)?,
+                "an IP address",
+            )?,
+            pgdata: required(InstanceEnv::PGDATA)?.into(),
+            bin_dir: lookup(InstanceEnv::PG_BIN_DIR)
+                .unwrap_or_else(|| {
+                    tusk_postgres::version::bin_dir(tusk_postgres::version::DEFAULT_MAJOR)
+                })
+                .into(),
+            secrets_dir: or(InstanceEnv::SECRETS_DIR, SECRETS_DIR).into(),
+            run_dir: or(InstanceEnv::RUN_DIR, DEFAULT_RUN_DIR).into(),
+            postgres_port: lookup(InstanceEnv::POSTGRES_PORT)
+                .map(|v| parse(InstanceEnv::POSTGRES_PORT, v, "a port"))
+                .transpose()?
+                .unwrap_or(POSTGRES_PORT),
+            http_port: lookup(InstanceEnv::HTTP_PORT)
+                .map(|v| parse(InstanceEnv::HTTP_PORT, v, "a port"))
+                .transpose()?
+                .unwrap_or(HTTP_PORT),
+            os_user: or(InstanceEnv::OS_USER, DEFAULT_OS_USER),
+            stop_timeout_seconds: lookup(InstanceEnv::STOP_TIMEOUT)
+                .map(|v| parse(InstanceEnv::STOP_TIMEOUT, v, "a number of seconds"))
+                .transpose()?
+                .unwrap_or(DEFAULT_STOP_TIMEOUT_SECONDS),
+        })
+    }
+}
+
+fn parse<T: FromStr>(
+    name: &'static str,
+    value: String,
+    expected: &'static str,
+) -> Result<T, EnvironmentError> {
+    value.trim().parse().map_err(|_| EnvironmentError::Invalid {
+        name,
+        value,
+        expected,
+    })
+}
+
+/// The database users a cluster has, each in a `kubernetes.io/basic-auth`
+/// Secret mounted under [`SECRETS_DIR`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Credential {
+    /// `postgres`, for the instance manager's own work.
+    Superuser,
+    /// The application database's owner.
+    App,
+    /// `streaming_replica`, for replicas and pg_rewind.
+    Replication,
+}
+
+/// Key of the user name in a credentials Secret (and file name in its mount).
+pub const USERNAME_KEY: &str = "username";
+/// Key of the password in a credentials Secret (and file name in its mount).
+pub const PASSWORD_KEY: &str = "password";
+
+/// Something with a cluster name, to name its Secrets after.
+pub trait NamedCluster {
+    fn cluster_name(&self) -> &str;
+}
+
+impl NamedCluster for str {
+    fn cluster_name(&self) -> &str {
+        self
+    }
+}
+
+impl Credential {
+    pub const ALL: [Credential; 3] = [Self::Superuser, Self::App, Self::Replication];
+
+    /// Directory name under [`SECRETS_DIR`], and the suffix of the Secret's
+    /// name.
+    pub fn mount_name(self) -> &'static str {
+        match self {
+            Self::Superuser => "superuser",
+            Self::App => "app",
+            Self::Replication => "replication",
+        }
+    }
+
+    /// The Secret's name in `cluster`.
+    pub fn secret_name(self, cluster: &(impl NamedCluster + ?Sized)) -> String {
+        format!("{}-{}", cluster.cluster_name(), self.mount_name())
+    }
+
+    /// The fixed database user name; the application owner's is declared
+    /// in the spec.
+    pub fn builtin_username(self) -> Option<&'static str> {
+        match self {
+            Self::Superuser => Some(tusk_postgres::roles::SUPERUSER),
+            Self::App => None,
+            Self::Replication => Some(tusk_postgres::roles::REPLICATION),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    #[test]
+    fn identity_is_required_and_the_rest_has_defaults() {
+        let env = BTreeMap::from([
+            (InstanceEnv::POD_NAME, "db-1"),
+            (InstanceEnv::POD_NAMESPACE, "shop"),
+            (InstanceEnv::CLUSTER_NAME, "db"),
+            (InstanceEnv::POD_IP, "10.0.0.7"),
+            (InstanceEnv::PGDATA, PGDATA),
+        ]);
+        let parsed = InstanceEnvironment::from_lookup(|n| env.get(n).map(|v| (*v).to_owned()))
+            .expect("complete");
+        assert_eq!(parsed.bin_dir, PathBuf::from("/usr/lib/postgresql/15/bin"));
+        assert_eq!(parsed.run_dir, PathBuf::from(DEFAULT_RUN_DIR));
+        assert_eq!((parsed.postgres_port, parsed.http_port), (5432, 8000));
+        assert_eq!(parsed.stop_timeout_seconds, 20);
+
+        let mut missing = env.clone();
+        missing.remove(InstanceEnv::POD_IP);
+        assert_eq!(
+            InstanceEnvironment::from_lookup(|n| missing.get(n).map(|v| (*v).to_owned())),
+            Err(EnvironmentError::Missing("POD_IP"))
+        );
+        let mut bad = env.clone();
+        bad.insert(InstanceEnv::HTTP_PORT, "eighty");
+        assert!(matches!(
+            InstanceEnvironment::from_lookup(|n| bad.get(n).map(|v| (*v).to_owned())),
+            Err(EnvironmentError::Invalid {
+                name: "TUSK_HTTP_PORT",
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn secrets_are_named_after_the_cluster_and_mounted_per_user() {
+        let names: Vec<String> = Credential::ALL
+            .iter()
+            .map(|c| c.secret_name("orders"))
+            .collect();
+        assert_eq!(
+            names,
+            ["orders-superuser", "orders-app", "orders-replication"]
+        );
+        assert_eq!(
+            Credential::Replication.builtin_username(),
+            Some("streaming_replica")
+        );
+    }
+}
