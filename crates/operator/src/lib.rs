@@ -18,6 +18,7 @@ pub mod controller;
 pub mod error;
 pub mod failover;
 pub mod freshness;
+pub mod install;
 pub mod leader;
 pub mod metrics;
 pub mod names;
