@@ -193,3 +193,19 @@ fn install_yaml_has_every_part_of_an_installation() {
         format!("ghcr.io/tusk-dev/tusk:{}", env!("CARGO_PKG_VERSION"))
     );
 }
+
+#[test]
+fn docs_give_the_reason_for_every_rbac_rule() {
+    let docs =
+        std::fs::read_to_string(deploy().join("../docs/install.md")).expect("docs/install.md");
+    let rules = tusk_operator::install::operator_rules()
+        .into_iter()
+        .chain(tusk_operator::install::leader_rules());
+    for rule in rules {
+        assert!(
+            docs.contains(rule.reason),
+            "docs/install.md does not list the rule: {}",
+            rule.reason
+        );
+    }
+}
