@@ -17,7 +17,7 @@ use std::process::{Command, Output};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use process::{run_within, succeed_within};
+use process::{run_within, succeed_within, succeeded};
 
 const BUILD_LIMIT: Duration = Duration::from_secs(40 * 60);
 const RUN_LIMIT: Duration = Duration::from_secs(60);
@@ -72,7 +72,27 @@ impl Container {
     fn name(test: &str) -> Self {
         Self(format!("tusk-image-test-{test}-{}", std::process::id()))
     }
+
+    fn exec(&self, command: &[&str]) -> Output {
+        run_within(docker().args(["exec", &self.0]).args(command), RUN_LIMIT)
+    }
+
+    fn psql(&self, sql: &str) -> Output {
+        self.exec(&["psql", "-At", "-U", "postgres", "-c", sql])
+    }
 }
+
+/// What the pods' securityContext imposes (read-only root, no
+/// capabilities, no privilege escalation), and no network.
+const RESTRICTED: [&str; 7] = [
+    "--network",
+    "none",
+    "--read-only",
+    "--cap-drop",
+    "ALL",
+    "--security-opt",
+    "no-new-privileges",
+];
 
 impl Drop for Container {
     fn drop(&mut self) {
@@ -83,18 +103,12 @@ impl Drop for Container {
     }
 }
 
-/// `docker run --rm` with the restrictions of the pods' securityContext.
+/// `docker run --rm`, [`RESTRICTED`].
 fn run_restricted(container: &Container, image: &str, args: &[&str], extra: &[String]) -> Output {
     run_within(
         docker()
-            .args(["run", "--rm", "--network", "none", "--name", &container.0])
-            .args([
-                "--read-only",
-                "--cap-drop",
-                "ALL",
-                "--security-opt",
-                "no-new-privileges",
-            ])
+            .args(["run", "--rm", "--name", &container.0])
+            .args(RESTRICTED)
             .args(extra)
             .arg(image)
             .args(args),
@@ -103,14 +117,7 @@ fn run_restricted(container: &Container, image: &str, args: &[&str], extra: &[St
 }
 
 fn stdout(output: &Output) -> String {
-    assert!(
-        output.status.success(),
-        "failed ({}): {}{}",
-        output.status,
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).trim().to_owned()
+    succeeded("docker", output).trim().to_owned()
 }
 
 fn image_user(image: &str) -> String {
@@ -205,21 +212,8 @@ fn the_postgres_image_initialises_and_serves_a_database_as_a_non_root_user() {
     );
     let started = run_within(
         docker()
-            .args([
-                "run",
-                "--detach",
-                "--network",
-                "none",
-                "--name",
-                &container.0,
-            ])
-            .args([
-                "--read-only",
-                "--cap-drop",
-                "ALL",
-                "--security-opt",
-                "no-new-privileges",
-            ])
+            .args(["run", "--detach", "--name", &container.0])
+            .args(RESTRICTED)
             .args([
                 "--tmpfs",
                 "/tmp",
@@ -234,19 +228,7 @@ fn the_postgres_image_initialises_and_serves_a_database_as_a_non_root_user() {
     stdout(&started);
     let deadline = Instant::now() + Duration::from_secs(90);
     let answer = loop {
-        let query = run_within(
-            docker().args([
-                "exec",
-                &container.0,
-                "psql",
-                "-At",
-                "-U",
-                "postgres",
-                "-c",
-                "SELECT 1",
-            ]),
-            RUN_LIMIT,
-        );
+        let query = container.psql("SELECT 1");
         if query.status.success() {
             break String::from_utf8_lossy(&query.stdout).trim().to_owned();
         }
@@ -262,31 +244,13 @@ fn the_postgres_image_initialises_and_serves_a_database_as_a_non_root_user() {
         std::thread::sleep(Duration::from_millis(250));
     };
     assert_eq!(answer, "1");
-    let version = stdout(&run_within(
-        docker().args([
-            "exec",
-            &container.0,
-            "psql",
-            "-At",
-            "-U",
-            "postgres",
-            "-c",
-            "SHOW server_version_num",
-        ]),
-        RUN_LIMIT,
-    ));
+    let version = stdout(&container.psql("SHOW server_version_num"));
     assert!(
         version.starts_with(&POSTGRES_MAJOR.to_string()),
         "{version}"
     );
-    let uid = stdout(&run_within(
-        docker().args(["exec", &container.0, "id", "-u"]),
-        RUN_LIMIT,
-    ));
+    let uid = stdout(&container.exec(&["id", "-u"]));
     assert_eq!(uid, "999");
-    let backrest = stdout(&run_within(
-        docker().args(["exec", &container.0, "pgbackrest", "version"]),
-        RUN_LIMIT,
-    ));
+    let backrest = stdout(&container.exec(&["pgbackrest", "version"]));
     assert!(backrest.starts_with("pgBackRest"), "{backrest}");
 }

@@ -62,7 +62,12 @@ pub fn run_within(command: &mut Command, limit: Duration) -> Output {
 /// succeeded; returns its standard output.
 pub fn succeed_within(command: &mut Command, limit: Duration) -> String {
     let shown = format!("{command:?}");
-    let output = run_within(command, limit);
+    succeeded(&shown, &run_within(command, limit))
+}
+
+/// The standard output of `shown`, which must have succeeded (else a panic
+/// with everything it printed).
+pub fn succeeded(shown: &str, output: &Output) -> String {
     assert!(
         output.status.success(),
         "{shown} failed ({}):\n{}\n{}",
