@@ -160,11 +160,13 @@ fn inject_manager(test: &str, images: &Images) -> tempfile::TempDir {
         .expect("emptyDir permissions");
     let container = Container::name(&format!("{test}-init"));
     let mount = format!("{}:/controller", shared.path().display());
+    // The init container's command names `tusk` through the image's PATH.
+    let command = ["--entrypoint".to_owned(), "tusk".to_owned()];
     stdout(&run_restricted(
         &container,
         &images.operator,
         &["install-manager", "/controller/tusk"],
-        &["--volume".to_owned(), mount],
+        &[&command[..], &["--volume".to_owned(), mount]].concat(),
     ));
     shared
 }
