@@ -26,6 +26,9 @@ struct Cli {
 enum Command {
     /// Print the CustomResourceDefinitions as YAML, or write one file per CRD.
     Crds(commands::crds::Args),
+    /// Print the operator's installation (deploy/install.yaml) or write its
+    /// kustomize base.
+    Install(commands::install::Args),
     /// Check manifests the way the API server admits them.
     Validate(commands::validate::Args),
     /// The instance manager inside each PostgreSQL pod.
@@ -45,6 +48,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let outcome = match cli.command {
         Command::Crds(args) => commands::crds::run(&args),
+        Command::Install(args) => commands::install::run(&args),
         Command::Validate(args) => commands::validate::run(&args),
         Command::Instance(args) => commands::instance::run(&args),
         Command::Operator(args) => commands::operator::run(&args),

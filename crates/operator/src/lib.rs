@@ -20,6 +20,7 @@ pub mod error;
 pub mod events;
 pub mod failover;
 pub mod freshness;
+pub mod install;
 pub mod leader;
 pub mod metrics;
 pub mod names;

@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 pub mod crds;
+pub mod install;
 pub mod install_manager;
 pub mod instance;
 pub mod logging;

@@ -1,0 +1,266 @@
+//! The operator's Deployment, its namespace and its metrics Service.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
+use k8s_openapi::api::core::v1::{
+    Capabilities, Container, ContainerPort, EnvVar, EnvVarSource, HTTPGetAction, Namespace,
+    ObjectFieldSelector, PodSecurityContext, PodSpec, PodTemplateSpec, Probe, ResourceRequirements,
+    SeccompProfile, SecurityContext, Service, ServicePort, ServiceSpec,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+use super::{
+    HTTP_PORT, NAME, NAMESPACE, meta, operator_image, postgres_image_template, selector_labels,
+};
+
+/// The user of the operator image (deploy/images/operator/Dockerfile).
+const OPERATOR_UID: i64 = 65532;
+
+pub fn namespace() -> Namespace {
+    Namespace {
+        metadata: ObjectMeta {
+            // Pods here (the operator's) meet the restricted Pod Security
+            // Standard; enforcing it keeps it that way.
+            labels: Some(
+                super::install_labels()
+                    .into_iter()
+                    .chain([(
+                        "pod-security.kubernetes.io/enforce".to_owned(),
+                        "restricted".to_owned(),
+                    )])
+                    .collect(),
+            ),
+            ..meta(NAMESPACE, None)
+        },
+        ..Namespace::default()
+    }
+}
+
+pub fn deployment() -> Deployment {
+    let template_meta = ObjectMeta {
+        labels: Some(super::install_labels()),
+        ..ObjectMeta::default()
+    };
+    Deployment {
+        metadata: meta(NAME, Some(NAMESPACE)),
+        spec: Some(DeploymentSpec {
+            // One replica reconciles at a time anyway (leader election); a
+            // second only shortens a takeover, at twice the watch caches.
+            replicas: Some(1),
+            selector: LabelSelector {
+                match_labels: Some(selector_labels()),
+                ..LabelSelector::default()
+            },
+            template: PodTemplateSpec {
+                metadata: Some(template_meta),
+                spec: Some(PodSpec {
+                    service_account_name: Some(NAME.to_owned()),
+                    security_context: Some(PodSecurityContext {
+                        run_as_non_root: Some(true),
+                        run_as_user: Some(OPERATOR_UID),
+                        run_as_group: Some(OPERATOR_UID),
+                        seccomp_profile: Some(runtime_default()),
+                        ..PodSecurityContext::default()
+                    }),
+                    containers: vec![operator_container()],
+                    ..PodSpec::default()
+                }),
+            },
+            ..DeploymentSpec::default()
+        }),
+        status: None,
+    }
+}
+
+fn runtime_default() -> SeccompProfile {
+    SeccompProfile {
+        type_: "RuntimeDefault".to_owned(),
+        ..SeccompProfile::default()
+    }
+}
+
+fn operator_container() -> Container {
+    let probe = |path: &str, period: i32| Probe {
+        http_get: Some(HTTPGetAction {
+            path: Some(path.to_owned()),
+            port: IntOrString::String("http".to_owned()),
+            ..HTTPGetAction::default()
+        }),
+        period_seconds: Some(period),
+        timeout_seconds: Some(2),
+        failure_threshold: Some(3),
+        ..Probe::default()
+    };
+    let quantities = |pairs: &[(&str, &str)]| {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), Quantity((*v).to_owned())))
+            .collect::<BTreeMap<_, _>>()
+    };
+    Container {
+        name: "operator".to_owned(),
+        image: Some(operator_image()),
+        image_pull_policy: Some("IfNotPresent".to_owned()),
+        args: Some(vec![
+            "operator".to_owned(),
+            format!("--http-address=0.0.0.0:{HTTP_PORT}"),
+        ]),
+        env: Some(environment()),
+        ports: Some(vec![ContainerPort {
+            name: Some("http".to_owned()),
+            container_port: HTTP_PORT,
+            protocol: Some("TCP".to_owned()),
+            ..ContainerPort::default()
+        }]),
+        liveness_probe: Some(probe("/healthz", 10)),
+        readiness_probe: Some(probe("/readyz", 5)),
+        // Memory grows with the number of watched pods, claims and secrets;
+        // no CPU limit, so reconciles are not throttled during a failover.
+        resources: Some(ResourceRequirements {
+            requests: Some(quantities(&[("cpu", "100m"), ("memory", "64Mi")])),
+            limits: Some(quantities(&[("memory", "256Mi")])),
+            ..ResourceRequirements::default()
+        }),
+        security_context: Some(SecurityContext {
+            allow_privilege_escalation: Some(false),
+            privileged: Some(false),
+            read_only_root_filesystem: Some(true),
+            run_as_non_root: Some(true),
+            capabilities: Some(Capabilities {
+                drop: Some(vec!["ALL".to_owned()]),
+                ..Capabilities::default()
+            }),
+            seccomp_profile: Some(runtime_default()),
+            ..SecurityContext::default()
+        }),
+        ..Container::default()
+    }
+}
+
+fn environment() -> Vec<EnvVar> {
+    let field = |name: &str, path: &str| EnvVar {
+        name: name.to_owned(),
+        value_from: Some(EnvVarSource {
+            field_ref: Some(ObjectFieldSelector {
+                field_path: path.to_owned(),
+                ..ObjectFieldSelector::default()
+            }),
+            ..EnvVarSource::default()
+        }),
+        ..EnvVar::default()
+    };
+    let value = |name: &str, value: String| EnvVar {
+        name: name.to_owned(),
+        value: Some(value),
+        ..EnvVar::default()
+    };
+    vec![
+        // Leader election: the Lease lives in the operator's namespace and
+        // names the pod holding it.
+        field("POD_NAME", "metadata.name"),
+        field("POD_NAMESPACE", "metadata.namespace"),
+        // The instance manager injected into PostgreSQL pods is this very
+        // image, so operator and instance managers share one version.
+        value("TUSK_OPERATOR_IMAGE", operator_image()),
+        value("TUSK_DEFAULT_POSTGRES_IMAGE", postgres_image_template()),
+    ]
+}
+
+pub fn metrics_service() -> Service {
+    Service {
+        metadata: ObjectMeta {
+            annotations: Some(BTreeMap::from([
+                ("prometheus.io/scrape".to_owned(), "true".to_owned()),
+                ("prometheus.io/port".to_owned(), HTTP_PORT.to_string()),
+            ])),
+            ..meta(&format!("{NAME}-metrics"), Some(NAMESPACE))
+        },
+        spec: Some(ServiceSpec {
+            selector: Some(selector_labels()),
+            ports: Some(vec![ServicePort {
+                name: Some("metrics".to_owned()),
+                port: HTTP_PORT,
+                target_port: Some(IntOrString::String("http".to_owned())),
+                protocol: Some("TCP".to_owned()),
+                ..ServicePort::default()
+            }]),
+            ..ServiceSpec::default()
+        }),
+        status: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn container() -> Container {
+        deployment()
+            .spec
+            .and_then(|s| s.template.spec)
+            .map(|s| s.containers)
+            .and_then(|c| c.into_iter().next())
+            .expect("one container")
+    }
+
+    #[test]
+    fn the_operator_runs_restricted() {
+        let security = container().security_context.expect("security context");
+        assert_eq!(security.allow_privilege_escalation, Some(false));
+        assert_eq!(security.read_only_root_filesystem, Some(true));
+        assert_eq!(security.run_as_non_root, Some(true));
+        assert_eq!(
+            security.capabilities.and_then(|c| c.drop),
+            Some(vec!["ALL".to_owned()])
+        );
+        assert_eq!(
+            security.seccomp_profile.map(|p| p.type_).as_deref(),
+            Some("RuntimeDefault")
+        );
+    }
+
+    #[test]
+    fn probes_ask_the_operators_health_endpoints() {
+        let container = container();
+        let path = |probe: Option<Probe>| probe.and_then(|p| p.http_get).and_then(|h| h.path);
+        assert_eq!(path(container.liveness_probe).as_deref(), Some("/healthz"));
+        assert_eq!(path(container.readiness_probe).as_deref(), Some("/readyz"));
+        let args = container.args.unwrap_or_default();
+        assert!(args.contains(&format!("--http-address=0.0.0.0:{HTTP_PORT}")));
+    }
+
+    #[test]
+    fn the_deployment_runs_and_injects_the_image_of_this_version() {
+        let container = container();
+        assert_eq!(container.image, Some(operator_image()));
+        let injected = container
+            .env
+            .unwrap_or_default()
+            .into_iter()
+            .find(|e| e.name == "TUSK_OPERATOR_IMAGE")
+            .and_then(|e| e.value);
+        assert_eq!(injected, Some(operator_image()));
+    }
+
+    #[test]
+    fn the_metrics_service_selects_the_operator_pods() {
+        let template = deployment()
+            .spec
+            .expect("spec")
+            .template
+            .metadata
+            .expect("meta");
+        let pod_labels = template.labels.unwrap_or_default();
+        let selector = metrics_service()
+            .spec
+            .and_then(|s| s.selector)
+            .unwrap_or_default();
+        assert!(!selector.is_empty());
+        for (key, value) in selector {
+            assert_eq!(pod_labels.get(&key), Some(&value));
+        }
+    }
+}
