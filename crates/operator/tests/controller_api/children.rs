@@ -1,0 +1,218 @@
+//! Children and ownership: creation with owner references, zero-write
+//! convergence, drift repair, deletion policies and credentials (R9, R13-R15).
+
+use crate::support::*;
+
+#[tokio::test]
+async fn children_are_created_with_owner_references_and_status_is_reported() {
+    let h = sandbox(true).await;
+    let operator = Operator::start(&h.client, None);
+    let created = create(&h.client, "orders", small()).await;
+    wait_for("every child", || children_exist(&h.client, "orders")).await;
+
+    let uid = created.uid().expect("uid");
+    let pod: Pod = get(&h.client, "orders-1").await.expect("pod");
+    let owner = &pod.owner_references()[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.uid.as_str(), owner.controller),
+        ("PostgresCluster", uid.as_str(), Some(true))
+    );
+    let secret: Secret = get(&h.client, "orders-app").await.expect("secret");
+    assert_eq!(secret.owner_references()[0].uid, uid);
+
+    wait_for("the Provisioning phase", || async {
+        status_phase(&h.client, "orders").await == Some(ClusterPhase::Provisioning)
+    })
+    .await;
+    let live: PostgresCluster = get(&h.client, "orders").await.expect("cluster");
+    let status = live.status.clone().expect("status");
+    assert_eq!(status.target_primary.as_deref(), Some("orders-1"));
+    assert_eq!(status.latest_instance_serial, 1);
+    assert_eq!(status.observed_generation, live.metadata.generation);
+    assert!(
+        live.finalizers()
+            .iter()
+            .any(|f| f == "postgres.tusk.dev/cleanup")
+    );
+    let types: Vec<&str> = status.conditions.iter().map(|c| c.type_.as_str()).collect();
+    for expected in ["Ready", "Progressing", "Degraded"] {
+        assert!(types.contains(&expected), "{types:?}");
+    }
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn a_converged_reconcile_makes_no_writes() {
+    let h = sandbox(true).await;
+    let metrics = free_port();
+    let operator = Operator::start_with_http(&h.client, None, Some(metrics));
+    create(&h.client, "steady", small()).await;
+    wait_for("every child", || children_exist(&h.client, "steady")).await;
+    wait_for("status", || async {
+        status_phase(&h.client, "steady").await.is_some()
+    })
+    .await;
+    // Let the first reconciles settle, then watch more than one requeue
+    // period (10 s while provisioning).
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let writes_before = h.sandbox.faults().writes();
+    let requests_before = h.sandbox.faults().count("*", "*");
+    let reconciles_before = reconciles(metrics).await;
+    tokio::time::sleep(Duration::from_secs(12)).await;
+    let reconciled = reconciles(metrics).await - reconciles_before;
+    assert!(
+        reconciled >= 1,
+        "the controller must have reconciled meanwhile"
+    );
+    assert_eq!(
+        h.sandbox.faults().writes() - writes_before,
+        0,
+        "writes: {:?}",
+        h.sandbox.faults().counts()
+    );
+    let requests = h.sandbox.faults().count("*", "*") - requests_before;
+    // Children come from watch caches: a converged reconcile asks the API nothing.
+    assert_eq!(
+        requests, 0,
+        "{requests} API requests for {reconciled} converged reconciles"
+    );
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn edited_and_deleted_children_are_restored() {
+    let h = sandbox(true).await;
+    let operator = Operator::start(&h.client, None);
+    create(&h.client, "drift", small()).await;
+    wait_for("every child", || children_exist(&h.client, "drift")).await;
+
+    let services: Api<Service> = Api::namespaced(h.client.clone(), NS);
+    let edit =
+        json!({"spec": {"selector": {"tusk.dev/cluster": "drift", "tusk.dev/role": "replica"}}});
+    services
+        .patch("drift-rw", &PatchParams::default(), &Patch::Merge(&edit))
+        .await
+        .expect("edit");
+    services
+        .delete("drift-ro", &DeleteParams::default())
+        .await
+        .expect("delete");
+    wait_for("the -rw selector restored and -ro recreated", || async {
+        let rw = get::<Service>(&h.client, "drift-rw").await;
+        let role = rw
+            .and_then(|s| s.spec)
+            .and_then(|s| s.selector)
+            .and_then(|s| s.get("tusk.dev/role").cloned());
+        role.as_deref() == Some("primary") && get::<Service>(&h.client, "drift-ro").await.is_some()
+    })
+    .await;
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn deletion_with_retain_keeps_the_volume_and_delete_removes_it() {
+    let h = sandbox(true).await;
+    let operator = Operator::start(&h.client, None);
+    create(&h.client, "keep", small()).await;
+    let mut spec = small();
+    spec["deletionPolicy"] = json!("Delete");
+    create(&h.client, "drop", spec).await;
+    wait_for("children of both", || async {
+        children_exist(&h.client, "keep").await && children_exist(&h.client, "drop").await
+    })
+    .await;
+    wait_for("finalizers", || async {
+        let has = |c: Option<PostgresCluster>| c.is_some_and(|c| !c.finalizers().is_empty());
+        has(get(&h.client, "keep").await) && has(get(&h.client, "drop").await)
+    })
+    .await;
+
+    let clusters: Api<PostgresCluster> = Api::namespaced(h.client.clone(), NS);
+    clusters
+        .delete("keep", &DeleteParams::default())
+        .await
+        .expect("delete keep");
+    clusters
+        .delete("drop", &DeleteParams::default())
+        .await
+        .expect("delete drop");
+    wait_for("both clusters gone", || async {
+        get::<PostgresCluster>(&h.client, "keep").await.is_none()
+            && get::<PostgresCluster>(&h.client, "drop").await.is_none()
+    })
+    .await;
+    wait_for(
+        "the Delete volume collected and the Retain one kept",
+        || async {
+            get::<PersistentVolumeClaim>(&h.client, "drop-1")
+                .await
+                .is_none()
+                && get::<PersistentVolumeClaim>(&h.client, "keep-1")
+                    .await
+                    .is_some()
+        },
+    )
+    .await;
+    let kept: PersistentVolumeClaim = get(&h.client, "keep-1").await.expect("kept");
+    assert!(
+        kept.owner_references().is_empty(),
+        "a retained volume is detached from its cluster"
+    );
+    assert_eq!(
+        kept.labels().get("tusk.dev/retained").map(String::as_str),
+        Some("true")
+    );
+    wait_for("the pods collected", || async {
+        get::<Pod>(&h.client, "keep-1").await.is_none()
+    })
+    .await;
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn credentials_are_generated_once_and_never_overwritten() {
+    let h = sandbox(true).await;
+    let operator = Operator::start(&h.client, None);
+    create(&h.client, "creds", small()).await;
+    wait_for("every child", || children_exist(&h.client, "creds")).await;
+    let password = |secret: Secret| {
+        secret
+            .data
+            .and_then(|d| d.get("password").cloned())
+            .map(|p| p.0)
+    };
+    let generated =
+        password(get(&h.client, "creds-app").await.expect("secret")).expect("a password");
+    assert!(generated.len() >= 32, "a strong generated password");
+    // A person rotates the password; later reconciles leave it alone.
+    let secrets: Api<Secret> = Api::namespaced(h.client.clone(), NS);
+    let rotated = json!({"stringData": {"password": "rotated-by-a-person"}});
+    secrets
+        .patch(
+            "creds-app",
+            &PatchParams::default(),
+            &Patch::Merge(&rotated),
+        )
+        .await
+        .expect("rotate");
+    let clusters: Api<PostgresCluster> = Api::namespaced(h.client.clone(), NS);
+    clusters
+        .patch(
+            "creds",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"instances": 2}})),
+        )
+        .await
+        .expect("a spec change, so the cluster is reconciled again");
+    wait_for("the change observed", || async {
+        get::<PostgresCluster>(&h.client, "creds")
+            .await
+            .and_then(|c| c.status)
+            .and_then(|s| s.observed_generation)
+            == Some(2)
+    })
+    .await;
+    let now = password(get(&h.client, "creds-app").await.expect("secret"));
+    assert_eq!(now.as_deref(), Some(b"rotated-by-a-person".as_slice()));
+    operator.stop().await;
+}
