@@ -11,10 +11,10 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Affinity, Capabilities, Container, ContainerPort, EmptyDirVolumeSource, EnvVar, EnvVarSource,
-    HTTPGetAction, ObjectFieldSelector, PersistentVolumeClaimVolumeSource, Pod, PodAffinityTerm,
-    PodAntiAffinity, PodSecurityContext, PodSpec, Probe, SeccompProfile, SecretVolumeSource,
-    SecurityContext, Volume, VolumeMount, WeightedPodAffinityTerm,
+    Affinity, Container, ContainerPort, EmptyDirVolumeSource, EnvVar, HTTPGetAction,
+    PersistentVolumeClaimVolumeSource, Pod, PodAffinityTerm, PodAntiAffinity, PodSecurityContext,
+    PodSpec, Probe, SeccompProfile, SecretVolumeSource, Volume, VolumeMount,
+    WeightedPodAffinityTerm,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -22,6 +22,7 @@ use tusk_api::contract::HTTP_PORT;
 use tusk_api::instance::{HEALTHZ_PATH, READYZ_PATH};
 use tusk_api::labels;
 
+use super::container::{field_env, restricted, value_env};
 use super::{Credential, child_meta};
 use crate::config::OperatorConfig;
 use crate::names::InstanceName;
@@ -81,24 +82,6 @@ pub fn instance_pod(
             ..PodSpec::default()
         }),
         status: None,
-    }
-}
-
-fn restricted() -> SecurityContext {
-    SecurityContext {
-        allow_privilege_escalation: Some(false),
-        privileged: Some(false),
-        read_only_root_filesystem: Some(true),
-        run_as_non_root: Some(true),
-        capabilities: Some(Capabilities {
-            drop: Some(vec!["ALL".to_owned()]),
-            ..Capabilities::default()
-        }),
-        seccomp_profile: Some(SeccompProfile {
-            type_: "RuntimeDefault".to_owned(),
-            ..SeccompProfile::default()
-        }),
-        ..SecurityContext::default()
     }
 }
 
@@ -182,22 +165,8 @@ fn postgres_container(cluster: &ValidatedCluster) -> Container {
 }
 
 fn environment(cluster: &ValidatedCluster) -> Vec<EnvVar> {
-    let field = |name: &str, path: &str| EnvVar {
-        name: name.to_owned(),
-        value_from: Some(EnvVarSource {
-            field_ref: Some(ObjectFieldSelector {
-                field_path: path.to_owned(),
-                ..ObjectFieldSelector::default()
-            }),
-            ..EnvVarSource::default()
-        }),
-        ..EnvVar::default()
-    };
-    let value = |name: &str, value: String| EnvVar {
-        name: name.to_owned(),
-        value: Some(value),
-        ..EnvVar::default()
-    };
+    let field = field_env;
+    let value = value_env;
     vec![
         field(InstanceEnv::POD_NAME, "metadata.name"),
         field(InstanceEnv::POD_NAMESPACE, "metadata.namespace"),

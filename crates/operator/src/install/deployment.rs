@@ -4,13 +4,14 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s_openapi::api::core::v1::{
-    Capabilities, Container, ContainerPort, EnvVar, EnvVarSource, HTTPGetAction, Namespace,
-    ObjectFieldSelector, PodSecurityContext, PodSpec, PodTemplateSpec, Probe, ResourceRequirements,
-    SeccompProfile, SecurityContext, Service, ServicePort, ServiceSpec,
+    Container, ContainerPort, EnvVar, HTTPGetAction, Namespace, PodSecurityContext, PodSpec,
+    PodTemplateSpec, Probe, ResourceRequirements, Service, ServicePort, ServiceSpec,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+use crate::builders::container::{field_env, restricted, runtime_default, value_env};
 
 use super::{
     HTTP_PORT, NAME, NAMESPACE, meta, operator_image, postgres_image_template, selector_labels,
@@ -75,13 +76,6 @@ pub fn deployment() -> Deployment {
     }
 }
 
-fn runtime_default() -> SeccompProfile {
-    SeccompProfile {
-        type_: "RuntimeDefault".to_owned(),
-        ..SeccompProfile::default()
-    }
-}
-
 fn operator_container() -> Container {
     let probe = |path: &str, period: i32| Probe {
         http_get: Some(HTTPGetAction {
@@ -124,39 +118,14 @@ fn operator_container() -> Container {
             limits: Some(quantities(&[("memory", "256Mi")])),
             ..ResourceRequirements::default()
         }),
-        security_context: Some(SecurityContext {
-            allow_privilege_escalation: Some(false),
-            privileged: Some(false),
-            read_only_root_filesystem: Some(true),
-            run_as_non_root: Some(true),
-            capabilities: Some(Capabilities {
-                drop: Some(vec!["ALL".to_owned()]),
-                ..Capabilities::default()
-            }),
-            seccomp_profile: Some(runtime_default()),
-            ..SecurityContext::default()
-        }),
+        security_context: Some(restricted()),
         ..Container::default()
     }
 }
 
 fn environment() -> Vec<EnvVar> {
-    let field = |name: &str, path: &str| EnvVar {
-        name: name.to_owned(),
-        value_from: Some(EnvVarSource {
-            field_ref: Some(ObjectFieldSelector {
-                field_path: path.to_owned(),
-                ..ObjectFieldSelector::default()
-            }),
-            ..EnvVarSource::default()
-        }),
-        ..EnvVar::default()
-    };
-    let value = |name: &str, value: String| EnvVar {
-        name: name.to_owned(),
-        value: Some(value),
-        ..EnvVar::default()
-    };
+    let field = field_env;
+    let value = value_env;
     vec![
         // Leader election: the Lease lives in the operator's namespace and
         // names the pod holding it.
