@@ -18,7 +18,8 @@ use std::time::{Duration, Instant};
 use futures::{StreamExt, stream};
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, ListParams, PostParams};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::json;
 use tusk_api::v1alpha1::PostgresCluster;
 use tusk_sandbox::server::{Config, Sandbox};
@@ -270,6 +271,8 @@ async fn run(clusters: usize) {
     let p95 = histogram_quantile(port, 0.95).await;
     let rss = memory_kib(pid, "VmRSS:");
     let peak = memory_kib(pid, "VmHWM:");
+    let sizes = child_sizes(&client, clusters).await;
+    let changes = spec_changes(&api, converged_at.keys().cloned().collect()).await;
     println!("clusters: {clusters} (1 instance each, API server only)");
     println!(
         "  created in {create_seconds:.1} s; all converged after {all_converged:.1} s ({} of {clusters})",
@@ -302,7 +305,164 @@ async fn run(clusters: usize) {
         rss / 1024,
         peak / 1024
     );
+    println!("  children per cluster, as JSON without managedFields: {sizes}");
+    println!(
+        "  spec change -> status.observedGeneration ({} changes at {SPEC_CHANGES_PER_SECOND}/s, {} not observed): p50 {:.3} s, p95 {:.3} s, p99 {:.3} s, max {:.3} s",
+        changes.latencies.len(),
+        changes.missed,
+        percentile(&changes.latencies, 0.50),
+        percentile(&changes.latencies, 0.95),
+        percentile(&changes.latencies, 0.99),
+        changes.latencies.last().copied().unwrap_or(f64::NAN)
+    );
+    if clusters >= 1000 {
+        let p99 = percentile(&changes.latencies, 0.99);
+        println!(
+            "  targets at {clusters} clusters: operator RSS <= {RSS_TARGET_MIB} MiB: {} ({} MiB); spec change p99 <= {OBSERVED_TARGET_SECONDS} s: {} ({p99:.3} s)",
+            verdict(rss / 1024 <= RSS_TARGET_MIB),
+            rss / 1024,
+            verdict(changes.missed == 0 && p99 <= OBSERVED_TARGET_SECONDS),
+        );
+    }
     drop(operator);
+}
+
+/// Bytes per cluster of each child kind as the API serves it (without
+/// managedFields, which the operator never caches): where a cache of whole
+/// objects would spend its memory.
+async fn child_sizes(client: &kube::Client, clusters: usize) -> String {
+    use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret, Service, ServiceAccount};
+    use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+    use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+    async fn bytes<K>(client: &kube::Client) -> usize
+    where
+        K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>,
+        K: Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+    {
+        let api: Api<K> = Api::namespaced(client.clone(), NS);
+        let Ok(list) = api.list(&ListParams::default()).await else {
+            return 0;
+        };
+        list.items
+            .into_iter()
+            .map(|mut object| {
+                object.meta_mut().managed_fields = None;
+                serde_json::to_vec(&object).map_or(0, |b| b.len())
+            })
+            .sum()
+    }
+    let per_cluster = |total: usize| total / clusters.max(1);
+    format!(
+        "Pod {} B, PVC {} B, Secret {} B, Service {} B, ServiceAccount {} B, Role {} B, RoleBinding {} B, PDB {} B",
+        per_cluster(bytes::<Pod>(client).await),
+        per_cluster(bytes::<PersistentVolumeClaim>(client).await),
+        per_cluster(bytes::<Secret>(client).await),
+        per_cluster(bytes::<Service>(client).await),
+        per_cluster(bytes::<ServiceAccount>(client).await),
+        per_cluster(bytes::<Role>(client).await),
+        per_cluster(bytes::<RoleBinding>(client).await),
+        per_cluster(bytes::<PodDisruptionBudget>(client).await),
+    )
+}
+
+/// Targets for 1,000 converged clusters (issue 11).
+const RSS_TARGET_MIB: u64 = 40;
+const OBSERVED_TARGET_SECONDS: f64 = 1.0;
+/// Spec changes are spread out rather than sent at once: the figure is
+/// the latency of one change while the operator holds every cluster, not
+/// the time to drain a queue of a thousand.
+const SPEC_CHANGES_PER_SECOND: u32 = 50;
+/// How long a change may take to be observed before it counts as missed.
+const OBSERVED_TIMEOUT: Duration = Duration::from_secs(60);
+
+fn verdict(met: bool) -> &'static str {
+    if met { "met" } else { "NOT met" }
+}
+
+struct SpecChanges {
+    /// Seconds from each update to the first watch event showing its
+    /// generation observed, sorted.
+    latencies: Vec<f64>,
+    missed: usize,
+}
+
+/// Changes a server parameter of every named cluster (the operator only
+/// has to record the new generation) and times each change until a watch
+/// event shows `status.observedGeneration` at the new generation.
+async fn spec_changes(api: &Api<PostgresCluster>, names: Vec<String>) -> SpecChanges {
+    use std::collections::HashMap;
+    use std::sync::{Arc, Mutex};
+    // name -> (generation the change produced, when it was sent)
+    let sent: Arc<Mutex<HashMap<String, (i64, Instant)>>> = Arc::default();
+    let observed: Arc<Mutex<HashMap<String, f64>>> = Arc::default();
+    let watch = {
+        let (sent, observed) = (sent.clone(), observed.clone());
+        let events = watcher(api.clone(), watcher::Config::default()).touched_objects();
+        tokio::spawn(async move {
+            futures::pin_mut!(events);
+            while let Some(event) = events.next().await {
+                let Ok(cluster) = event else { continue };
+                let now = Instant::now();
+                let name = cluster.metadata.name.clone().unwrap_or_default();
+                let seen = cluster.status.as_ref().and_then(|s| s.observed_generation);
+                let Some(&(generation, at)) = sent.lock().expect("sent").get(&name) else {
+                    continue;
+                };
+                if seen.is_some_and(|seen| seen >= generation) {
+                    observed
+                        .lock()
+                        .expect("observed")
+                        .entry(name)
+                        .or_insert_with(|| now.duration_since(at).as_secs_f64());
+                }
+            }
+        })
+    };
+    // Let the watch list before the first change.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let mut ticks = tokio::time::interval(Duration::from_secs(1) / SPEC_CHANGES_PER_SECOND);
+    let patch = json!({"spec": {"postgres": {"parameters": {"work_mem": "8MB"}}}});
+    let mut patches = Vec::new();
+    for name in &names {
+        ticks.tick().await;
+        let (api, sent, patch, name) = (api.clone(), sent.clone(), patch.clone(), name.clone());
+        patches.push(tokio::spawn(async move {
+            let Ok(before) = api.get(&name).await else {
+                return;
+            };
+            let generation = before.metadata.generation.unwrap_or(0) + 1;
+            sent.lock()
+                .expect("sent")
+                .insert(name.clone(), (generation, Instant::now()));
+            if api
+                .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .is_err()
+            {
+                sent.lock().expect("sent").remove(&name);
+            }
+        }));
+    }
+    for patch in patches {
+        let _ = patch.await;
+    }
+    let deadline = Instant::now() + OBSERVED_TIMEOUT;
+    let expected = sent.lock().expect("sent").len();
+    while observed.lock().expect("observed").len() < expected && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    watch.abort();
+    let mut latencies: Vec<f64> = observed
+        .lock()
+        .expect("observed")
+        .values()
+        .copied()
+        .collect();
+    latencies.sort_by(f64::total_cmp);
+    SpecChanges {
+        missed: names.len() - latencies.len(),
+        latencies,
+    }
 }
 
 fn main() {

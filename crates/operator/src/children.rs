@@ -5,12 +5,17 @@
 //! watches keep current, so a reconcile makes no API reads for them (R9:
 //! a converged reconcile costs nothing). A watch that has not listed yet
 //! makes the reconcile wait (bounded) instead of acting on an empty cache.
+//!
+//! The caches hold only what a reconcile reads ([`Trim`]): with a thousand
+//! clusters, whole pods and claims were most of the operator's memory.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{
-    PersistentVolumeClaim, Pod, PodCondition, Secret, Service, ServiceAccount,
+    ContainerState, ContainerStateTerminated, ContainerStateWaiting, ContainerStatus,
+    PersistentVolumeClaim, PersistentVolumeClaimSpec, Pod, PodCondition, PodStatus, Secret,
+    Service, ServiceAccount, VolumeResourceRequirements,
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
@@ -100,6 +105,127 @@ where
         .collect())
 }
 
+/// Cuts a watched child down to what reconciles read before it enters the
+/// cache. Metadata stays whole except managedFields: owner references map
+/// events to clusters, labels and names select children, and deletion
+/// timestamps mark pods on their way out.
+pub trait Trim {
+    fn trim(&mut self);
+}
+
+/// Pods are created once and never compared with a desired pod, so their
+/// spec is not kept; of their status, what readiness, polling and the
+/// status's waiting reasons read.
+impl Trim for Pod {
+    fn trim(&mut self) {
+        self.metadata.managed_fields = None;
+        self.spec = None;
+        self.status = self.status.take().map(|status| PodStatus {
+            conditions: status.conditions.map(|conditions| {
+                conditions
+                    .into_iter()
+                    .filter(|c| c.type_ == "Ready")
+                    .map(|c| PodCondition {
+                        message: None,
+                        reason: None,
+                        last_probe_time: None,
+                        ..c
+                    })
+                    .collect()
+            }),
+            pod_ip: status.pod_ip,
+            init_container_statuses: status.init_container_statuses.map(trim_containers),
+            container_statuses: status.container_statuses.map(trim_containers),
+            ..PodStatus::default()
+        });
+    }
+}
+
+fn trim_containers(statuses: Vec<ContainerStatus>) -> Vec<ContainerStatus> {
+    statuses
+        .into_iter()
+        .map(|c| ContainerStatus {
+            name: c.name,
+            ready: c.ready,
+            restart_count: c.restart_count,
+            state: c.state.map(|state| ContainerState {
+                waiting: state.waiting.map(|w| ContainerStateWaiting {
+                    reason: w.reason,
+                    message: w.message,
+                }),
+                terminated: state.terminated.map(|t| ContainerStateTerminated {
+                    exit_code: t.exit_code,
+                    reason: t.reason,
+                    message: t.message,
+                    ..ContainerStateTerminated::default()
+                }),
+                running: None,
+            }),
+            ..ContainerStatus::default()
+        })
+        .collect()
+}
+
+/// Of a claim, only the requested size (storage growth compares it).
+impl Trim for PersistentVolumeClaim {
+    fn trim(&mut self) {
+        self.metadata.managed_fields = None;
+        self.status = None;
+        self.spec = self.spec.take().map(|spec| PersistentVolumeClaimSpec {
+            resources: spec.resources.map(|r| VolumeResourceRequirements {
+                requests: r.requests,
+                limits: None,
+            }),
+            ..PersistentVolumeClaimSpec::default()
+        });
+    }
+}
+
+/// Secrets are created once and never read back: their existence is all
+/// a reconcile needs, and the passwords stay out of the operator's memory.
+impl Trim for Secret {
+    fn trim(&mut self) {
+        self.metadata.managed_fields = None;
+        self.data = None;
+        self.string_data = None;
+    }
+}
+
+/// Children compared field by field with the desired object (R14: drift
+/// in what the operator sets is reverted) keep their content; they are a
+/// few hundred bytes each. Status is never compared.
+impl Trim for ServiceAccount {
+    fn trim(&mut self) {
+        self.metadata.managed_fields = None;
+    }
+}
+
+impl Trim for Role {
+    fn trim(&mut self) {
+        self.metadata.managed_fields = None;
+    }
+}
+
+impl Trim for RoleBinding {
+    fn trim(&mut self) {
+        self.metadata.managed_fields = None;
+    }
+}
+
+impl Trim for Service {
+    fn trim(&mut self) {
+        self.metadata.managed_fields = None;
+        self.status = None;
+    }
+}
+
+impl Trim for PodDisruptionBudget {
+    fn trim(&mut self) {
+        self.metadata.managed_fields = None;
+        self.status = None;
+    }
+}
+
 /// The object named `name` in `objects`.
 pub fn named<'a, K: ResourceExt>(objects: &'a [K], name: &str) -> Option<&'a K> {
     objects.iter().find(|o| o.name_any() == name)
@@ -124,4 +250,88 @@ fn ready_condition(pod: &Pod) -> Option<&PodCondition> {
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
         .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pod() -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {
+                "name": "db-1", "labels": {"tusk.dev/cluster": "db"},
+                "ownerReferences": [{"apiVersion": "postgres.tusk.dev/v1alpha1", "kind": "PostgresCluster",
+                                     "name": "db", "uid": "u1", "controller": true}],
+                "managedFields": [{"manager": "tusk-operator", "operation": "Apply"}]
+            },
+            "spec": {"containers": [{"name": "postgres", "image": "postgres:17"}]},
+            "status": {
+                "podIP": "10.0.0.7",
+                "conditions": [
+                    {"type": "Ready", "status": "False", "lastTransitionTime": "2026-12-01T10:00:00Z"},
+                    {"type": "PodScheduled", "status": "True"}
+                ],
+                "containerStatuses": [{
+                    "name": "postgres", "image": "postgres:17", "imageID": "sha256:1", "ready": false,
+                    "restartCount": 3,
+                    "state": {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off"}}
+                }]
+            }
+        }))
+        .expect("pod")
+    }
+
+    #[test]
+    fn a_trimmed_pod_keeps_what_reconciles_read() {
+        let mut trimmed = pod();
+        trimmed.trim();
+        assert!(trimmed.spec.is_none());
+        assert!(trimmed.metadata.managed_fields.is_none());
+        assert_eq!(trimmed.owner_references(), pod().owner_references());
+        assert_eq!(trimmed.labels(), pod().labels());
+        assert!(!pod_ready(&trimmed));
+        assert_eq!(not_ready_since(&trimmed), not_ready_since(&pod()));
+        let status = trimmed.status.expect("status");
+        assert_eq!(status.pod_ip.as_deref(), Some("10.0.0.7"));
+        assert_eq!(status.conditions.map(|c| c.len()), Some(1));
+        let container = &status.container_statuses.expect("containers")[0];
+        assert_eq!(container.image, "");
+        let waiting = container
+            .state
+            .as_ref()
+            .and_then(|s| s.waiting.as_ref())
+            .expect("waiting");
+        assert_eq!(waiting.reason.as_deref(), Some("CrashLoopBackOff"));
+        assert_eq!(waiting.message.as_deref(), Some("back-off"));
+    }
+
+    #[test]
+    fn a_trimmed_claim_keeps_its_requested_size() {
+        let mut claim: PersistentVolumeClaim = serde_json::from_value(json!({
+            "metadata": {"name": "db-1"},
+            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
+            "status": {"phase": "Bound", "capacity": {"storage": "1Gi"}}
+        }))
+        .expect("claim");
+        claim.trim();
+        assert!(claim.status.is_none());
+        let spec = claim.spec.expect("spec");
+        assert!(spec.access_modes.is_none());
+        let requests = spec.resources.and_then(|r| r.requests).expect("requests");
+        assert_eq!(requests.get("storage").map(|q| q.0.as_str()), Some("1Gi"));
+    }
+
+    #[test]
+    fn a_cached_secret_holds_no_password() {
+        let mut secret: Secret = serde_json::from_value(json!({
+            "metadata": {"name": "db-superuser"},
+            "stringData": {"password": "p"},
+            "data": {"password": "cA=="}
+        }))
+        .expect("secret");
+        secret.trim();
+        assert!(secret.data.is_none() && secret.string_data.is_none());
+        assert_eq!(secret.name_any(), "db-superuser");
+    }
 }

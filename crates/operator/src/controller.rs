@@ -3,7 +3,8 @@
 //!
 //! Each child kind is watched once (only objects carrying the cluster
 //! label); the same watch both triggers reconciles of the owning cluster
-//! and fills the cache reconciles read children from.
+//! and fills the cache reconciles read children from. What enters a cache
+//! is trimmed first to what reconciles read ([`Trim`]).
 
 use std::fmt::Debug;
 use std::future::Future;
@@ -22,7 +23,7 @@ use serde::de::DeserializeOwned;
 use tusk_api::labels;
 use tusk_api::v1alpha1::PostgresCluster;
 
-use crate::children::Stores;
+use crate::children::{Stores, Trim};
 use crate::config::OperatorConfig;
 use crate::context::Context;
 use crate::metrics::Metrics;
@@ -56,7 +57,7 @@ fn child<K>(
 )
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
-    K: Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope> + Trim,
 {
     let api = match namespace {
         Some(ns) => Api::<K>::namespaced(client.clone(), ns),
@@ -65,9 +66,7 @@ where
     let (store, writer) = reflector::store();
     let stream = watcher(api, watcher::Config::default().labels(labels::CLUSTER))
         .default_backoff()
-        // managedFields are the largest part of most objects and no
-        // reconcile reads them: keep them out of the caches.
-        .modify(|object| object.managed_fields_mut().clear())
+        .modify(K::trim)
         .reflect(writer)
         .touched_objects();
     (store, stream)
@@ -132,6 +131,9 @@ pub async fn run(
     let (cluster_store, cluster_writer) = reflector::store();
     let cluster_events = watcher(clusters, watcher::Config::default().any_semantic())
         .default_backoff()
+        // Every status write adds to the managedFields, which no reconcile
+        // reads.
+        .modify(|cluster| cluster.managed_fields_mut().clear())
         .reflect(cluster_writer)
         .touched_objects()
         .predicate_filter(worth_reconciling, PredicateConfig::default());
