@@ -18,7 +18,7 @@ use kube::core::DeserializeGuard;
 use kube::runtime::controller::Config;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{Controller, PredicateConfig, WatchStreamExt, watcher};
-use kube::{Api, Client, Resource, ResourceExt};
+use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 use tusk_api::labels;
 use tusk_api::v1alpha1::PostgresCluster;
@@ -131,9 +131,9 @@ pub async fn run(
     let (cluster_store, cluster_writer) = reflector::store();
     let cluster_events = watcher(clusters, watcher::Config::default().any_semantic())
         .default_backoff()
-        // Every status write adds to the managedFields, which no reconcile
-        // reads.
-        .modify(|cluster| cluster.managed_fields_mut().clear())
+        // Every status write adds to the managedFields; reconcile reads
+        // only when the spec last changed.
+        .modify(|cluster| crate::report::keep_spec_change_only(cluster.meta_mut()))
         .reflect(cluster_writer)
         .touched_objects()
         .predicate_filter(worth_reconciling, PredicateConfig::default());

@@ -2,7 +2,7 @@
 //! [`StatusInput`] and outcome, writes it when it changed (R9), and
 //! publishes an Event for each phase transition and failure (R22).
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
 use kube::{Resource, ResourceExt};
@@ -130,6 +130,34 @@ pub fn spec_changed_at(meta: &ObjectMeta) -> Option<Timestamp> {
         .or_else(|| meta.creation_timestamp.as_ref().map(|t| t.0))
 }
 
+/// Keeps of the managedFields only what [`spec_changed_at`] reads: the
+/// newest entry that owns spec fields, reduced to its time. Every status
+/// write adds to the managedFields, so the whole list would be most of a
+/// cached cluster.
+pub fn keep_spec_change_only(meta: &mut ObjectMeta) {
+    let Some(entries) = meta.managed_fields.take() else {
+        return;
+    };
+    let newest = entries
+        .into_iter()
+        .filter(|entry| entry.subresource.as_deref().unwrap_or_default().is_empty())
+        .filter(|entry| {
+            entry
+                .fields_v1
+                .as_ref()
+                .is_some_and(|fields| fields.0.get("f:spec").is_some())
+        })
+        .max_by_key(|entry| entry.time.as_ref().map(|t| t.0));
+    meta.managed_fields = newest.map(|entry| {
+        vec![ManagedFieldsEntry {
+            time: entry.time,
+            fields_type: entry.fields_type,
+            fields_v1: Some(FieldsV1(json!({"f:spec": {}}))),
+            ..ManagedFieldsEntry::default()
+        }]
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -160,6 +188,21 @@ mod tests {
             {"manager": "kube-rs", "operation": "Update", "time": "2026-01-01T11:32:00Z",
              "fieldsType": "FieldsV1", "fieldsV1": {"f:metadata": {"f:finalizers": {}}}},
         ]));
+        assert_eq!(spec_changed_at(&edited), at("2026-01-01T11:30:00Z"));
+    }
+
+    #[test]
+    fn a_trimmed_cache_entry_keeps_the_time_of_the_last_spec_change() {
+        let mut edited = meta(json!([
+            {"manager": "kubectl", "operation": "Update", "time": "2026-01-01T10:00:00Z",
+             "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:instances": {}}}},
+            {"manager": "kubectl-edit", "operation": "Update", "time": "2026-01-01T11:30:00Z",
+             "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:storage": {}}}},
+            {"manager": "tusk-operator", "operation": "Apply", "time": "2026-01-01T11:31:00Z",
+             "subresource": "status", "fieldsType": "FieldsV1", "fieldsV1": {"f:status": {}}},
+        ]));
+        keep_spec_change_only(&mut edited);
+        assert_eq!(edited.managed_fields.as_ref().map(Vec::len), Some(1));
         assert_eq!(spec_changed_at(&edited), at("2026-01-01T11:30:00Z"));
     }
 
