@@ -73,11 +73,9 @@ pub fn validate(crd: &Value) -> Vec<Cause> {
             None => causes.push(Cause::invalid(path, "Required value: schemas are required")),
             Some(schema) => {
                 let structural = structural::violations(schema, &path);
-                // As in kube-apiserver, rules are only read in a sound schema.
-                if structural.is_empty() {
-                    causes.extend(validations::violations(schema, &path));
-                }
+                let sound = structural.is_empty();
                 causes.extend(structural);
+                causes.extend(validations::violations(schema, &path, sound));
             }
         }
     }

@@ -301,3 +301,31 @@ fn nested_node(schema: &Value, skip_any_of: bool, level: Level, path: &str, out:
         ));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn int_or_string_may_carry_types_in_its_any_of_and_nothing_else_may() {
+        let schema = json!({"type": "object", "properties": {
+            "port": {"x-kubernetes-int-or-string": true,
+                     "anyOf": [{"type": "integer"}, {"type": "string"}]},
+            "size": {"type": "string", "oneOf": [{"type": "string"}]}}});
+        let fields: Vec<String> = violations(&schema, "s")
+            .into_iter()
+            .map(|c| c.field)
+            .collect();
+        assert_eq!(fields, vec!["s.properties[size].oneOf[0].type".to_owned()]);
+    }
+
+    #[test]
+    fn the_project_crds_are_structural() {
+        for crd in tusk_api::crds() {
+            let crd = serde_json::to_value(&crd).expect("serialises");
+            let causes = crate::apiserver::crds::validate(&crd);
+            assert!(causes.is_empty(), "{causes:?}");
+        }
+    }
+}

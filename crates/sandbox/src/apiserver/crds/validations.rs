@@ -49,16 +49,16 @@ fn has_line_breaks(text: &str) -> bool {
 }
 
 /// The rule violations of every node of `schema`, found at `path`. CEL is
-/// parsed only when the declarations themselves are sound, as
+/// parsed only when the schema (`sound`) and the declarations are sound, as
 /// kube-apiserver does, so a broken schema is reported once.
-pub fn violations(schema: &Value, path: &str) -> Vec<Cause> {
+pub fn violations(schema: &Value, path: &str, sound: bool) -> Vec<Cause> {
     let mut all = Vec::new();
     nodes(schema, path.to_owned(), &mut all);
     let mut out = Vec::new();
     for (node, node_path) in &all {
         declarations(node, node_path, &mut out);
     }
-    if out.is_empty() {
+    if sound && out.is_empty() {
         for (node, node_path) in &all {
             expressions(node, node_path, &mut out);
         }
