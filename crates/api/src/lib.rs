@@ -41,8 +41,7 @@ pub const MIN_KUBERNETES_VERSION: &str = "1.33";
 
 /// Every CRD Tusk defines, in a stable order.
 pub fn crds() -> Vec<CustomResourceDefinition> {
-    vec![
-        v1alpha1::PostgresCluster::crd(),
-        v1alpha1::PostgresBackup::crd(),
-    ]
+    let mut cluster = v1alpha1::PostgresCluster::crd();
+    v1alpha1::rules::declare_metadata_name(&mut cluster);
+    vec![cluster, v1alpha1::PostgresBackup::crd()]
 }

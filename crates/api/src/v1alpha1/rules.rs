@@ -6,6 +6,11 @@
 //! `tusk validate`. Messages name the rule so that a user who reads only the
 //! error knows what to change.
 
+use std::collections::BTreeMap;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceDefinition, JSONSchemaProps,
+};
 use kube::core::{Message, Reason, Rule};
 
 use crate::parameters::{OWNED_PARAMETER_PREFIXES, OWNED_PARAMETERS};
@@ -173,7 +178,8 @@ pub fn backup_spec_is_immutable() -> Rule {
 
 /// Cluster names become pod, volume and Service names (`<cluster>-rw`,
 /// `<cluster>-<serial>`) and label values, so they must be DNS labels with
-/// room for a suffix.
+/// room for a suffix. The rule reports at `metadata.name`, which the CRD
+/// must declare: see [`declare_metadata_name`].
 pub fn cluster_name_fits() -> Rule {
     Rule::new(
         "!has(self.metadata.name) || \
@@ -184,4 +190,38 @@ pub fn cluster_name_fits() -> Rule {
          starting with a letter: it names the cluster's pods, volumes and Services",
     )
     .field_path(".metadata.name")
+}
+
+/// Declares `metadata.name` in every version's root schema.
+///
+/// kube-apiserver accepts a rule's `fieldPath` only if it names a field the
+/// schema declares, and the root schema kube-rs derives declares no
+/// `metadata`. A root schema may restate `metadata` as an object with a
+/// string `name` (and nothing else but `generateName`), so declaring it keeps
+/// [`cluster_name_fits`] reporting at `metadata.name`, the field the user
+/// has to change, rather than at the object as a whole.
+pub fn declare_metadata_name(crd: &mut CustomResourceDefinition) {
+    let metadata = JSONSchemaProps {
+        type_: Some("object".into()),
+        properties: Some(BTreeMap::from([(
+            "name".to_owned(),
+            JSONSchemaProps {
+                type_: Some("string".into()),
+                ..Default::default()
+            },
+        )])),
+        ..Default::default()
+    };
+    for version in &mut crd.spec.versions {
+        if let Some(schema) = version
+            .schema
+            .as_mut()
+            .and_then(|s| s.open_api_v3_schema.as_mut())
+        {
+            schema
+                .properties
+                .get_or_insert_with(BTreeMap::new)
+                .insert("metadata".into(), metadata.clone());
+        }
+    }
 }

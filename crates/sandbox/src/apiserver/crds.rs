@@ -1,6 +1,9 @@
 //! CustomResourceDefinitions: checking them, reporting them Established,
 //! and turning them into served resources.
 
+mod structural;
+mod validations;
+
 use serde_json::{Value, json};
 
 use crate::apiserver::error::Cause;
@@ -15,7 +18,8 @@ fn str_at<'v>(value: &'v Value, pointer: &str) -> Option<&'v str> {
     value.pointer(pointer).and_then(Value::as_str)
 }
 
-/// What Kubernetes refuses in a CRD (the subset the sandbox relies on).
+/// What Kubernetes refuses in a CRD: names, scope and versions, each
+/// version's structural schema and its `x-kubernetes-validations`.
 pub fn validate(crd: &Value) -> Vec<Cause> {
     let mut causes = Vec::new();
     let group = str_at(crd, "/spec/group").unwrap_or_default();
@@ -64,11 +68,15 @@ pub fn validate(crd: &Value) -> Vec<Cause> {
         ));
     }
     for (index, version) in versions.iter().enumerate() {
-        if version.pointer("/schema/openAPIV3Schema").is_none() {
-            causes.push(Cause::invalid(
-                format!("spec.versions[{index}].schema.openAPIV3Schema"),
-                "Required value: schemas are required",
-            ));
+        let path = format!("spec.versions[{index}].schema.openAPIV3Schema");
+        match version.pointer("/schema/openAPIV3Schema") {
+            None => causes.push(Cause::invalid(path, "Required value: schemas are required")),
+            Some(schema) => {
+                let structural = structural::violations(schema, &path);
+                let sound = structural.is_empty();
+                causes.extend(structural);
+                causes.extend(validations::violations(schema, &path, sound));
+            }
         }
     }
     if let Some(strategy) = str_at(crd, "/spec/conversion/strategy")

@@ -337,3 +337,182 @@ async fn deleting_a_crd_deletes_its_objects_and_stops_serving_the_kind() {
         "the old objects were deleted with their CRD"
     );
 }
+
+/// Creates the widget CRD with `change` applied to the v1 schema and
+/// returns the refusal's message, after checking it is a 422.
+async fn refused_crd(change: impl FnOnce(&mut Value)) -> String {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let t = TestSandbox::start().await;
+    let mut crd = crate::common::widget_crd();
+    let versions = crd["spec"]["versions"].as_array_mut().expect("versions");
+    versions.truncate(1);
+    change(&mut versions[0]["schema"]["openAPIV3Schema"]);
+    let crd: CustomResourceDefinition = serde_json::from_value(crd).expect("decodes");
+    let api: Api<CustomResourceDefinition> = Api::all(t.client.clone());
+    let error = api
+        .create(&PostParams::default(), &crd)
+        .await
+        .expect_err("the CRD is refused");
+    assert_eq!(code(&error), 422, "{}", message(&error));
+    message(&error)
+}
+
+const ROOT: &str = "spec.versions[0].schema.openAPIV3Schema";
+
+fn add_root_rule(rule: Value) -> impl FnOnce(&mut Value) {
+    move |schema| schema["x-kubernetes-validations"] = json!([rule])
+}
+
+fn assert_mentions(message: &str, expected: &str) {
+    assert!(
+        message.contains(expected),
+        "expected {expected:?} in {message:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_rule_field_path_must_name_a_declared_field() {
+    let message = refused_crd(add_root_rule(
+        json!({"rule": "true", "fieldPath": ".metadata.name"}),
+    ))
+    .await;
+    assert_mentions(
+        &message,
+        &format!(
+            "{ROOT}.x-kubernetes-validations[0].fieldPath: Invalid value: \".metadata.name\": \
+             fieldPath must be a valid path: does not refer to a valid field"
+        ),
+    );
+}
+
+#[tokio::test]
+async fn a_rule_reason_must_be_one_kubernetes_knows() {
+    let message = refused_crd(add_root_rule(json!({"rule": "true", "reason": "TooBig"}))).await;
+    assert_mentions(
+        &message,
+        &format!("{ROOT}.x-kubernetes-validations[0].reason: Unsupported value: \"TooBig\""),
+    );
+}
+
+#[tokio::test]
+async fn a_rule_is_required_and_its_message_is_one_line() {
+    let empty = refused_crd(add_root_rule(json!({"rule": " ", "message": "m"}))).await;
+    assert_mentions(
+        &empty,
+        &format!("{ROOT}.x-kubernetes-validations[0].rule: Required value: rule is not specified"),
+    );
+    let two_lines = refused_crd(add_root_rule(
+        json!({"rule": "true", "message": "one\ntwo"}),
+    ))
+    .await;
+    assert_mentions(
+        &two_lines,
+        &format!(
+            "{ROOT}.x-kubernetes-validations[0].message: Invalid value: \"one\\ntwo\": message must not contain line breaks"
+        ),
+    );
+}
+
+#[tokio::test]
+async fn a_rule_that_is_not_cel_is_refused() {
+    let message = refused_crd(add_root_rule(json!({"rule": "self.spec.size >"}))).await;
+    assert_mentions(
+        &message,
+        &format!(
+            "{ROOT}.x-kubernetes-validations[0].rule: Invalid value: \"self.spec.size >\": compilation failed"
+        ),
+    );
+}
+
+#[tokio::test]
+async fn a_message_expression_that_is_not_cel_is_refused() {
+    let message = refused_crd(add_root_rule(
+        json!({"rule": "true", "messageExpression": "'size ' +"}),
+    ))
+    .await;
+    assert_mentions(
+        &message,
+        &format!(
+            "{ROOT}.x-kubernetes-validations[0].messageExpression: Invalid value: \"'size ' +\": compilation failed"
+        ),
+    );
+}
+
+#[tokio::test]
+async fn every_schema_node_must_have_a_type() {
+    let message = refused_crd(|schema| {
+        schema["properties"]["spec"]["properties"]["loose"] = json!({"description": "no type"});
+    })
+    .await;
+    assert_mentions(
+        &message,
+        &format!(
+            "{ROOT}.properties[spec].properties[loose].type: Required value: must not be empty for specified object fields"
+        ),
+    );
+}
+
+#[tokio::test]
+async fn arrays_must_declare_their_items() {
+    let message = refused_crd(|schema| {
+        schema["properties"]["spec"]["properties"]["list"] = json!({"type": "array"});
+    })
+    .await;
+    assert_mentions(
+        &message,
+        &format!(
+            "{ROOT}.properties[spec].properties[list].items: Required value: must be specified"
+        ),
+    );
+}
+
+#[tokio::test]
+async fn root_metadata_may_only_restate_name_and_generate_name() {
+    let message = refused_crd(|schema| {
+        schema["properties"]["metadata"] = json!({"type": "object", "properties": {
+            "labels": {"type": "object", "additionalProperties": {"type": "string"}}}});
+    })
+    .await;
+    assert_mentions(
+        &message,
+        &format!(
+            "{ROOT}.properties[metadata]: Forbidden: must not specify anything other than name and generateName"
+        ),
+    );
+}
+
+#[tokio::test]
+async fn properties_and_additional_properties_exclude_each_other() {
+    let message = refused_crd(|schema| {
+        schema["properties"]["spec"]["additionalProperties"] = json!({"type": "string"});
+    })
+    .await;
+    assert_mentions(
+        &message,
+        &format!(
+            "{ROOT}.properties[spec].additionalProperties: Forbidden: additionalProperties and properties are mutual exclusive"
+        ),
+    );
+}
+
+#[tokio::test]
+async fn a_rule_on_a_declared_metadata_name_is_admitted() {
+    let t = TestSandbox::start().await;
+    let mut crd = crate::common::widget_crd();
+    for version in crd["spec"]["versions"].as_array_mut().expect("versions") {
+        let schema = &mut version["schema"]["openAPIV3Schema"];
+        schema["properties"]["metadata"] =
+            json!({"type": "object", "properties": {"name": {"type": "string"}}});
+        schema["x-kubernetes-validations"] = json!([{"rule": "size(self.metadata.name) <= 5",
+            "message": "name too long", "fieldPath": ".metadata.name"}]);
+    }
+    crate::common::create_crd(&t.client, crd).await;
+    let refused = widgets(&t.client, "v1")
+        .create(
+            &PostParams::default(),
+            &widget("toolong", json!({"size": 1})),
+        )
+        .await
+        .expect_err("rule applies");
+    assert_mentions(&message(&refused), "metadata.name: name too long");
+}

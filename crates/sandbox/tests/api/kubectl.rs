@@ -253,3 +253,12 @@ async fn invalid_fixtures_are_refused_by_the_server_with_their_messages() {
         }
     }
 }
+
+/// The CRDs the sandbox installed itself, applied again from `deploy/crds/`
+/// by another manager: the YAML spells some numbers `15.0` where the stored
+/// object has `15`, which is the same value, so there is nothing to conflict.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_applies_deploy_crds_over_the_installed_ones_without_conflicts() {
+    let t = TestSandbox::with_tusk_crds().await;
+    succeed(&t, &["apply", "--server-side", "-f", "deploy/crds/"]);
+}

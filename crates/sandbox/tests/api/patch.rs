@@ -294,3 +294,27 @@ async fn apply_with_a_resource_version_is_a_precondition() {
     let now = api.get("w").await.expect("get");
     assert_eq!(now.data["status"]["phase"], "Ready");
 }
+
+#[tokio::test]
+async fn apply_compares_numbers_by_value_not_by_spelling() {
+    let t = TestSandbox::start().await;
+    install_widgets(&t.client).await;
+    let api = widgets(&t.client, "v1");
+    let stored = widget("w", json!({"size": 1, "extra": {"minimum": 15}}));
+    api.create(&PostParams::default(), &stored)
+        .await
+        .expect("created with 15");
+    let applied = api
+        .patch(
+            "w",
+            &PatchParams::apply("kubectl"),
+            &Patch::Apply(json!({"apiVersion": "example.com/v1", "kind": "Widget",
+                "metadata": {"name": "w"}, "spec": {"size": 1, "extra": {"minimum": 15.0}}})),
+        )
+        .await
+        .expect("15.0 is the value another manager stored as 15: no conflict");
+    assert_eq!(
+        applied.data["spec"]["extra"]["minimum"].as_f64(),
+        Some(15.0)
+    );
+}

@@ -8,6 +8,7 @@ use serde_json::Value;
 use crate::apiserver::apply::fields::get;
 use crate::apiserver::apply::managed::Entry;
 use crate::apiserver::apply::path::{FieldSet, render_path};
+use crate::apiserver::apply::values::same_option;
 use crate::apiserver::error::{ApiError, Cause};
 
 /// The conflicting fields of an apply by `manager`, by the manager that
@@ -25,7 +26,7 @@ pub fn find(
             continue;
         }
         for path in entry.fields.intersection(applied) {
-            if get(current, path) != get(config, path) {
+            if !same_option(get(current, path), get(config, path)) {
                 conflicts
                     .entry(entry.manager.clone())
                     .or_default()

@@ -5,6 +5,7 @@ use serde_json::{Value, json};
 
 use crate::apiserver::apply::lists::{ListKind, ListTypes};
 use crate::apiserver::apply::path::{FieldSet, Path, Seg};
+use crate::apiserver::apply::values::same;
 
 /// Which part of an object a write may touch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -140,7 +141,9 @@ pub fn item_matches_key(item: &Value, id: &str) -> bool {
     let Ok(Value::Object(wanted)) = serde_json::from_str::<Value>(id) else {
         return false;
     };
-    wanted.iter().all(|(k, v)| item.get(k) == Some(v))
+    wanted
+        .iter()
+        .all(|(k, v)| item.get(k).is_some_and(|found| same(found, v)))
 }
 
 pub fn remove(value: &mut Value, path: &[Seg]) {

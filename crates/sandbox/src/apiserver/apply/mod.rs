@@ -19,6 +19,7 @@ mod managed;
 mod path;
 #[cfg(test)]
 mod tests;
+mod values;
 
 use serde_json::Value;
 
@@ -46,7 +47,7 @@ pub fn record_update(old: Option<&Value>, new: &mut Value, write: &Write<'_>) {
     let new_fields = fields_of(new, write.types, write.scope);
     let changed: FieldSet = new_fields
         .iter()
-        .filter(|p| old.and_then(|o| get(o, p)) != get(new, p))
+        .filter(|p| !values::same_option(old.and_then(|o| get(o, p)), get(new, p)))
         .cloned()
         .collect();
     let all_new = fields_of(new, write.types, Scope::Whole);
