@@ -118,16 +118,19 @@ pub fn spec_changed_at(meta: &ObjectMeta) -> Option<Timestamp> {
     meta.managed_fields
         .iter()
         .flatten()
-        .filter(|entry| entry.subresource.as_deref().unwrap_or_default().is_empty())
-        .filter(|entry| {
-            entry
-                .fields_v1
-                .as_ref()
-                .is_some_and(|fields| fields.0.get("f:spec").is_some())
-        })
+        .filter(|entry| owns_spec(entry))
         .filter_map(|entry| entry.time.as_ref().map(|t| t.0))
         .max()
         .or_else(|| meta.creation_timestamp.as_ref().map(|t| t.0))
+}
+
+/// A managedFields entry of the main resource that owns spec fields.
+fn owns_spec(entry: &ManagedFieldsEntry) -> bool {
+    entry.subresource.as_deref().unwrap_or_default().is_empty()
+        && entry
+            .fields_v1
+            .as_ref()
+            .is_some_and(|fields| fields.0.get("f:spec").is_some())
 }
 
 /// Keeps of the managedFields only what [`spec_changed_at`] reads: the
@@ -140,13 +143,7 @@ pub fn keep_spec_change_only(meta: &mut ObjectMeta) {
     };
     let newest = entries
         .into_iter()
-        .filter(|entry| entry.subresource.as_deref().unwrap_or_default().is_empty())
-        .filter(|entry| {
-            entry
-                .fields_v1
-                .as_ref()
-                .is_some_and(|fields| fields.0.get("f:spec").is_some())
-        })
+        .filter(owns_spec)
         .max_by_key(|entry| entry.time.as_ref().map(|t| t.0));
     meta.managed_fields = newest.map(|entry| {
         vec![ManagedFieldsEntry {
