@@ -51,14 +51,30 @@ fn node(schema: &Value, level: Level, path: &str, out: &mut Vec<Cause>) {
     let Some(map) = schema.as_object() else {
         return;
     };
-    let type_ = map.get("type").and_then(Value::as_str).unwrap_or_default();
-    if type_ == "array" && !map.contains_key("items") {
+    descend(map, level, path, out);
+    extensions(map, path, out);
+    junctors(map, level, path, out);
+    types(map, level, path, out);
+    identity(map, level, path, out);
+}
+
+fn type_of(map: &Map<String, Value>) -> &str {
+    map.get("type").and_then(Value::as_str).unwrap_or_default()
+}
+
+fn properties_of(map: &Map<String, Value>) -> Option<&Map<String, Value>> {
+    map.get("properties").and_then(Value::as_object)
+}
+
+/// Array items, properties and additionalProperties, each a node of its own.
+fn descend(map: &Map<String, Value>, level: Level, path: &str, out: &mut Vec<Cause>) {
+    if type_of(map) == "array" && !map.contains_key("items") {
         out.push(required(format!("{path}.items"), "must be specified"));
     }
     if let Some(items) = map.get("items") {
         node(items, Level::Item, &format!("{path}.items"), out);
     }
-    let properties = map.get("properties").and_then(Value::as_object);
+    let properties = properties_of(map);
     for (key, child) in properties.into_iter().flatten() {
         node(
             child,
@@ -87,6 +103,9 @@ fn node(schema: &Value, level: Level, path: &str, out: &mut Vec<Cause>) {
             out,
         );
     }
+}
+
+fn extensions(map: &Map<String, Value>, path: &str, out: &mut Vec<Cause>) {
     if map.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(false)) {
         out.push(invalid(
             format!("{path}.x-kubernetes-preserve-unknown-fields"),
@@ -94,17 +113,24 @@ fn node(schema: &Value, level: Level, path: &str, out: &mut Vec<Cause>) {
             "must be true or undefined",
         ));
     }
-    let int_or_string = flag(map, "x-kubernetes-int-or-string");
-    if int_or_string && flag(map, "x-kubernetes-preserve-unknown-fields") {
+    if flag(map, "x-kubernetes-int-or-string") && flag(map, "x-kubernetes-preserve-unknown-fields")
+    {
         out.push(invalid(
             format!("{path}.x-kubernetes-preserve-unknown-fields"),
             &Value::Bool(true),
             "must be false if x-kubernetes-int-or-string is true",
         ));
     }
-    junctors(map, level, path, out);
-    let embedded = flag(map, "x-kubernetes-embedded-resource");
-    if type_.is_empty() && !int_or_string && !flag(map, "x-kubernetes-preserve-unknown-fields") {
+}
+
+/// Every node has a type, unless int-or-string or preserving unknown
+/// fields; the root is an object.
+fn types(map: &Map<String, Value>, level: Level, path: &str, out: &mut Vec<Cause>) {
+    let type_ = type_of(map);
+    if type_.is_empty()
+        && !flag(map, "x-kubernetes-int-or-string")
+        && !flag(map, "x-kubernetes-preserve-unknown-fields")
+    {
         let message = match level {
             Level::Root => "must not be empty at the root",
             Level::Item => "must not be empty for specified array items",
@@ -119,7 +145,12 @@ fn node(schema: &Value, level: Level, path: &str, out: &mut Vec<Cause>) {
             "must be object at the root",
         ));
     }
-    let check_metadata = level == Level::Root || embedded;
+}
+
+/// kind, apiVersion and metadata of the root and of embedded resources.
+fn identity(map: &Map<String, Value>, level: Level, path: &str, out: &mut Vec<Cause>) {
+    let properties = properties_of(map);
+    let check_metadata = level == Level::Root || flag(map, "x-kubernetes-embedded-resource");
     if check_metadata {
         for key in ["kind", "apiVersion"] {
             if let Some(child) = properties.and_then(|p| p.get(key)) {
@@ -244,36 +275,43 @@ fn nested_node(schema: &Value, skip_any_of: bool, level: Level, path: &str, out:
             out,
         );
     }
-    let rules: [(&str, &str); 12] = [
-        ("type", "must be empty to be structural"),
-        ("additionalProperties", "must be undefined to be structural"),
-        ("default", "must be undefined to be structural"),
-        ("title", "must be empty to be structural"),
-        ("description", "must be empty to be structural"),
-        ("nullable", "must be false to be structural"),
-        (
-            "x-kubernetes-preserve-unknown-fields",
-            "must be false to be structural",
-        ),
-        (
-            "x-kubernetes-embedded-resource",
-            "must be false to be structural",
-        ),
-        (
-            "x-kubernetes-int-or-string",
-            "must be false to be structural",
-        ),
-        (
-            "x-kubernetes-list-map-keys",
-            "must be empty to be structural",
-        ),
-        (
-            "x-kubernetes-list-type",
-            "must be undefined to be structural",
-        ),
-        ("x-kubernetes-validations", "must be empty to be structural"),
-    ];
-    for (key, message) in rules {
+    structure_changes(map, path, out);
+}
+
+/// What a schema inside a junctor must leave unset, and kube-apiserver's
+/// message for each.
+const STRUCTURE_KEYS: [(&str, &str); 12] = [
+    ("type", "must be empty to be structural"),
+    ("additionalProperties", "must be undefined to be structural"),
+    ("default", "must be undefined to be structural"),
+    ("title", "must be empty to be structural"),
+    ("description", "must be empty to be structural"),
+    ("nullable", "must be false to be structural"),
+    (
+        "x-kubernetes-preserve-unknown-fields",
+        "must be false to be structural",
+    ),
+    (
+        "x-kubernetes-embedded-resource",
+        "must be false to be structural",
+    ),
+    (
+        "x-kubernetes-int-or-string",
+        "must be false to be structural",
+    ),
+    (
+        "x-kubernetes-list-map-keys",
+        "must be empty to be structural",
+    ),
+    (
+        "x-kubernetes-list-type",
+        "must be undefined to be structural",
+    ),
+    ("x-kubernetes-validations", "must be empty to be structural"),
+];
+
+fn structure_changes(map: &Map<String, Value>, path: &str, out: &mut Vec<Cause>) {
+    for (key, message) in STRUCTURE_KEYS {
         let set = match map.get(key) {
             None | Some(Value::Null) | Some(Value::Bool(false)) => false,
             Some(Value::String(s)) => !s.is_empty(),

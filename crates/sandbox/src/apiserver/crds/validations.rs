@@ -81,99 +81,118 @@ fn text<'v>(rule: &'v Value, key: &str) -> &'v str {
 fn declarations(node: &Value, path: &str, out: &mut Vec<Cause>) {
     for (index, rule) in rules(node) {
         let at = |key: &str| format!("{path}.x-kubernetes-validations[{index}].{key}");
-        let expression = text(rule, "rule").trim();
-        let message = text(rule, "message");
-        if expression.is_empty() {
-            out.push(Cause {
-                field: at("rule"),
-                message: "Required value: rule is not specified".into(),
-                reason: "FieldValueRequired",
-            });
-        } else if !message.is_empty() && message.trim().is_empty() {
-            out.push(Cause::invalid(
-                at("message"),
-                format!(
-                    "Invalid value: {}: message must be non-empty if specified",
-                    quoted(message)
-                ),
-            ));
-        } else if message.len() > 2048 {
-            let start: String = message.chars().take(10).collect();
-            out.push(Cause::invalid(
-                at("message"),
-                format!(
-                    "Invalid value: {}: message must have a maximum length of 2048 characters",
-                    quoted(&format!("{start}..."))
-                ),
-            ));
-        } else if has_line_breaks(message.trim()) {
-            out.push(Cause::invalid(
-                at("message"),
-                format!(
-                    "Invalid value: {}: message must not contain line breaks",
-                    quoted(message)
-                ),
-            ));
-        } else if has_line_breaks(expression) && message.trim().is_empty() {
-            out.push(Cause {
-                field: at("message"),
-                message: "Required value: message must be specified if rule contains line breaks"
-                    .into(),
-                reason: "FieldValueRequired",
-            });
-        }
-        let message_expression = text(rule, "messageExpression");
-        if !message_expression.is_empty() && message_expression.trim().is_empty() {
-            out.push(Cause {
-                field: at("messageExpression"),
-                message: "Required value: messageExpression must be non-empty if specified".into(),
-                reason: "FieldValueRequired",
-            });
-        }
-        if let Some(reason) = rule.get("reason").and_then(Value::as_str)
-            && !REASONS.contains(&reason)
-        {
-            let supported: Vec<String> = REASONS.iter().map(|r| quoted(r)).collect();
-            out.push(Cause {
-                field: at("reason"),
-                message: format!(
-                    "Unsupported value: {}: supported values: {}",
-                    quoted(reason),
-                    supported.join(", ")
-                ),
-                reason: "FieldValueNotSupported",
-            });
-        }
-        let field_path = text(rule, "fieldPath");
-        if !field_path.is_empty() && field_path.trim().is_empty() {
-            out.push(Cause::invalid(
-                at("fieldPath"),
-                format!(
-                    "Invalid value: {}: fieldPath must be non-empty if specified",
-                    quoted(field_path)
-                ),
-            ));
-        }
-        if has_line_breaks(field_path) {
-            out.push(Cause::invalid(
-                at("fieldPath"),
-                format!(
-                    "Invalid value: {}: fieldPath must not contain line breaks",
-                    quoted(field_path)
-                ),
-            ));
-        }
-        if !field_path.is_empty()
-            && let Err(error) = field_path_target(field_path, node)
-        {
-            out.push(Cause::invalid(
-                at("fieldPath"),
-                format!(
-                    "Invalid value: {}: fieldPath must be a valid path: {error}",
-                    quoted(field_path)
-                ),
-            ));
-        }
+        rule_and_message(rule, &at, out);
+        message_expression(rule, &at, out);
+        reason(rule, &at, out);
+        field_path(rule, node, &at, out);
+    }
+}
+
+/// The rule is required; its message is one line, not blank, and
+/// required when the rule spans lines.
+fn rule_and_message(rule: &Value, at: &dyn Fn(&str) -> String, out: &mut Vec<Cause>) {
+    let expression = text(rule, "rule").trim();
+    let message = text(rule, "message");
+    if expression.is_empty() {
+        out.push(Cause {
+            field: at("rule"),
+            message: "Required value: rule is not specified".into(),
+            reason: "FieldValueRequired",
+        });
+    } else if !message.is_empty() && message.trim().is_empty() {
+        out.push(Cause::invalid(
+            at("message"),
+            format!(
+                "Invalid value: {}: message must be non-empty if specified",
+                quoted(message)
+            ),
+        ));
+    } else if message.len() > 2048 {
+        let start: String = message.chars().take(10).collect();
+        out.push(Cause::invalid(
+            at("message"),
+            format!(
+                "Invalid value: {}: message must have a maximum length of 2048 characters",
+                quoted(&format!("{start}..."))
+            ),
+        ));
+    } else if has_line_breaks(message.trim()) {
+        out.push(Cause::invalid(
+            at("message"),
+            format!(
+                "Invalid value: {}: message must not contain line breaks",
+                quoted(message)
+            ),
+        ));
+    } else if has_line_breaks(expression) && message.trim().is_empty() {
+        out.push(Cause {
+            field: at("message"),
+            message: "Required value: message must be specified if rule contains line breaks"
+                .into(),
+            reason: "FieldValueRequired",
+        });
+    }
+}
+
+fn message_expression(rule: &Value, at: &dyn Fn(&str) -> String, out: &mut Vec<Cause>) {
+    let message_expression = text(rule, "messageExpression");
+    if !message_expression.is_empty() && message_expression.trim().is_empty() {
+        out.push(Cause {
+            field: at("messageExpression"),
+            message: "Required value: messageExpression must be non-empty if specified".into(),
+            reason: "FieldValueRequired",
+        });
+    }
+}
+
+fn reason(rule: &Value, at: &dyn Fn(&str) -> String, out: &mut Vec<Cause>) {
+    if let Some(reason) = rule.get("reason").and_then(Value::as_str)
+        && !REASONS.contains(&reason)
+    {
+        let supported: Vec<String> = REASONS.iter().map(|r| quoted(r)).collect();
+        out.push(Cause {
+            field: at("reason"),
+            message: format!(
+                "Unsupported value: {}: supported values: {}",
+                quoted(reason),
+                supported.join(", ")
+            ),
+            reason: "FieldValueNotSupported",
+        });
+    }
+}
+
+/// A fieldPath is one line, not blank, and names a declared field.
+fn field_path(rule: &Value, node: &Value, at: &dyn Fn(&str) -> String, out: &mut Vec<Cause>) {
+    let field_path = text(rule, "fieldPath");
+    if !field_path.is_empty() && field_path.trim().is_empty() {
+        out.push(Cause::invalid(
+            at("fieldPath"),
+            format!(
+                "Invalid value: {}: fieldPath must be non-empty if specified",
+                quoted(field_path)
+            ),
+        ));
+    }
+    if has_line_breaks(field_path) {
+        out.push(Cause::invalid(
+            at("fieldPath"),
+            format!(
+                "Invalid value: {}: fieldPath must not contain line breaks",
+                quoted(field_path)
+            ),
+        ));
+    }
+    if !field_path.is_empty()
+        && let Err(error) = field_path_target(field_path, node)
+    {
+        out.push(Cause::invalid(
+            at("fieldPath"),
+            format!(
+                "Invalid value: {}: fieldPath must be a valid path: {error}",
+                quoted(field_path)
+            ),
+        ));
     }
 }
 
