@@ -2,6 +2,7 @@
 
 pub mod crds;
 pub mod install;
+pub mod install_helm;
 pub mod install_manager;
 pub mod instance;
 pub mod logging;
