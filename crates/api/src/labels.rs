@@ -9,6 +9,10 @@ pub const CLUSTER: &str = "tusk.dev/cluster";
 pub const INSTANCE: &str = "tusk.dev/instance";
 /// Role of an instance pod: `primary` or `replica`. Services select on it.
 pub const ROLE: &str = "tusk.dev/role";
+/// Uid of the cluster a volume was created for: a volume is the cluster's
+/// only when this matches (a claim of the same name left by an earlier
+/// cluster, or made by someone else, is never adopted).
+pub const CLUSTER_UID: &str = "tusk.dev/cluster-uid";
 /// Set on volumes kept after their cluster was deleted (`deletionPolicy: Retain`).
 pub const RETAINED: &str = "tusk.dev/retained";
 /// Marks objects created and managed by the operator.

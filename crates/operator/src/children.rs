@@ -23,6 +23,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::runtime::reflector::Store;
 use kube::{Resource, ResourceExt};
 use tusk_api::labels;
+use tusk_api::v1alpha1::PostgresCluster;
 
 use crate::error::Error;
 
@@ -56,15 +57,20 @@ pub struct Children {
 }
 
 impl Children {
-    pub async fn fetch(stores: &Stores, namespace: &str, cluster: &str) -> Result<Self, Error> {
+    pub async fn fetch(stores: &Stores, cluster: &PostgresCluster) -> Result<Self, Error> {
+        let namespace = cluster.namespace().unwrap_or_default();
+        let namespace = namespace.as_str();
+        let uid = cluster.uid().unwrap_or_default();
+        let name = cluster.name_any();
+        let cluster = name.as_str();
         Ok(Self {
             pods: select(&stores.pods, namespace, cluster).await?,
-            // A volume kept by `deletionPolicy: Retain` after its replica was
-            // removed is no longer an instance of the cluster.
+            // Claims with the cluster's name label that were not made for
+            // it are never used nor changed.
             volumes: select(&stores.volumes, namespace, cluster)
                 .await?
                 .into_iter()
-                .filter(|v| v.labels().get(labels::RETAINED).map(String::as_str) != Some("true"))
+                .filter(|volume| volume_belongs(volume, &uid))
                 .collect(),
             secrets: select(&stores.secrets, namespace, cluster).await?,
             services: select(&stores.services, namespace, cluster).await?,
@@ -82,6 +88,19 @@ impl Children {
     pub fn volume_count(&self) -> u32 {
         u32::try_from(self.volumes.len()).unwrap_or(u32::MAX)
     }
+}
+
+/// Whether `volume` is an instance volume of the cluster with `uid`: made
+/// for it (its uid label, or for claims made before that label, its owner
+/// reference) and not retained (a volume kept by `deletionPolicy: Retain`
+/// after its replica was removed is no longer an instance of the cluster).
+pub fn volume_belongs(volume: &PersistentVolumeClaim, uid: &str) -> bool {
+    let retained = volume.labels().get(labels::RETAINED).map(String::as_str) == Some("true");
+    let made_for = match volume.labels().get(labels::CLUSTER_UID) {
+        Some(label) => label == uid,
+        None => volume.owner_references().iter().any(|o| o.uid == uid),
+    };
+    !uid.is_empty() && made_for && !retained
 }
 
 async fn select<K>(store: &Store<K>, namespace: &str, cluster: &str) -> Result<Vec<K>, Error>

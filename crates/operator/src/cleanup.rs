@@ -27,10 +27,9 @@ use crate::status::StatusInput;
 
 pub async fn run(cluster: &PostgresCluster, ctx: &Context) -> Result<Action, Error> {
     let namespace = cluster.namespace().unwrap_or_default();
-    let name = cluster.name_any();
     let outcome = async {
         if cluster.spec.deletion_policy == DeletionPolicy::Retain {
-            let children = Children::fetch(&ctx.stores, &namespace, &name).await?;
+            let children = Children::fetch(&ctx.stores, cluster).await?;
             let api: Api<PersistentVolumeClaim> = Api::namespaced(ctx.client.clone(), &namespace);
             for volume in &children.volumes {
                 retain_volume(&api, &volume.name_any()).await?;
@@ -64,8 +63,7 @@ async fn report_waiting(
     ctx: &Context,
     error: &Error,
 ) -> Result<(), Error> {
-    let namespace = cluster.namespace().unwrap_or_default();
-    let children = Children::fetch(&ctx.stores, &namespace, &cluster.name_any())
+    let children = Children::fetch(&ctx.stores, cluster)
         .await
         .unwrap_or_default();
     let reports = BTreeMap::new();

@@ -18,6 +18,9 @@ pub enum ErrorCategory {
     Conflict,
     /// An instance manager did not answer; retried.
     InstanceUnreachable,
+    /// A volume the cluster needs exists but was not made for it; never
+    /// adopted, retried until someone removes or renames it.
+    VolumeConflict,
 }
 
 impl ErrorCategory {
@@ -36,6 +39,7 @@ impl ErrorCategory {
             Self::Throttled => "Throttled",
             Self::Conflict => "Conflict",
             Self::InstanceUnreachable => "InstanceUnreachable",
+            Self::VolumeConflict => "VolumeConflict",
         }
     }
 }
@@ -53,6 +57,7 @@ mod tests {
             ErrorCategory::Throttled,
             ErrorCategory::Conflict,
             ErrorCategory::InstanceUnreachable,
+            ErrorCategory::VolumeConflict,
         ] {
             assert!(transient.is_transient(), "{transient:?}");
         }
@@ -76,6 +81,8 @@ pub enum Error {
     Finalizer(String),
     #[error("the {0} cache has not synced yet")]
     CacheNotReady(String),
+    #[error("{0}")]
+    VolumeConflict(String),
 }
 
 impl Error {
@@ -95,6 +102,7 @@ impl Error {
                 _ => ErrorCategory::ApiError,
             },
             Self::Finalizer(_) | Self::CacheNotReady(_) => ErrorCategory::ApiError,
+            Self::VolumeConflict(_) => ErrorCategory::VolumeConflict,
         }
     }
 }

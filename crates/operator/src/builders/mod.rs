@@ -16,7 +16,7 @@ pub use pod::{CONTROLLER_DIR, InstanceEnv, PGDATA, POSTGRES_PORT, SECRETS_DIR, i
 pub use rbac::{instance_role, instance_role_binding, instance_service_account};
 pub use secrets::{Credential, credentials_secret};
 pub use services::{r_service, ro_service, rw_service};
-pub use storage::instance_pvc;
+pub use storage::{instance_pvc, owned_by_cluster};
 
 use std::collections::BTreeMap;
 

@@ -1,5 +1,12 @@
 //! One PersistentVolumeClaim per instance, named like the instance: its
 //! data outlives the pod, and a re-created pod finds it again.
+//!
+//! A claim records the uid of the cluster it was made for
+//! ([`labels::CLUSTER_UID`]): that, not its name, makes it the cluster's.
+//! Under `deletionPolicy: Delete` the cluster owns it, so garbage
+//! collection removes it with the cluster; under `Retain` it has no owner
+//! reference at all, so neither a forced deletion nor a removed finalizer
+//! lets garbage collection take the data.
 
 use std::collections::BTreeMap;
 
@@ -7,6 +14,7 @@ use k8s_openapi::api::core::v1::{
     PersistentVolumeClaim, PersistentVolumeClaimSpec, VolumeResourceRequirements,
 };
 use tusk_api::labels;
+use tusk_api::v1alpha1::DeletionPolicy;
 
 use super::child_meta;
 use crate::names::InstanceName;
@@ -14,10 +22,10 @@ use crate::validate::ValidatedCluster;
 
 pub fn instance_pvc(cluster: &ValidatedCluster, instance: &InstanceName) -> PersistentVolumeClaim {
     let mut metadata = child_meta(cluster, instance.as_str());
-    metadata
-        .labels
-        .get_or_insert_with(BTreeMap::new)
-        .insert(labels::INSTANCE.to_owned(), instance.to_string());
+    let claim_labels = metadata.labels.get_or_insert_with(BTreeMap::new);
+    claim_labels.insert(labels::INSTANCE.to_owned(), instance.to_string());
+    claim_labels.insert(labels::CLUSTER_UID.to_owned(), cluster.owner.uid.clone());
+    metadata.owner_references = owned_by_cluster(cluster).then(|| vec![cluster.owner.clone()]);
     PersistentVolumeClaim {
         metadata,
         spec: Some(PersistentVolumeClaimSpec {
@@ -37,10 +45,39 @@ pub fn instance_pvc(cluster: &ValidatedCluster, instance: &InstanceName) -> Pers
     }
 }
 
+/// Whether the cluster's claims carry its owner reference: only when
+/// deleting the cluster is to delete its data.
+pub fn owned_by_cluster(cluster: &ValidatedCluster) -> bool {
+    cluster.deletion_policy == DeletionPolicy::Delete
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::builders::validated;
+
+    #[test]
+    fn a_claim_records_its_cluster_uid_and_is_owned_only_under_delete() {
+        let retained = validated(serde_json::json!({
+            "instances": 1, "postgres": {"version": 15},
+            "storage": {"size": "1Gi"}, "deletionPolicy": "Retain"
+        }));
+        let pvc = instance_pvc(&retained, &retained.name.instance(1));
+        assert_eq!(
+            pvc.metadata.labels.expect("labels")[labels::CLUSTER_UID],
+            retained.owner.uid
+        );
+        assert_eq!(pvc.metadata.owner_references, None);
+        let deleted = validated(serde_json::json!({
+            "instances": 1, "postgres": {"version": 15},
+            "storage": {"size": "1Gi"}, "deletionPolicy": "Delete"
+        }));
+        let pvc = instance_pvc(&deleted, &deleted.name.instance(1));
+        assert_eq!(
+            pvc.metadata.owner_references,
+            Some(vec![deleted.owner.clone()])
+        );
+    }
 
     #[test]
     fn a_claim_per_instance_with_the_declared_size_and_class() {

@@ -1,6 +1,6 @@
 //! Apply: carries a [`Plan`] out, in a fixed order (credentials and
-//! identity, then Services and budgets, then volume resizes, then the
-//! instance step, then role labels), with server-side apply under the one
+//! identity, then Services and budgets, then volume resizes and owner
+//! references ([`claims`]), then the instance step, then role labels), with server-side apply under the one
 //! field manager `tusk-operator`, from the pure builders. A paused cluster
 //! is left as it is.
 
@@ -15,6 +15,7 @@ use tusk_api::labels;
 use tusk_api::v1alpha1::{DeletionPolicy, PostgresCluster};
 
 use super::Plan;
+use super::claims;
 use crate::apply::{FIELD_MANAGER, apply as apply_one, create_once};
 use crate::builders::{self, Credential};
 use crate::children::{Children, named};
@@ -40,10 +41,8 @@ pub async fn apply(
     services(ctx, valid, children).await?;
     budgets(ctx, valid, children).await?;
     let volumes: Api<PersistentVolumeClaim> = Api::namespaced(ctx.client.clone(), ns);
-    for instance in &plan.resizes {
-        let live = named(&children.volumes, instance.as_str());
-        apply_one(&volumes, live, &builders::instance_pvc(valid, instance)).await?;
-    }
+    claims::resize(&volumes, valid, children, &plan.resizes).await?;
+    claims::set_owners(&volumes, &plan.owners).await?;
     instance_step(ctx, valid, children, plan).await?;
     label_roles(ctx, ns, plan).await
 }
@@ -147,9 +146,7 @@ async fn instance_step(
     match &plan.instances.step {
         InstanceStep::Steady | InstanceStep::WaitForReady(_) => Ok(()),
         InstanceStep::Create(instance) | InstanceStep::RecreatePod(instance) => {
-            if named(&children.volumes, instance.as_str()).is_none() {
-                apply_one(&volumes, None, &builders::instance_pvc(valid, instance)).await?;
-            }
+            claims::create(&volumes, valid, children, instance).await?;
             let pod = builders::instance_pod(valid, &ctx.config, instance, plan.new_pod_role);
             apply_one(&pods, None, &pod).await?;
             Ok(())

@@ -5,7 +5,6 @@
 
 use std::collections::BTreeMap;
 
-use kube::ResourceExt;
 use tusk_api::instance::InstanceReport;
 use tusk_api::v1alpha1::PostgresCluster;
 
@@ -23,8 +22,7 @@ pub struct Observed {
 }
 
 pub async fn fetch(cluster: &PostgresCluster, ctx: &Context) -> Result<Observed, Error> {
-    let namespace = cluster.namespace().unwrap_or_default();
-    let children = Children::fetch(&ctx.stores, &namespace, &cluster.name_any()).await?;
+    let children = Children::fetch(&ctx.stores, cluster).await?;
     let brief = poll_briefly(cluster.status.as_ref(), &children.pods);
     let reports = poll_instances(&ctx.http, &children.pods, &brief, &ctx.metrics).await;
     Ok(Observed { children, reports })

@@ -10,6 +10,7 @@
 //! (R8, R16).
 
 mod apply;
+mod claims;
 mod fetch;
 mod plan;
 mod primary;

@@ -11,7 +11,7 @@ use tusk_api::v1alpha1::PostgresCluster;
 use super::fetch::Observed;
 use super::primary::{self, APPROVED_FAILOVER};
 use super::roles::{RoleLabel, role_labels};
-use super::storage::resizes;
+use super::storage::{OwnerChange, ownership, resizes};
 use crate::children::{Children, named, pod_ready};
 use crate::events::Note;
 use crate::failover::FailoverCheck;
@@ -29,6 +29,8 @@ pub struct Plan<'a> {
     pub new_pod_role: Option<&'static str>,
     /// Volumes to grow to the declared size.
     pub resizes: Vec<InstanceName>,
+    /// Volumes whose owner reference changes with the deletion policy.
+    pub owners: Vec<OwnerChange>,
     /// What was judged of the primary, and a failover or switchover decided.
     pub primary: FailoverCheck,
     /// Pods whose role label changes.
@@ -96,6 +98,7 @@ pub fn plan<'a>(
     Plan {
         new_pod_role,
         resizes: resizes(valid, &observed.children.volumes),
+        owners: ownership(valid, &observed.children.volumes),
         instances,
         primary: check,
         roles,

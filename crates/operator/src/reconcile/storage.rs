@@ -5,7 +5,10 @@
 
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::ResourceExt;
+
+use crate::builders;
 
 use crate::error::Error;
 use crate::names::InstanceName;
@@ -43,6 +46,36 @@ pub fn refuse_shrink(
         }
     }
     Ok(())
+}
+
+/// A volume whose owner references change: the cluster's reference is
+/// added (`deletionPolicy: Delete`) or removed (`Retain`).
+#[derive(Debug, PartialEq)]
+pub struct OwnerChange {
+    pub volume: String,
+    /// The whole list to write: others' references are kept.
+    pub references: Vec<OwnerReference>,
+}
+
+/// The volumes whose owner reference does not match the deletion policy.
+pub fn ownership(valid: &ValidatedCluster, volumes: &[PersistentVolumeClaim]) -> Vec<OwnerChange> {
+    let owned = builders::owned_by_cluster(valid);
+    volumes
+        .iter()
+        .filter_map(|volume| {
+            let references = volume.owner_references();
+            let has = references.iter().any(|r| r.uid == valid.owner.uid);
+            (has != owned).then(|| OwnerChange {
+                volume: volume.name_any(),
+                references: references
+                    .iter()
+                    .filter(|r| r.uid != valid.owner.uid)
+                    .cloned()
+                    .chain(owned.then(|| valid.owner.clone()))
+                    .collect(),
+            })
+        })
+        .collect()
 }
 
 /// The volumes to grow to the declared size.
@@ -101,6 +134,40 @@ mod tests {
                 .map(ToString::to_string)
                 .collect();
             assert_eq!(planned, grown, "{size}");
+        }
+    }
+
+    #[test]
+    fn owner_references_follow_the_deletion_policy_and_keep_others() {
+        let mut spec = three_instances();
+        let other = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+                                       "name": "keeper", "uid": "someone-else"});
+        let mut owned = volume("orders-1", Some("1Gi"));
+        let ours = serde_json::to_value(&declared("1Gi").owner).expect("owner");
+        owned.metadata.owner_references =
+            Some(serde_json::from_value(serde_json::json!([other, ours])).expect("refs"));
+        let mut free = volume("orders-2", Some("1Gi"));
+        free.metadata.owner_references =
+            Some(serde_json::from_value(serde_json::json!([other])).expect("refs"));
+        let volumes = [owned, free];
+        // (policy, volume that changes, its references afterwards)
+        for (policy, changed, uids) in [
+            ("Retain", "orders-1", vec!["someone-else"]),
+            ("Delete", "orders-2", vec!["someone-else", "0c1d-uid"]),
+        ] {
+            spec["deletionPolicy"] = policy.into();
+            let valid =
+                crate::validate::validate(&cluster(spec.clone()), &OperatorConfig::default())
+                    .expect("valid");
+            let changes = ownership(&valid, &volumes);
+            assert_eq!(changes.len(), 1, "{policy}: {changes:?}");
+            assert_eq!(changes[0].volume, changed, "{policy}");
+            let kept: Vec<&str> = changes[0]
+                .references
+                .iter()
+                .map(|r| r.uid.as_str())
+                .collect();
+            assert_eq!(kept, uids, "{policy}");
         }
     }
 }

@@ -216,3 +216,153 @@ async fn credentials_are_generated_once_and_never_overwritten() {
     assert_eq!(now.as_deref(), Some(b"rotated-by-a-person".as_slice()));
     operator.stop().await;
 }
+
+/// The message of the cluster's Degraded condition when its reason is
+/// `reason`.
+async fn condition_with_reason(client: &Client, name: &str, reason: &str) -> Option<String> {
+    condition(client, name, "Degraded")
+        .await
+        .filter(|(status, why, _)| status == "True" && why == reason)
+        .map(|(_, _, message)| message)
+}
+
+#[tokio::test]
+async fn a_recreated_cluster_never_adopts_a_retained_volume() {
+    let h = sandbox(true).await;
+    let operator = Operator::start(&h.client, None);
+    let first = create(&h.client, "again", small()).await;
+    wait_for("every child", || children_exist(&h.client, "again")).await;
+    let claim: PersistentVolumeClaim = get(&h.client, "again-1").await.expect("claim");
+    assert!(
+        claim.owner_references().is_empty(),
+        "under Retain a volume has no owner reference, so no garbage collection can take it"
+    );
+    assert_eq!(
+        claim.labels().get("tusk.dev/cluster-uid"),
+        first.uid().as_ref()
+    );
+    let clusters: Api<PostgresCluster> = Api::namespaced(h.client.clone(), NS);
+    clusters
+        .delete("again", &DeleteParams::default())
+        .await
+        .expect("delete");
+    wait_for("the cluster gone", || async {
+        get::<PostgresCluster>(&h.client, "again").await.is_none()
+    })
+    .await;
+    let retained: PersistentVolumeClaim = get(&h.client, "again-1").await.expect("retained");
+
+    let second = create(&h.client, "again", small()).await;
+    wait_for("a VolumeConflict condition naming the claim", || async {
+        condition_with_reason(&h.client, "again", "VolumeConflict")
+            .await
+            .is_some_and(|m| m.contains("again-1") && m.contains("retained"))
+    })
+    .await;
+    wait_for("a VolumeConflict event", || async {
+        events_of(&h.client, "again")
+            .await
+            .iter()
+            .any(|(reason, note)| reason == "VolumeConflict" && note.contains("again-1"))
+    })
+    .await;
+    let after: PersistentVolumeClaim = get(&h.client, "again-1").await.expect("still there");
+    assert_eq!(
+        after.metadata.resource_version, retained.metadata.resource_version,
+        "the retained claim is not changed"
+    );
+    assert_eq!(
+        after.labels().get("tusk.dev/cluster-uid"),
+        first.uid().as_ref()
+    );
+    assert_ne!(first.uid(), second.uid());
+    assert!(
+        get::<Pod>(&h.client, "again-1").await.is_none(),
+        "no pod runs on a volume that is not the cluster's"
+    );
+
+    // Once the old claim is gone, the instance starts on a new volume.
+    Api::<PersistentVolumeClaim>::namespaced(h.client.clone(), NS)
+        .delete("again-1", &DeleteParams::default())
+        .await
+        .expect("delete the old claim");
+    wait_for("a new claim made for the new cluster", || async {
+        get::<PersistentVolumeClaim>(&h.client, "again-1")
+            .await
+            .is_some_and(|c| c.labels().get("tusk.dev/cluster-uid") == second.uid().as_ref())
+    })
+    .await;
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn a_claim_someone_else_made_is_never_taken_over() {
+    let h = sandbox(true).await;
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(h.client.clone(), NS);
+    let theirs: PersistentVolumeClaim = serde_json::from_value(json!({
+        "metadata": {"name": "taken-1", "labels": {"app": "theirs"}},
+        "spec": {"accessModes": ["ReadWriteOnce"],
+                 "resources": {"requests": {"storage": "5Gi"}}}
+    }))
+    .expect("a claim");
+    let theirs = claims
+        .create(&PostParams::default(), &theirs)
+        .await
+        .expect("their claim");
+    let operator = Operator::start(&h.client, None);
+    create(&h.client, "taken", small()).await;
+    wait_for("a VolumeConflict condition", || async {
+        condition_with_reason(&h.client, "taken", "VolumeConflict")
+            .await
+            .is_some_and(|m| m.contains("taken-1") && m.contains("not made by Tusk"))
+    })
+    .await;
+    let after = claims.get("taken-1").await.expect("their claim");
+    assert_eq!(
+        after.metadata.resource_version, theirs.metadata.resource_version,
+        "their claim is untouched"
+    );
+    assert!(get::<Pod>(&h.client, "taken-1").await.is_none());
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn changing_the_deletion_policy_moves_the_owner_reference() {
+    let h = sandbox(true).await;
+    let operator = Operator::start(&h.client, None);
+    let created = create(&h.client, "policy", small()).await;
+    wait_for("every child", || children_exist(&h.client, "policy")).await;
+    let uid = created.uid().expect("uid");
+    assert!(!owns(&h.client, &uid).await);
+    let clusters: Api<PostgresCluster> = Api::namespaced(h.client.clone(), NS);
+    let to = |policy: &str| json!({"spec": {"deletionPolicy": policy}});
+    clusters
+        .patch(
+            "policy",
+            &PatchParams::default(),
+            &Patch::Merge(&to("Delete")),
+        )
+        .await
+        .expect("to Delete");
+    wait_for("the cluster owns its volume", || owns(&h.client, &uid)).await;
+    clusters
+        .patch(
+            "policy",
+            &PatchParams::default(),
+            &Patch::Merge(&to("Retain")),
+        )
+        .await
+        .expect("to Retain");
+    wait_for("the volume free again", || async {
+        !owns(&h.client, &uid).await
+    })
+    .await;
+    operator.stop().await;
+}
+
+/// Whether the cluster with `uid` owns the volume `policy-1`.
+async fn owns(client: &Client, uid: &str) -> bool {
+    get::<PersistentVolumeClaim>(client, "policy-1")
+        .await
+        .is_some_and(|c| c.owner_references().iter().any(|o| o.uid == uid))
+}
