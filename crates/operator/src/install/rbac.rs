@@ -69,10 +69,10 @@ pub fn operator_rules() -> Vec<Rule> {
             &[],
         ),
         rule(
-            "Each instance's volume is cached, created with server-side apply, grown when spec.storage grows and detached when retained (patch), and deleted with its instance under deletionPolicy Delete.",
+            "Each instance's volume is cached (list, watch) and created (create); when a claim of that name exists, it is read (get) to tell whether it was made for the cluster, since a volume is never adopted. Volumes grow by server-side apply, gain or lose the cluster's owner reference with the deletion policy and are marked when retained (patch), and are deleted with their instance under deletionPolicy Delete.",
             &[""],
             &["persistentvolumeclaims"],
-            &["list", "watch", "create", "patch", "delete"],
+            &["get", "list", "watch", "create", "patch", "delete"],
             &[],
         ),
         rule(
