@@ -22,7 +22,9 @@ pub struct OperatorConfig {
 impl Default for OperatorConfig {
     fn default() -> Self {
         Self {
-            operator_image: "ghcr.io/tusk-dev/tusk:latest".to_owned(),
+            // The instance manager must match this operator: never a
+            // floating tag.
+            operator_image: crate::install::operator_image(),
             default_postgres_image: "postgres:{version}".to_owned(),
             postgres_uid: 999,
             postgres_gid: 999,

@@ -33,11 +33,12 @@ pub struct Args {
     /// This replica's identity for leader election.
     #[arg(long, env = "POD_NAME")]
     pub identity: Option<String>,
-    /// Image holding the `tusk` binary, injected into PostgreSQL pods.
+    /// Image holding the `tusk` binary, injected into PostgreSQL pods;
+    /// by default this very version's image, never a floating tag.
     #[arg(
         long,
         env = "TUSK_OPERATOR_IMAGE",
-        default_value = "ghcr.io/tusk-dev/tusk:latest"
+        default_value_t = tusk_operator::install::operator_image()
     )]
     pub operator_image: String,
     /// Image for clusters that name none; `{version}` becomes the major version.
@@ -101,4 +102,27 @@ pub fn run(args: &Args) -> Result<ExitCode, CommandError> {
             .map_err(|e| CommandError::Kubernetes(e.to_string()))?;
         Ok(ExitCode::SUCCESS)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Command {
+        #[command(flatten)]
+        args: Args,
+    }
+
+    #[test]
+    fn the_injected_image_defaults_to_this_version_never_a_floating_tag() {
+        // Without TUSK_OPERATOR_IMAGE in the environment (the test suite
+        // sets none).
+        let parsed = Command::try_parse_from(["operator"]).expect("defaults parse");
+        assert_eq!(
+            parsed.args.operator_image,
+            format!("ghcr.io/tusk-dev/tusk:{}", env!("CARGO_PKG_VERSION"))
+        );
+    }
 }
