@@ -25,6 +25,9 @@ pub enum Applied {
     Created,
     Updated,
     Unchanged,
+    /// An object of that name existed, unknown to the cache; it was left
+    /// as it is.
+    Existing,
 }
 
 /// Server-side applies `desired` unless `live` already has every field it sets.
@@ -82,8 +85,9 @@ where
         .await
     {
         Ok(_) => Ok(Applied::Created),
-        // Created meanwhile (our cache was stale): the existing one is kept.
-        Err(kube::Error::Api(status)) if status.code == 409 => Ok(Applied::Unchanged),
+        // The caller tells whether it is its own (created meanwhile, the
+        // cache not yet showing it) or someone else's.
+        Err(kube::Error::Api(status)) if status.code == 409 => Ok(Applied::Existing),
         Err(source) => Err(Error::Kube {
             action: format!("create {kind} {name}"),
             source,

@@ -21,6 +21,9 @@ pub enum ErrorCategory {
     /// A volume the cluster needs exists but was not made for it; never
     /// adopted, retried until someone removes or renames it.
     VolumeConflict,
+    /// A credentials Secret exists that Tusk did not create for the
+    /// cluster; never used, retried until someone removes or renames it.
+    SecretConflict,
 }
 
 impl ErrorCategory {
@@ -40,6 +43,7 @@ impl ErrorCategory {
             Self::Conflict => "Conflict",
             Self::InstanceUnreachable => "InstanceUnreachable",
             Self::VolumeConflict => "VolumeConflict",
+            Self::SecretConflict => "SecretConflict",
         }
     }
 }
@@ -58,6 +62,7 @@ mod tests {
             ErrorCategory::Conflict,
             ErrorCategory::InstanceUnreachable,
             ErrorCategory::VolumeConflict,
+            ErrorCategory::SecretConflict,
         ] {
             assert!(transient.is_transient(), "{transient:?}");
         }
@@ -83,6 +88,8 @@ pub enum Error {
     CacheNotReady(String),
     #[error("{0}")]
     VolumeConflict(String),
+    #[error("{0}")]
+    SecretConflict(String),
 }
 
 impl Error {
@@ -103,6 +110,7 @@ impl Error {
             },
             Self::Finalizer(_) | Self::CacheNotReady(_) => ErrorCategory::ApiError,
             Self::VolumeConflict(_) => ErrorCategory::VolumeConflict,
+            Self::SecretConflict(_) => ErrorCategory::SecretConflict,
         }
     }
 }

@@ -27,8 +27,10 @@ fn first_delay(category: ErrorCategory) -> Option<Duration> {
         ErrorCategory::ApiError | ErrorCategory::InstanceUnreachable => {
             Some(Duration::from_secs(1))
         }
-        // Waits for a person to remove or rename a volume.
-        ErrorCategory::VolumeConflict => Some(Duration::from_secs(15)),
+        // Waits for a person to remove or rename a volume or Secret.
+        ErrorCategory::VolumeConflict | ErrorCategory::SecretConflict => {
+            Some(Duration::from_secs(15))
+        }
     }
 }
 

@@ -286,7 +286,10 @@ mod tests {
         let pod = pod(small(), Some("primary"));
         let spec = pod.spec.expect("spec");
         let init = &spec.init_containers.expect("init")[0];
-        assert_eq!(init.image.as_deref(), Some(crate::install::operator_image().as_str()));
+        assert_eq!(
+            init.image.as_deref(),
+            Some(crate::install::operator_image().as_str())
+        );
         let postgres = &spec.containers[0];
         assert_eq!(postgres.image.as_deref(), Some("postgres:16"));
         assert_eq!(

@@ -16,7 +16,7 @@ use tusk_api::v1alpha1::{DeletionPolicy, PostgresCluster};
 
 use super::Plan;
 use super::claims;
-use crate::apply::{FIELD_MANAGER, apply as apply_one, create_once};
+use crate::apply::{Applied, FIELD_MANAGER, apply as apply_one, create_once};
 use crate::builders::{self, Credential};
 use crate::children::{Children, named};
 use crate::cleanup;
@@ -48,6 +48,7 @@ pub async fn apply(
 }
 
 /// Secrets are created once: generated passwords are never regenerated.
+/// Credentials Tusk did not create for this cluster are never used.
 async fn credentials(
     ctx: &Context,
     valid: &ValidatedCluster,
@@ -56,13 +57,56 @@ async fn credentials(
     let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &valid.namespace);
     for credential in Credential::ALL {
         let name = credential.secret_name(valid);
-        if named(&children.secrets, &name).is_none() {
-            let password = Alphanumeric.sample_string(&mut rand::rng(), 32);
-            let desired = builders::credentials_secret(valid, credential, &password);
-            create_once(&secrets, None, &desired).await?;
+        match named(&children.secrets, &name) {
+            Some(live)
+                if live
+                    .owner_references()
+                    .iter()
+                    .any(|o| o.uid == valid.owner.uid) => {}
+            Some(_) => return Err(foreign_secret(valid, &name, "carries the cluster's label")),
+            None => {
+                let password = Alphanumeric.sample_string(&mut rand::rng(), 32);
+                let desired = builders::credentials_secret(valid, credential, &password);
+                if create_once(&secrets, None, &desired).await? == Applied::Existing
+                    && !cached_soon(ctx, valid, &name).await
+                {
+                    return Err(foreign_secret(valid, &name, "exists"));
+                }
+            }
         }
     }
     Ok(())
+}
+
+/// Whether the Secret `name`, made for this cluster, reaches the cache
+/// within a second: one created by an earlier pass whose watch event is
+/// still on its way. Without `get` on Secrets (the operator never reads
+/// them), the cache is the only way to tell.
+async fn cached_soon(ctx: &Context, valid: &ValidatedCluster, name: &str) -> bool {
+    let key = kube::runtime::reflector::ObjectRef::new(name).within(&valid.namespace);
+    for _ in 0..10 {
+        let ours = ctx.stores.secrets.get(&key).is_some_and(|secret| {
+            secret
+                .owner_references()
+                .iter()
+                .any(|o| o.uid == valid.owner.uid)
+        });
+        if ours {
+            return true;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    false
+}
+
+/// Why a credentials Secret is refused.
+fn foreign_secret(valid: &ValidatedCluster, name: &str, found: &str) -> Error {
+    Error::SecretConflict(format!(
+        "Secret {name} {found} but was not created by Tusk for this cluster (uid {}): \
+         Tusk never hands credentials it did not generate to PostgreSQL. \
+         Delete or rename the Secret and Tusk generates a new one",
+        valid.owner.uid
+    ))
 }
 
 /// The instances' ServiceAccount, Role and RoleBinding.

@@ -366,3 +366,36 @@ async fn owns(client: &Client, uid: &str) -> bool {
         .await
         .is_some_and(|c| c.owner_references().iter().any(|o| o.uid == uid))
 }
+
+#[tokio::test]
+async fn credentials_someone_else_made_are_never_used() {
+    let h = sandbox(true).await;
+    let secrets: Api<Secret> = Api::namespaced(h.client.clone(), NS);
+    let planted: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "planted-superuser"},
+        "stringData": {"username": "postgres", "password": "known-to-someone"}
+    }))
+    .expect("a secret");
+    let planted = secrets
+        .create(&PostParams::default(), &planted)
+        .await
+        .expect("planted secret");
+    let operator = Operator::start(&h.client, None);
+    create(&h.client, "planted", small()).await;
+    wait_for("a SecretConflict condition naming the Secret", || async {
+        condition_with_reason(&h.client, "planted", "SecretConflict")
+            .await
+            .is_some_and(|m| m.contains("planted-superuser"))
+    })
+    .await;
+    let after = secrets.get("planted-superuser").await.expect("still there");
+    assert_eq!(
+        after.metadata.resource_version, planted.metadata.resource_version,
+        "the Secret is untouched"
+    );
+    assert!(
+        get::<Pod>(&h.client, "planted-1").await.is_none(),
+        "no PostgreSQL starts with credentials Tusk did not generate"
+    );
+    operator.stop().await;
+}
