@@ -238,3 +238,30 @@ async fn pods_need_an_existing_service_account_and_namespaces_get_a_default_one(
         .await
         .expect("now admitted");
 }
+
+#[tokio::test]
+async fn a_user_id_that_would_wrap_into_root_is_refused() {
+    let t = TestSandbox::start().await;
+    let api: Api<Pod> = Api::default_namespaced(t.client.clone());
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "wraps"},
+        "spec": {"securityContext": {"runAsUser": 4_294_967_296_i64},
+                 "containers": [{"name": "c", "image": "postgres:16"}]}
+    }))
+    .expect("pod");
+    let error = api
+        .create(&PostParams::default(), &pod)
+        .await
+        .expect_err("refused");
+    assert_eq!(code(&error), 422);
+    let kube::Error::Api(status) = error else {
+        unreachable!("an API error")
+    };
+    assert!(
+        status.message.contains("spec.securityContext.runAsUser")
+            && status.message.contains("must be between 0 and 2147483647"),
+        "{}",
+        status.message
+    );
+    assert!(api.get_opt("wraps").await.expect("read").is_none());
+}

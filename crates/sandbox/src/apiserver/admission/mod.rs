@@ -9,6 +9,7 @@
 //! 422 with one cause per field, as Kubernetes does.
 
 pub mod defaults;
+mod pods;
 
 use k8s_openapi::api;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -267,13 +268,7 @@ fn admit_builtin(
     match resource.kind.as_str() {
         "Pod" => {
             defaults::pod(&mut object, true);
-            if object
-                .pointer("/spec/containers")
-                .and_then(Value::as_array)
-                .is_none_or(Vec::is_empty)
-            {
-                causes.push(Cause::invalid("spec.containers", "Required value"));
-            }
+            pods::validate(&object, &mut causes);
         }
         "PersistentVolumeClaim" => {
             defaults::pvc(&mut object);

@@ -46,7 +46,12 @@ fn container_user(
         // Not root: every process runs as the sandbox's (non-root) user.
         return Ok(None);
     }
-    let uid = uid.map_or(0, |u| u as u32);
+    // Admission refuses ids outside 0..=2^31-1; a stored object that
+    // escaped it must never wrap into root.
+    let id = |value: i64, field: &str| {
+        u32::try_from(value).map_err(|_| format!("{field} {value} is not a valid id"))
+    };
+    let uid = uid.map_or(Ok(0), |u| id(u, "runAsUser"))?;
     if uid == 0 {
         if non_root {
             return Err(
@@ -56,7 +61,7 @@ fn container_user(
         return Ok(None);
     }
     let gid = match gid {
-        Some(g) => g as u32,
+        Some(g) => id(g, "runAsGroup")?,
         None => nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
             .ok()
             .flatten()

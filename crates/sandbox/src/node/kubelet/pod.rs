@@ -58,11 +58,11 @@ fn volume_owner(pod: &Pod, root: bool) -> Option<Owner> {
         return None;
     }
     let context = pod.spec.as_ref()?.security_context.as_ref()?;
-    let uid = context.run_as_user.filter(|u| *u != 0)? as u32;
-    let gid = context
-        .fs_group
-        .or(context.run_as_group)
-        .map_or(uid, |g| g as u32);
+    let uid = u32::try_from(context.run_as_user.filter(|u| *u != 0)?).ok()?;
+    let gid = match context.fs_group.or(context.run_as_group) {
+        Some(g) => u32::try_from(g).ok()?,
+        None => uid,
+    };
     Some(Owner { uid, gid })
 }
 
