@@ -12,6 +12,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 
 use super::backoff::Backoff;
+use super::plan::ExecTemplate;
 use super::faults::KubeletFaults;
 use super::probes::{ProbePlan, Verdict, run_check};
 use super::process::{Exit, Process, ProcessSpec};
@@ -54,6 +55,9 @@ pub struct ContainerPlan {
     pub liveness: Option<ProbePlan>,
     pub readiness: Option<ProbePlan>,
     pub grace: Duration,
+    /// How `pods/exec` runs commands in this container; `None` when the
+    /// container cannot run.
+    pub exec: Option<ExecTemplate>,
 }
 
 /// Where a container reports: the pod state and its slot in it.

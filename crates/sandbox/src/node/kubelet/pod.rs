@@ -18,6 +18,7 @@ use super::Context;
 use super::container::{self, ContainerPlan, Outcome, Restart, Slot};
 use super::inputs::{InputError, PodInputs};
 use super::plan::{PodFacts, plan_container};
+use super::served::ServedPod;
 use super::status::{ContainerReport, PodState, State, Transitions, now, pod_status};
 use super::volumes::{Owner, VolumeError, materialise};
 
@@ -158,6 +159,19 @@ async fn prepare(
     })
 }
 
+/// Lets `pods/exec` run commands the way the pod's containers run.
+fn serve_exec(ctx: &Context, pod: &Pod, prepared: &Prepared) {
+    let exec = prepared
+        .init
+        .iter()
+        .chain(&prepared.main)
+        .filter_map(|plan| Some((plan.name.clone(), plan.exec.clone()?)))
+        .collect();
+    let (namespace, name) = (pod.namespace().unwrap_or_default(), pod.name_any());
+    let uid = pod.uid().unwrap_or_default();
+    ctx.served.set_exec(&namespace, &name, &uid, exec);
+}
+
 /// Runs the containers until they end for good or `stop` asks.
 async fn lifecycle(
     ctx: Arc<Context>,
@@ -171,6 +185,7 @@ async fn lifecycle(
     else {
         return;
     };
+    serve_exec(&ctx, &pod, &prepared);
     let owner = container::Owner {
         namespace: pod.namespace().unwrap_or_default(),
         pod: pod.name_any(),
@@ -348,6 +363,13 @@ pub async fn run(
     let mut pod = first;
     pod.status.get_or_insert_with(Default::default).pod_ip = Some(pod_ip.to_string());
     let state = Arc::new(Mutex::new(initial_state(&pod, pod_ip)));
+    let served = ServedPod {
+        uid: uid.clone(),
+        pod_dir: pod_dir.clone(),
+        state: state.clone(),
+        exec: Default::default(),
+    };
+    ctx.served.register(&namespace, &name, served);
     let (done, done_signal) = watch::channel(false);
     let mut publisher = container::AbortOnDrop(tokio::spawn(publish(
         ctx.clone(),
@@ -388,6 +410,7 @@ pub async fn run(
     }
     let _ = done.send(true);
     let _ = (&mut publisher.0).await;
+    ctx.served.unregister(&namespace, &name, &uid);
     if matches!(ending, Signal::NodeStopping) {
         return;
     }
