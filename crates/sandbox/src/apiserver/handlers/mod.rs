@@ -11,6 +11,7 @@ mod apply;
 mod auth;
 mod pagination;
 mod patch;
+mod pod_streams;
 mod read;
 mod request;
 mod response;
@@ -49,7 +50,7 @@ fn accepts_json(accept: &str) -> bool {
 }
 
 async fn dispatch(api: &Arc<Api>, request: Request) -> Result<Response, ApiError> {
-    let (parts, body) = request.into_parts();
+    let (mut parts, body) = request.into_parts();
     let route = routing::parse(parts.uri.path());
     if !matches!(route, Route::Version | Route::Health) && !auth::authorized(api, &parts.headers) {
         return Err(ApiError::Unauthorized);
@@ -96,6 +97,8 @@ async fn dispatch(api: &Arc<Api>, request: Request) -> Result<Response, ApiError
                 .await
                 .map_err(|e| ApiError::bad_request(format!("cannot read the request body: {e}")))?;
             let request = ResourceRequest {
+                raw_query: parts.uri.query().unwrap_or_default().to_owned(),
+                upgrade: parts.extensions.remove::<hyper::upgrade::OnUpgrade>(),
                 method: parts.method,
                 headers: parts.headers,
                 query,
@@ -145,6 +148,9 @@ async fn resource_request(
         .ok_or(ApiError::NoResource)?;
     if path.namespace.is_some() && !resource.namespaced {
         return Err(ApiError::NoResource);
+    }
+    if pod_streams::is_pod_stream(&resource, &path) {
+        return pod_streams::serve(api, &resource, &path, request).await;
     }
     // events.k8s.io/v1 Events live in the core Event store.
     let resource = if is_events_v1(&path) {

@@ -12,8 +12,8 @@ use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 
 use super::backoff::Backoff;
-use super::plan::ExecTemplate;
 use super::faults::KubeletFaults;
+use super::plan::ExecTemplate;
 use super::probes::{ProbePlan, Verdict, run_check};
 use super::process::{Exit, Process, ProcessSpec};
 use super::status::{ContainerReport, PodState, State, Terminated, now};

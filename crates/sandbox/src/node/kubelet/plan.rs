@@ -217,7 +217,7 @@ pub fn plan_container(facts: PodFacts<'_>, container: &Container) -> ContainerPl
                     &[],
                     probe_log.clone(),
                 )
-                    .map_err(|(_, message)| message)
+                .map_err(|(_, message)| message)
             };
             match ProbePlan::new(probe, container, IpAddr::V4(pod_ip), exec) {
                 Ok(Ok(plan)) => Ok(Some(plan)),

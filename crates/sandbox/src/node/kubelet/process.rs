@@ -144,7 +144,11 @@ impl Process {
             })?;
         let mut output = Vec::new();
         if let Some(stdout) = child.stdout.take() {
-            output.push(tokio::spawn(copy_output(stdout, Stream::Stdout, sink.clone())));
+            output.push(tokio::spawn(copy_output(
+                stdout,
+                Stream::Stdout,
+                sink.clone(),
+            )));
         }
         if let Some(stderr) = child.stderr.take() {
             output.push(tokio::spawn(copy_output(stderr, Stream::Stderr, sink)));

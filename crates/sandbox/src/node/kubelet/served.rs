@@ -58,7 +58,13 @@ impl ServedPods {
     }
 
     /// Records how the pod's containers run commands.
-    pub fn set_exec(&self, namespace: &str, name: &str, uid: &str, exec: BTreeMap<String, ExecTemplate>) {
+    pub fn set_exec(
+        &self,
+        namespace: &str,
+        name: &str,
+        uid: &str,
+        exec: BTreeMap<String, ExecTemplate>,
+    ) {
         if let Some(pod) = self
             .pods()
             .get_mut(&(namespace.to_owned(), name.to_owned()))

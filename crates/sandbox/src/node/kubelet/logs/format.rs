@@ -104,7 +104,10 @@ mod tests {
             content: b"oops: a b  c".to_vec(),
         };
         let line = entry.encode();
-        assert_eq!(line, b"2026-12-03T16:05:14.120000000Z stderr F oops: a b  c\n");
+        assert_eq!(
+            line,
+            b"2026-12-03T16:05:14.120000000Z stderr F oops: a b  c\n"
+        );
         assert_eq!(Entry::parse(&line[..line.len() - 1]), Some(entry.clone()));
         assert_eq!(entry.render(false), b"oops: a b  c\n");
         assert_eq!(

@@ -30,7 +30,9 @@ fn flag(query: &HashMap<String, String>, name: &str) -> Result<bool, String> {
     match query.get(name).map(String::as_str) {
         None | Some("" | "false" | "0") => Ok(false),
         Some("true" | "1") => Ok(true),
-        Some(other) => Err(format!("{name}: Invalid value: \"{other}\": must be true or false")),
+        Some(other) => Err(format!(
+            "{name}: Invalid value: \"{other}\": must be true or false"
+        )),
     }
 }
 
@@ -46,7 +48,9 @@ fn number(query: &HashMap<String, String>, name: &str, least: u64) -> Result<Opt
     match text.parse::<i64>() {
         Ok(value) if value >= least as i64 => Ok(Some(value as u64)),
         Ok(_) => Err(format!("{name}: Invalid value: {text}: {rule}")),
-        Err(_) => Err(format!("{name}: Invalid value: \"{text}\": must be an integer")),
+        Err(_) => Err(format!(
+            "{name}: Invalid value: \"{text}\": must be an integer"
+        )),
     }
 }
 
@@ -156,7 +160,9 @@ pub fn tail(entries: &[Entry], lines: Option<u64>) -> &[Entry] {
         .collect();
     let lines = usize::try_from(lines).unwrap_or(usize::MAX);
     match starts.len().checked_sub(lines) {
-        Some(first) => starts.get(first).map_or(&entries[entries.len()..], |s| &entries[*s..]),
+        Some(first) => starts
+            .get(first)
+            .map_or(&entries[entries.len()..], |s| &entries[*s..]),
         None => entries,
     }
 }
@@ -213,8 +219,10 @@ mod tests {
             error(&[("limitBytes", "0")]),
             "limitBytes: Invalid value: 0: must be greater than 0"
         );
-        assert!(error(&[("sinceSeconds", "5"), ("sinceTime", "2026-01-01T00:00:00Z")])
-            .contains("at most one of"));
+        assert!(
+            error(&[("sinceSeconds", "5"), ("sinceTime", "2026-01-01T00:00:00Z")])
+                .contains("at most one of")
+        );
         assert!(error(&[("sinceTime", "yesterday")]).starts_with("sinceTime:"));
     }
 
@@ -239,9 +247,15 @@ mod tests {
 
     #[test]
     fn since_time_limit_bytes_and_timestamps_shape_the_output() {
-        let entries = vec![entry(0, "old", true), entry(5, "new", true), entry(6, "newer", true)];
+        let entries = vec![
+            entry(0, "old", true),
+            entry(5, "new", true),
+            entry(6, "newer", true),
+        ];
         let since = LogOptions {
-            since: Some(Since::Time(Timestamp::from_second(1_700_000_003).expect("t"))),
+            since: Some(Since::Time(
+                Timestamp::from_second(1_700_000_003).expect("t"),
+            )),
             timestamps: true,
             ..LogOptions::default()
         };

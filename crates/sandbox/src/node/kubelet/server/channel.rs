@@ -91,7 +91,10 @@ mod tests {
         assert_eq!(parse(&[255, 0], true), Incoming::CloseStdin);
         // v4 has no close channel.
         assert_eq!(parse(&[255, 0], false), Incoming::Ignored);
-        assert_eq!(parse(br#"{"Width":80,"Height":24}"#, true), Incoming::Ignored);
+        assert_eq!(
+            parse(br#"{"Width":80,"Height":24}"#, true),
+            Incoming::Ignored
+        );
         assert_eq!(parse(b"\x04{\"Width\":80}", true), Incoming::Resize);
         assert_eq!(parse(b"", true), Incoming::Ignored);
         assert_eq!(parse(b"\x01x", true), Incoming::Ignored);

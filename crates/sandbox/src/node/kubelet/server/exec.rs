@@ -10,7 +10,7 @@
 use std::process::Stdio;
 use std::sync::Arc;
 
-use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, close_code};
 use axum::extract::{Path, Query, State};
 use axum::http::HeaderMap;
 use axum::response::Response;
@@ -72,7 +72,9 @@ pub async fn exec(
         .is_some_and(|r| matches!(r.state, ContainerState::Running { .. }));
     let template = pod.exec.get(&container).filter(|_| running);
     let Some(template) = template else {
-        return bad_request(format!("container {container} is not running in pod {pod_name}"));
+        return bad_request(format!(
+            "container {container} is not running in pod {pod_name}"
+        ));
     };
     let spec = template.spec(&command);
     upgrade
@@ -87,7 +89,11 @@ async fn forward(mut output: impl AsyncRead + Unpin, channel: u8, out: mpsc::Sen
         match output.read(&mut buffer).await {
             Ok(0) | Err(_) => return,
             Ok(read) => {
-                if out.send(channel::frame(channel, &buffer[..read])).await.is_err() {
+                if out
+                    .send(channel::frame(channel, &buffer[..read]))
+                    .await
+                    .is_err()
+                {
                     return;
                 }
             }
@@ -112,14 +118,22 @@ async fn session(
                 return;
             }
         }
-        let _ = sink.send(Message::Close(None)).await;
+        // A normal closure is what ends the client's streams cleanly.
+        let close = CloseFrame {
+            code: close_code::NORMAL,
+            reason: "".into(),
+        };
+        let _ = sink.send(Message::Close(Some(close))).await;
     });
     let status = match spec {
         Err(message) => channel::failure_status(&message),
         Ok(spec) => run(&spec, &command, streams, v5, &mut incoming, &out).await,
     };
     let _ = out
-        .send(channel::frame(channel::ERROR, status.to_string().as_bytes()))
+        .send(channel::frame(
+            channel::ERROR,
+            status.to_string().as_bytes(),
+        ))
         .await;
     drop(out);
     let _ = writer.await;

@@ -86,12 +86,15 @@ pub async fn container_logs(
     };
     let file = pod.log_file(&container, number);
     let follow = options.follow && !options.previous;
-    let body = Body::from_stream(log_stream(file, options, follow.then_some((pod, container, number))));
+    let body = Body::from_stream(log_stream(
+        file,
+        options,
+        follow.then_some((pod, container, number)),
+    ));
     let mut response = (StatusCode::OK, body).into_response();
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/plain"),
-    );
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
     response
 }
 

@@ -1,0 +1,344 @@
+//! The machine's kubectl reading pods' logs and running commands in them
+//! through the sandbox: `pods/log` (tail, timestamps, limit, follow,
+//! previous, containers by name) and `pods/exec` over WebSocket (output
+//! streams, exit codes, stdin), with the API server proxying to the
+//! kubelet.
+
+#[path = "kubelet_support/mod.rs"]
+mod support;
+
+use std::process::{Output, Stdio};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::LogParams;
+use serde_json::json;
+use support::{Node, SHELL, WAIT, eventually, pod_json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+const NS: &str = "default";
+/// How long one kubectl command may take.
+const KUBECTL_LIMIT: Duration = Duration::from_secs(60);
+
+fn kubectl_command(node: &Node, args: &[&str]) -> tokio::process::Command {
+    let mut command = tokio::process::Command::new("kubectl");
+    command
+        .args(args)
+        .env("KUBECONFIG", node.kubeconfig())
+        .env("HOME", node.dir.path())
+        .env("KUBECACHEDIR", node.dir.path().join("kubectl-cache"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    command
+}
+
+/// Runs kubectl to its end (bounded), feeding `input` as its stdin.
+async fn kubectl_with(node: &Node, args: &[&str], input: Option<&[u8]>) -> Output {
+    let mut command = kubectl_command(node, args);
+    if input.is_some() {
+        command.stdin(Stdio::piped());
+    }
+    let mut child = command.spawn().expect("kubectl runs");
+    if let Some(input) = input {
+        let mut stdin = child.stdin.take().expect("stdin");
+        stdin.write_all(input).await.expect("write stdin");
+        drop(stdin);
+    }
+    tokio::time::timeout(KUBECTL_LIMIT, child.wait_with_output())
+        .await
+        .unwrap_or_else(|_| panic!("kubectl {args:?} ends in time"))
+        .expect("kubectl output")
+}
+
+async fn kubectl(node: &Node, args: &[&str]) -> Output {
+    kubectl_with(node, args, None).await
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+async fn succeed(node: &Node, args: &[&str]) -> String {
+    let output = kubectl(node, args).await;
+    assert!(
+        output.status.success(),
+        "kubectl {args:?} failed: {}{}",
+        stdout(&output),
+        stderr(&output)
+    );
+    stdout(&output)
+}
+
+async fn wait_running(node: &Node, name: &str, restarts: i64) {
+    let pods = node.pods(NS);
+    eventually("the container running", WAIT, || async {
+        let pod = pod_json(&pods, name).await?;
+        let statuses = pod["status"]["containerStatuses"].as_array()?.clone();
+        statuses
+            .iter()
+            .all(|s| s["state"]["running"].is_object() && s["restartCount"] == restarts)
+            .then_some(())
+    })
+    .await;
+}
+
+fn shell_pod(name: &str, script: &str) -> serde_json::Value {
+    json!({
+        "metadata": {"name": name},
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [{"name": "main", "image": SHELL, "command": ["/bin/sh", "-c", script]}]
+        }
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_logs_tails_limits_timestamps_and_follows_until_the_container_exits() {
+    let node = Node::start().await;
+    let pod = node
+        .create_pod(
+            NS,
+            shell_pod(
+                "counter",
+                "for i in 1 2 3 4 5; do echo line $i; done; \
+                 while [ ! -f \"$HOME/go\" ]; do sleep 0.1; done; echo late",
+            ),
+        )
+        .await;
+    eventually("the first lines", WAIT, || async {
+        let output = kubectl(&node, &["logs", "counter"]).await;
+        (stdout(&output) == "line 1\nline 2\nline 3\nline 4\nline 5\n").then_some(())
+    })
+    .await;
+    assert_eq!(
+        succeed(&node, &["logs", "counter", "--tail=2"]).await,
+        "line 4\nline 5\n"
+    );
+    assert_eq!(
+        succeed(&node, &["logs", "counter", "--limit-bytes=9"]).await,
+        "line 1\nli"
+    );
+    assert_eq!(
+        succeed(&node, &["logs", "counter", "--since=1h", "--tail=1"]).await,
+        "line 5\n"
+    );
+    let stamped = succeed(&node, &["logs", "counter", "--timestamps", "--tail=1"]).await;
+    let (time, line) = stamped.split_once(' ').expect("a time before the line");
+    let time: jiff::Timestamp = time.parse().expect("an RFC 3339 time");
+    assert!(time <= jiff::Timestamp::now(), "{stamped}");
+    assert_eq!(line, "line 5\n");
+    // The container has not restarted, so it has no previous log.
+    let previous = kubectl(&node, &["logs", "counter", "--previous"]).await;
+    assert!(!previous.status.success());
+    assert!(
+        stderr(&previous)
+            .contains("previous terminated container \"main\" in pod \"counter\" not found"),
+        "{}",
+        stderr(&previous)
+    );
+    // Follow: the lines so far, then the late one, then the end.
+    let mut follow = kubectl_command(&node, &["logs", "-f", "counter"])
+        .spawn()
+        .expect("kubectl runs");
+    let mut lines = BufReader::new(follow.stdout.take().expect("stdout")).lines();
+    let mut seen = Vec::new();
+    while seen.len() < 5 {
+        let line = tokio::time::timeout(WAIT, lines.next_line())
+            .await
+            .expect("a line in time")
+            .expect("read")
+            .expect("a line");
+        seen.push(line);
+    }
+    std::fs::write(node.pod_dir(&pod).join("go"), "").expect("go file");
+    let rest = tokio::time::timeout(WAIT, async {
+        let mut rest = Vec::new();
+        while let Some(line) = lines.next_line().await.expect("read") {
+            rest.push(line);
+        }
+        rest
+    })
+    .await
+    .expect("the follow ends when the container exits");
+    assert_eq!(rest, vec!["late".to_owned()]);
+    let status = tokio::time::timeout(WAIT, follow.wait())
+        .await
+        .expect("kubectl ends")
+        .expect("status");
+    assert!(status.success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_logs_reads_each_container_and_init_container_by_name() {
+    let node = Node::start().await;
+    node.create_pod(
+        NS,
+        json!({
+            "metadata": {"name": "two"},
+            "spec": {
+                "initContainers": [{"name": "setup", "image": SHELL, "command": ["/bin/sh", "-c", "echo from setup"]}],
+                "containers": [
+                    {"name": "a", "image": SHELL, "command": ["/bin/sh", "-c", "echo from a; exec sleep 600"]},
+                    {"name": "b", "image": SHELL, "command": ["/bin/sh", "-c", "echo from b >&2; exec sleep 600"]}
+                ]
+            }
+        }),
+    )
+    .await;
+    wait_running(&node, "two", 0).await;
+    eventually("b's output", WAIT, || async {
+        (stdout(&kubectl(&node, &["logs", "two", "-c", "b"]).await) == "from b\n").then_some(())
+    })
+    .await;
+    assert_eq!(
+        succeed(&node, &["logs", "two", "-c", "setup"]).await,
+        "from setup\n"
+    );
+    assert_eq!(
+        succeed(&node, &["logs", "two", "--container=a"]).await,
+        "from a\n"
+    );
+    // kubectl picks the first container itself when none is named.
+    let defaulted = kubectl(&node, &["logs", "two"]).await;
+    assert_eq!(stdout(&defaulted), "from a\n");
+    assert!(
+        stderr(&defaulted).contains("Defaulted container \"a\""),
+        "{}",
+        stderr(&defaulted)
+    );
+    let wrong = kubectl(&node, &["logs", "two", "-c", "c"]).await;
+    assert!(!wrong.status.success());
+    assert!(
+        stderr(&wrong).contains("container c is not valid for pod two"),
+        "{}",
+        stderr(&wrong)
+    );
+    // The API itself asks for a name, as kube-apiserver does.
+    let pods: kube::Api<Pod> = node.pods(NS);
+    let error = pods
+        .logs("two", &LogParams::default())
+        .await
+        .expect_err("a container must be named");
+    let kube::Error::Api(status) = error else {
+        panic!("not an API error: {error}");
+    };
+    assert_eq!(status.code, 400);
+    assert_eq!(
+        status.message,
+        "a container name must be specified for pod two, choose one of: [a b] or one of the init containers: [setup]"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_logs_previous_shows_the_run_before_a_restart() {
+    let node = Node::start().await;
+    node.create_pod(
+        NS,
+        json!({
+            "metadata": {"name": "flaky"},
+            "spec": {"containers": [{"name": "main", "image": SHELL, "command": ["/bin/sh", "-c",
+                "n=$(cat \"$HOME/runs\" 2>/dev/null || echo 0); n=$((n+1)); echo $n > \"$HOME/runs\"; \
+                 echo run $n; if [ $n -lt 2 ]; then echo failing >&2; exit 1; fi; exec sleep 600"]}]}
+        }),
+    )
+    .await;
+    wait_running(&node, "flaky", 1).await;
+    eventually("the second run's output", WAIT, || async {
+        (stdout(&kubectl(&node, &["logs", "flaky"]).await) == "run 2\n").then_some(())
+    })
+    .await;
+    let previous = succeed(&node, &["logs", "flaky", "--previous"]).await;
+    assert!(
+        previous == "run 1\nfailing\n" || previous == "failing\nrun 1\n",
+        "{previous}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_exec_carries_stdout_stderr_stdin_and_the_exit_code() {
+    let node = Node::start().await;
+    node.create_pod(
+        NS,
+        json!({
+            "metadata": {"name": "shell"},
+            "spec": {
+                "volumes": [{"name": "work", "emptyDir": {}}],
+                "containers": [{
+                    "name": "main",
+                    "image": SHELL,
+                    "command": ["/bin/sh", "-c", "pwd > \"$HOME/main-pwd\"; exec sleep 600"],
+                    "workingDir": "/work",
+                    "env": [{"name": "GREETING", "value": "hello"}],
+                    "volumeMounts": [{"name": "work", "mountPath": "/work"}]
+                }]
+            }
+        }),
+    )
+    .await;
+    wait_running(&node, "shell", 0).await;
+    let output = kubectl(
+        &node,
+        &[
+            "exec",
+            "shell",
+            "--",
+            "sh",
+            "-c",
+            "echo out; echo err >&2; exit 3",
+        ],
+    )
+    .await;
+    assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
+    assert_eq!(stdout(&output), "out\n");
+    assert!(stderr(&output).starts_with("err\n"), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("command terminated with exit code 3"),
+        "{}",
+        stderr(&output)
+    );
+    // The command runs as the container does: its environment, its
+    // working directory (a translated mount), its volumes.
+    let seen = succeed(
+        &node,
+        &[
+            "exec",
+            "shell",
+            "--",
+            "sh",
+            "-c",
+            "echo $GREETING; pwd; echo saved > /work/file; cat /work/file",
+        ],
+    )
+    .await;
+    let pod = node.pods(NS).get("shell").await.expect("pod");
+    let main_pwd = std::fs::read_to_string(node.pod_dir(&pod).join("main-pwd")).expect("main pwd");
+    assert_eq!(seen, format!("hello\n{main_pwd}saved\n"));
+    let echoed = kubectl_with(
+        &node,
+        &["exec", "-i", "shell", "--", "cat"],
+        Some(b"one\ntwo\n"),
+    )
+    .await;
+    assert!(echoed.status.success(), "{}", stderr(&echoed));
+    assert_eq!(stdout(&echoed), "one\ntwo\n");
+    let counted = kubectl_with(
+        &node,
+        &["exec", "-i", "shell", "--", "wc", "-l"],
+        Some(b"a\nb\nc\n"),
+    )
+    .await;
+    assert_eq!(stdout(&counted).trim(), "3");
+    let missing = kubectl(&node, &["exec", "shell", "-c", "nope", "--", "true"]).await;
+    assert!(!missing.status.success());
+    assert!(
+        stderr(&missing).contains("container nope is not valid for pod shell"),
+        "{}",
+        stderr(&missing)
+    );
+}
