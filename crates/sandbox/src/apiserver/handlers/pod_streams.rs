@@ -164,12 +164,12 @@ mod tests {
             container_of(&pair, "web", Some("setup")).expect("init"),
             "setup"
         );
-        let missing = container_of(&pair, "web", None).unwrap_err();
+        let missing = container_of(&pair, "web", None).expect_err("no name");
         assert_eq!(
             missing.status()["message"],
             "a container name must be specified for pod web, choose one of: [a b] or one of the init containers: [setup]"
         );
-        let wrong = container_of(&pair, "web", Some("c")).unwrap_err();
+        let wrong = container_of(&pair, "web", Some("c")).expect_err("no such container");
         assert_eq!(wrong.code(), 400);
         assert_eq!(
             wrong.status()["message"],

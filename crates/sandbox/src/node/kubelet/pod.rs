@@ -363,12 +363,7 @@ pub async fn run(
     let mut pod = first;
     pod.status.get_or_insert_with(Default::default).pod_ip = Some(pod_ip.to_string());
     let state = Arc::new(Mutex::new(initial_state(&pod, pod_ip)));
-    let served = ServedPod {
-        uid: uid.clone(),
-        pod_dir: pod_dir.clone(),
-        state: state.clone(),
-        exec: Default::default(),
-    };
+    let served = ServedPod::new(&uid, &pod_dir, &state);
     ctx.served.register(&namespace, &name, served);
     let (done, done_signal) = watch::channel(false);
     let mut publisher = container::AbortOnDrop(tokio::spawn(publish(

@@ -21,6 +21,16 @@ pub struct ServedPod {
 }
 
 impl ServedPod {
+    /// A pod whose containers are not planned yet.
+    pub fn new(uid: &str, pod_dir: &std::path::Path, state: &Arc<Mutex<PodState>>) -> Self {
+        Self {
+            uid: uid.to_owned(),
+            pod_dir: pod_dir.to_owned(),
+            state: state.clone(),
+            exec: BTreeMap::new(),
+        }
+    }
+
     /// The container's current report, from init and main containers.
     pub fn report(&self, container: &str) -> Option<ContainerReport> {
         let state = self.state.lock().unwrap_or_else(PoisonError::into_inner);

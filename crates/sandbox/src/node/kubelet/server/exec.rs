@@ -154,6 +154,7 @@ async fn run(
         .stdin(piped(streams.stdin))
         .stdout(piped(streams.stdout))
         .stderr(piped(streams.stderr))
+        .kill_on_drop(true)
         .spawn()
     {
         Ok(child) => child,
