@@ -342,3 +342,31 @@ async fn kubectl_exec_carries_stdout_stderr_stdin_and_the_exit_code() {
         stderr(&missing)
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_exec_runs_as_the_containers_user() {
+    let node = Node::start().await;
+    let postgres = nix::unistd::User::from_name("postgres")
+        .expect("user lookup")
+        .expect("the postgres user exists (scripts/setup installs PostgreSQL)");
+    node.create_pod(
+        NS,
+        json!({
+            "metadata": {"name": "as-postgres"},
+            "spec": {
+                "securityContext": {"runAsNonRoot": true, "runAsUser": postgres.uid.as_raw()},
+                "containers": [{"name": "main", "image": SHELL, "command": ["sleep", "600"]}]
+            }
+        }),
+    )
+    .await;
+    wait_running(&node, "as-postgres", 0).await;
+    let faults = node.faults();
+    let pid = faults
+        .pid(NS, "as-postgres", "main")
+        .expect("the container runs");
+    let container_uid = support::uid_of(pid).expect("process uid");
+    let exec_uid = succeed(&node, &["exec", "as-postgres", "--", "id", "-u"]).await;
+    assert_eq!(exec_uid.trim(), container_uid.to_string());
+    assert_ne!(container_uid, 0, "a non-root pod runs as root");
+}
