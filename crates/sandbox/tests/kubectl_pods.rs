@@ -233,6 +233,17 @@ async fn kubectl_logs_reads_each_container_and_init_container_by_name() {
         status.message,
         "a container name must be specified for pod two, choose one of: [a b] or one of the init containers: [setup]"
     );
+    // A log is text, and a client asking for text only gets it.
+    let request = axum::http::Request::get("/api/v1/namespaces/default/pods/two/log?container=a")
+        .header("Accept", "text/plain")
+        .body(Vec::new())
+        .expect("request");
+    let text = node
+        .client
+        .request_text(request)
+        .await
+        .expect("text/plain is served");
+    assert_eq!(text, "from a\n");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

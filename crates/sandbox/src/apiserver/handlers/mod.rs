@@ -64,7 +64,7 @@ async fn dispatch(api: &Arc<Api>, request: Request) -> Result<Response, ApiError
         );
         return Ok(response);
     }
-    if !accepts_json(&accept) {
+    if !accepts_json(&accept) && !pod_streams::is_stream_route(&route) {
         return Err(ApiError::NotAcceptable {
             message: format!("only JSON is served; not acceptable: {accept}"),
         });

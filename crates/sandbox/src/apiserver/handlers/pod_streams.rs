@@ -23,9 +23,17 @@ use crate::apiserver::error::ApiError;
 use crate::apiserver::handlers::request::{ResourceRequest, key_of};
 use crate::apiserver::kubelet_proxy::{self, Kubelet};
 use crate::apiserver::resources::Resource;
-use crate::apiserver::routing::ResourcePath;
+use crate::apiserver::routing::{ResourcePath, Route};
 use crate::apiserver::state::Api;
 use crate::apiserver::storage::ObjectKey;
+
+/// Whether `route` addresses a pod's log or exec, whose answers are not
+/// JSON (text, a WebSocket) whatever the client accepts.
+pub fn is_stream_route(route: &Route) -> bool {
+    matches!(route, Route::Resource(path)
+        if path.plural == "pods" && path.group.is_empty()
+            && matches!(path.subresource.as_deref(), Some("log" | "exec")))
+}
 
 /// Whether `path` addresses a streaming subresource of a pod.
 pub fn is_pod_stream(resource: &Resource, path: &ResourcePath) -> bool {

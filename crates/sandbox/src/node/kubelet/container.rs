@@ -161,7 +161,8 @@ pub async fn run(
                 return Outcome::Stopped;
             }
         };
-        spec.log = plan.log_dir.join(format!("{}.log", slot.restart_count()));
+        spec.log = super::logs::run_log(&plan.log_dir, slot.restart_count());
+        super::logs::prune(&plan.log_dir, slot.restart_count());
         let started_at = now();
         let (exit, failure) = match Process::spawn(&spec) {
             Err(error) => {

@@ -44,10 +44,7 @@ impl ServedPod {
 
     /// Where the instance numbered `instance` of `container` logs.
     pub fn log_file(&self, container: &str, instance: i32) -> PathBuf {
-        self.pod_dir
-            .join("logs")
-            .join(container)
-            .join(format!("{instance}.log"))
+        super::logs::run_log(&self.pod_dir.join("logs").join(container), instance)
     }
 }
 
