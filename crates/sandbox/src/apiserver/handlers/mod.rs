@@ -5,7 +5,8 @@
 //! One module per concern: `auth` (the bearer token), `request` (what a
 //! resource request asks for and how its answer is shaped), `read` (get
 //! and list, with `pagination`), `watch`, `write` (create, update,
-//! delete), `patch` and `apply` (server-side apply).
+//! delete), `patch` and `apply` (server-side apply), and `pod_streams`
+//! (`pods/log` and `pods/exec`, proxied to the kubelet).
 
 mod apply;
 mod auth;

@@ -4,7 +4,10 @@
 //! names no node (binding it to itself) or names this one. Each pod gets a
 //! worker task (`pod`) that owns its processes; the kubelet only routes
 //! watch events to workers and keeps the node's heartbeat (`node`) and
-//! local volumes (`claims`). The contract a pod's programs see (images,
+//! local volumes (`claims`). Containers' output is kept in CRI log files
+//! (`logs`); the kubelet's endpoint (`server`) serves them and exec
+//! sessions to the API server for the pods workers register (`served`).
+//! The contract a pod's programs see (images,
 //! volumes as translated paths, one loopback address per pod, users) is
 //! described in `docs/sandbox.md`.
 
