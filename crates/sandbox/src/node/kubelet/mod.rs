@@ -7,9 +7,8 @@
 //! local volumes (`claims`). Containers' output is kept in CRI log files
 //! (`logs`); the kubelet's endpoint (`server`) serves them and exec
 //! sessions to the API server for the pods workers register (`served`).
-//! The contract a pod's programs see (images,
-//! volumes as translated paths, one loopback address per pod, users) is
-//! described in `docs/sandbox.md`.
+//! The contract a pod's programs see (images, volumes as translated paths,
+//! one loopback address per pod, users) is described in `docs/sandbox.md`.
 
 mod addresses;
 mod backoff;
