@@ -381,3 +381,56 @@ async fn kubectl_exec_runs_as_the_containers_user() {
     assert_eq!(exec_uid.trim(), container_uid.to_string());
     assert_ne!(container_uid, 0, "a non-root pod runs as root");
 }
+
+/// Sends a bare HTTP/1.1 GET to the kubelet's endpoint and returns the
+/// status code and body.
+async fn kubelet_get(port: u16, path: &str, token: Option<&str>) -> (u16, String) {
+    use tokio::io::AsyncReadExt;
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("the kubelet endpoint accepts");
+    let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
+    let request =
+        format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{auth}Connection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.expect("send");
+    let mut answer = String::new();
+    tokio::time::timeout(WAIT, stream.read_to_string(&mut answer))
+        .await
+        .expect("an answer in time")
+        .expect("read");
+    let code = answer
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .expect("a status line");
+    (code, answer)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_kubelet_endpoint_is_announced_and_answers_only_the_api_server() {
+    let node = Node::start().await;
+    node.create_pod(NS, shell_pod("quiet", "echo hush; exec sleep 600"))
+        .await;
+    wait_running(&node, "quiet", 0).await;
+    let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(node.client.clone());
+    let sandbox = nodes.get("sandbox").await.expect("the node");
+    let port = sandbox
+        .status
+        .and_then(|s| s.daemon_endpoints)
+        .and_then(|d| d.kubelet_endpoint)
+        .map(|e| e.port)
+        .expect("the kubelet endpoint is announced");
+    let port = u16::try_from(port).expect("a port");
+    let path = "/containerLogs/default/quiet/main";
+    assert_eq!(kubelet_get(port, path, None).await.0, 401);
+    assert_eq!(kubelet_get(port, path, Some("guess")).await.0, 401);
+    let kubeconfig: serde_json::Value =
+        serde_yaml_ng::from_str(&std::fs::read_to_string(node.kubeconfig()).expect("kubeconfig"))
+            .expect("yaml");
+    let token = kubeconfig["users"][0]["user"]["token"]
+        .as_str()
+        .expect("a token");
+    let (code, answer) = kubelet_get(port, path, Some(token)).await;
+    assert_eq!(code, 200, "{answer}");
+    assert!(answer.contains("hush"), "{answer}");
+}
