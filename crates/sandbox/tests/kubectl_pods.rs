@@ -345,6 +345,13 @@ async fn kubectl_exec_carries_stdout_stderr_stdin_and_the_exit_code() {
     )
     .await;
     assert_eq!(stdout(&counted).trim(), "3");
+    // kubectl cp into a pod is tar over exec, its target path translated.
+    let local = node.dir.path().join("to-copy.txt");
+    std::fs::write(&local, "copied\n").expect("local file");
+    let local = local.to_string_lossy().into_owned();
+    succeed(&node, &["cp", &local, "shell:/work/copied.txt"]).await;
+    let copied = succeed(&node, &["exec", "shell", "--", "cat", "/work/copied.txt"]).await;
+    assert_eq!(copied, "copied\n");
     let missing = kubectl(&node, &["exec", "shell", "-c", "nope", "--", "true"]).await;
     assert!(!missing.status.success());
     assert!(
