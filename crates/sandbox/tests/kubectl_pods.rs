@@ -345,6 +345,45 @@ async fn kubectl_exec_carries_stdout_stderr_stdin_and_the_exit_code() {
     )
     .await;
     assert_eq!(stdout(&counted).trim(), "3");
+    // With -it from a terminal (script(1) gives kubectl one) the client
+    // has no stderr stream; the command's stderr shows as its output.
+    let in_terminal = kubectl_command(&node, &[])
+        .as_std()
+        .get_envs()
+        .fold(tokio::process::Command::new("script"), |mut c, (k, v)| {
+            if let Some(v) = v {
+                c.env(k, v);
+            }
+            c
+        })
+        .args([
+            "-q",
+            "-e",
+            "-c",
+            "kubectl exec -it shell -- sh -c 'echo to-stderr >&2; exit 4'",
+            "/dev/null",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .output();
+    let in_terminal = tokio::time::timeout(KUBECTL_LIMIT, in_terminal)
+        .await
+        .expect("kubectl -it ends in time")
+        .expect("script runs");
+    assert!(
+        stdout(&in_terminal).contains("to-stderr"),
+        "{}{}",
+        stdout(&in_terminal),
+        stderr(&in_terminal)
+    );
+    assert_eq!(
+        in_terminal.status.code(),
+        Some(4),
+        "{}",
+        stderr(&in_terminal)
+    );
     // kubectl cp into a pod is tar over exec, its target path translated.
     let local = node.dir.path().join("to-copy.txt");
     std::fs::write(&local, "copied\n").expect("local file");

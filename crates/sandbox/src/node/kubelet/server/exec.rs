@@ -5,7 +5,10 @@
 //! ([`super::channel`]).
 //!
 //! Sessions have no terminal: `tty=true` is accepted and the command runs
-//! with pipes, resize messages are ignored.
+//! with pipes (its stderr sent as stdout, as a terminal would show it),
+//! resize messages are ignored. A terminal would need `setsid` and
+//! `TIOCSCTTY` in the child and `TIOCSWINSZ` for resizes, which need
+//! `unsafe` code the workspace forbids.
 
 use std::process::Stdio;
 use std::sync::Arc;
@@ -24,12 +27,31 @@ use super::{ServerState, authenticated, bad_request, pod_not_found, unauthorized
 use crate::node::kubelet::process::{ProcessSpec, container_command, signal_group};
 use crate::node::kubelet::status::State as ContainerState;
 
+/// How long a finished session waits for the client to close.
+const CLOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Which standard streams the client attaches.
 #[derive(Clone, Copy, Debug, Default)]
 struct Streams {
     stdin: bool,
     stdout: bool,
     stderr: bool,
+    /// A terminal was asked for: the client has no stderr stream then, and
+    /// the command's stderr goes where a terminal would put it, to stdout.
+    tty: bool,
+}
+
+impl Streams {
+    /// The channel the command's stderr is sent on, if any.
+    fn stderr_channel(self) -> Option<u8> {
+        if self.stderr {
+            Some(channel::STDERR)
+        } else if self.tty && self.stdout {
+            Some(channel::STDOUT)
+        } else {
+            None
+        }
+    }
 }
 
 fn flag(query: &[(String, String)], name: &str) -> bool {
@@ -60,6 +82,7 @@ pub async fn exec(
         stdin: flag(&query, "stdin"),
         stdout: flag(&query, "stdout"),
         stderr: flag(&query, "stderr"),
+        tty: flag(&query, "tty"),
     };
     if !(streams.stdin || streams.stdout || streams.stderr) {
         return bad_request("you must specify at least 1 of stdin, stdout, stderr");
@@ -137,6 +160,17 @@ async fn session(
         .await;
     drop(out);
     let _ = writer.await;
+    // Wait for the client's answering Close before the connection goes:
+    // closing first would answer whatever the client still sends (its
+    // stdin) with a reset, which can drop the status it has not read yet.
+    let answered = async {
+        while let Some(Ok(message)) = incoming.next().await {
+            if matches!(message, Message::Close(_)) {
+                return;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(CLOSE_WAIT, answered).await;
 }
 
 /// Runs the command, feeding stdin from the client and output to it, and
@@ -153,7 +187,7 @@ async fn run(
     let mut child = match container_command(spec)
         .stdin(piped(streams.stdin))
         .stdout(piped(streams.stdout))
-        .stderr(piped(streams.stderr))
+        .stderr(piped(streams.stderr_channel().is_some()))
         .kill_on_drop(true)
         .spawn()
     {
@@ -170,8 +204,8 @@ async fn run(
     if let Some(stdout) = child.stdout.take() {
         outputs.push(tokio::spawn(forward(stdout, channel::STDOUT, out.clone())));
     }
-    if let Some(stderr) = child.stderr.take() {
-        outputs.push(tokio::spawn(forward(stderr, channel::STDERR, out.clone())));
+    if let (Some(stderr), Some(to)) = (child.stderr.take(), streams.stderr_channel()) {
+        outputs.push(tokio::spawn(forward(stderr, to, out.clone())));
     }
     let mut stdin = child.stdin.take();
     let exit = loop {
