@@ -134,6 +134,15 @@ pub struct ExecTemplate {
 }
 
 impl ExecTemplate {
+    fn new(ctx: &Context, base: &ProcessBase, image: &str) -> Self {
+        Self {
+            base: base.clone(),
+            image: image.to_owned(),
+            images: ctx.config.images.clone(),
+            tusk_binary: ctx.config.tusk_binary.clone(),
+        }
+    }
+
     /// The process for `command`; its `log` is unused (exec output goes to
     /// the caller).
     pub fn spec(&self, command: &[String]) -> Result<ProcessSpec, String> {
@@ -190,12 +199,7 @@ pub fn plan_container(facts: PodFacts<'_>, container: &Container) -> ContainerPl
         }
     };
     let image = container.image.clone().unwrap_or_default();
-    plan.exec = Some(ExecTemplate {
-        base: base.clone(),
-        image: image.clone(),
-        images: ctx.config.images.clone(),
-        tusk_binary: ctx.config.tusk_binary.clone(),
-    });
+    plan.exec = Some(ExecTemplate::new(ctx, &base, &image));
     plan.process = base.spec(
         &ctx.config.images,
         &ctx.config.tusk_binary,

@@ -185,7 +185,6 @@ async fn lifecycle(
     else {
         return;
     };
-    serve_exec(&ctx, &pod, &prepared);
     let owner = container::Owner {
         namespace: pod.namespace().unwrap_or_default(),
         pod: pod.name_any(),
@@ -445,7 +444,10 @@ async fn prepare_until_ready(
     };
     loop {
         match prepare(ctx, pod, pod_dir, pod_ip).await {
-            Ok(prepared) => return Some(prepared),
+            Ok(prepared) => {
+                serve_exec(ctx, pod, &prepared);
+                return Some(prepared);
+            }
             Err(error) => {
                 let reason = match error {
                     PodError::Input(InputError::ClaimNotBound(_)) => "ContainerCreating",

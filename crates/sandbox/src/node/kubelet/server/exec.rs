@@ -20,6 +20,7 @@ use axum::response::Response;
 use futures::{SinkExt, StreamExt};
 use nix::sys::signal::Signal;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::process::Child;
 use tokio::sync::mpsc;
 
 use super::channel::{self, Incoming};
@@ -173,6 +174,24 @@ async fn session(
     let _ = tokio::time::timeout(CLOSE_WAIT, answered).await;
 }
 
+/// Starts the command with pipes for the streams the client attached; the
+/// Status to end the session with when it cannot start.
+fn spawn(spec: &ProcessSpec, streams: Streams) -> Result<Child, serde_json::Value> {
+    let piped = |on: bool| if on { Stdio::piped() } else { Stdio::null() };
+    container_command(spec)
+        .stdin(piped(streams.stdin))
+        .stdout(piped(streams.stdout))
+        .stderr(piped(streams.stderr_channel().is_some()))
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|error| {
+            channel::failure_status(&format!(
+                "failed to exec in container: cannot start {}: {error}",
+                spec.program.display()
+            ))
+        })
+}
+
 /// Runs the command, feeding stdin from the client and output to it, and
 /// returns the Status that ends the session.
 async fn run(
@@ -183,21 +202,9 @@ async fn run(
     incoming: &mut futures::stream::SplitStream<WebSocket>,
     out: &mpsc::Sender<Vec<u8>>,
 ) -> serde_json::Value {
-    let piped = |on: bool| if on { Stdio::piped() } else { Stdio::null() };
-    let mut child = match container_command(spec)
-        .stdin(piped(streams.stdin))
-        .stdout(piped(streams.stdout))
-        .stderr(piped(streams.stderr_channel().is_some()))
-        .kill_on_drop(true)
-        .spawn()
-    {
+    let mut child = match spawn(spec, streams) {
         Ok(child) => child,
-        Err(error) => {
-            return channel::failure_status(&format!(
-                "failed to exec in container: cannot start {}: {error}",
-                spec.program.display()
-            ));
-        }
+        Err(status) => return status,
     };
     let pid = child.id().and_then(|id| i32::try_from(id).ok());
     let mut outputs = Vec::new();
