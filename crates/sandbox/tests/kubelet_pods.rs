@@ -86,10 +86,10 @@ async fn an_init_container_runs_to_completion_before_the_main_container() {
     let log = node.log(&pod, "main", 0);
     let expected = format!("prepared\ns3cret\nweb default {ip} s3cret\nkubeconfig\n");
     eventually("the main container's output", WAIT, || async {
-        (std::fs::read_to_string(&log).ok()? == expected).then_some(())
+        (support::log_text(&log)? == expected).then_some(())
     })
     .await;
-    let init_log = std::fs::read_to_string(node.log(&pod, "prepare", 0)).expect("init log exists");
+    let init_log = support::log_text(&node.log(&pod, "prepare", 0)).expect("init log exists");
     assert_eq!(init_log, "");
 }
 

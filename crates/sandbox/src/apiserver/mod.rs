@@ -16,6 +16,7 @@ pub mod error;
 pub mod events;
 pub mod faults;
 pub mod handlers;
+pub mod kubelet_proxy;
 pub mod objects;
 pub mod openapi;
 pub mod patch;

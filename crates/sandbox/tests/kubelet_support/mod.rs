@@ -91,6 +91,25 @@ impl Node {
         }
     }
 
+    /// The admin kubeconfig of the running API server, for kubectl.
+    pub fn kubeconfig(&self) -> PathBuf {
+        self.api
+            .as_ref()
+            .expect("API server running")
+            .kubeconfig_path()
+            .to_owned()
+    }
+
+    /// The directory of a pod (its containers' `HOME`).
+    pub fn pod_dir(&self, pod: &Pod) -> PathBuf {
+        self.dir.path().join("pods").join(format!(
+            "{}_{}_{}",
+            pod.namespace().unwrap_or_default(),
+            pod.name_any(),
+            pod.uid().unwrap_or_default()
+        ))
+    }
+
     pub fn faults(&self) -> KubeletFaults {
         self.node.as_ref().expect("node running").faults()
     }
@@ -131,6 +150,22 @@ impl Drop for Node {
         self.node.take();
         self.api.take();
     }
+}
+
+/// What a container printed, from its log file's CRI lines
+/// (`<time> <stream> <F|P> <content>`); `None` while the file is missing.
+pub fn log_text(path: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let mut shown = String::new();
+    for line in text.lines() {
+        let mut fields = line.splitn(4, ' ');
+        let (_, _, tag) = (fields.next(), fields.next(), fields.next());
+        shown.push_str(fields.next().unwrap_or(""));
+        if tag == Some("F") {
+            shown.push('\n');
+        }
+    }
+    Some(shown)
 }
 
 /// The pod as JSON, for assertions on status fields.

@@ -5,12 +5,14 @@
 //! One module per concern: `auth` (the bearer token), `request` (what a
 //! resource request asks for and how its answer is shaped), `read` (get
 //! and list, with `pagination`), `watch`, `write` (create, update,
-//! delete), `patch` and `apply` (server-side apply).
+//! delete), `patch` and `apply` (server-side apply), and `pod_streams`
+//! (`pods/log` and `pods/exec`, proxied to the kubelet).
 
 mod apply;
 mod auth;
 mod pagination;
 mod patch;
+mod pod_streams;
 mod read;
 mod request;
 mod response;
@@ -49,7 +51,7 @@ fn accepts_json(accept: &str) -> bool {
 }
 
 async fn dispatch(api: &Arc<Api>, request: Request) -> Result<Response, ApiError> {
-    let (parts, body) = request.into_parts();
+    let (mut parts, body) = request.into_parts();
     let route = routing::parse(parts.uri.path());
     if !matches!(route, Route::Version | Route::Health) && !auth::authorized(api, &parts.headers) {
         return Err(ApiError::Unauthorized);
@@ -63,7 +65,7 @@ async fn dispatch(api: &Arc<Api>, request: Request) -> Result<Response, ApiError
         );
         return Ok(response);
     }
-    if !accepts_json(&accept) {
+    if !accepts_json(&accept) && !pod_streams::is_stream_route(&route) {
         return Err(ApiError::NotAcceptable {
             message: format!("only JSON is served; not acceptable: {accept}"),
         });
@@ -96,6 +98,8 @@ async fn dispatch(api: &Arc<Api>, request: Request) -> Result<Response, ApiError
                 .await
                 .map_err(|e| ApiError::bad_request(format!("cannot read the request body: {e}")))?;
             let request = ResourceRequest {
+                raw_query: parts.uri.query().unwrap_or_default().to_owned(),
+                upgrade: parts.extensions.remove::<hyper::upgrade::OnUpgrade>(),
                 method: parts.method,
                 headers: parts.headers,
                 query,
@@ -145,6 +149,9 @@ async fn resource_request(
         .ok_or(ApiError::NoResource)?;
     if path.namespace.is_some() && !resource.namespaced {
         return Err(ApiError::NoResource);
+    }
+    if pod_streams::is_pod_stream(&resource, &path) {
+        return pod_streams::serve(api, &resource, &path, request).await;
     }
     // events.k8s.io/v1 Events live in the core Event store.
     let resource = if is_events_v1(&path) {

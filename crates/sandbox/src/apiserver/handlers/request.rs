@@ -24,6 +24,11 @@ pub struct ResourceRequest {
     pub query: HashMap<String, String>,
     pub body: Vec<u8>,
     pub accept: String,
+    /// The query as sent (repeated parameters such as exec's `command`
+    /// kept), for requests proxied to a kubelet.
+    pub raw_query: String,
+    /// The client's connection, when the request asks for an upgrade.
+    pub upgrade: Option<hyper::upgrade::OnUpgrade>,
 }
 
 impl ResourceRequest {

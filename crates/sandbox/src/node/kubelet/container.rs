@@ -13,6 +13,7 @@ use tokio::sync::{mpsc, watch};
 
 use super::backoff::Backoff;
 use super::faults::KubeletFaults;
+use super::plan::ExecTemplate;
 use super::probes::{ProbePlan, Verdict, run_check};
 use super::process::{Exit, Process, ProcessSpec};
 use super::status::{ContainerReport, PodState, State, Terminated, now};
@@ -54,6 +55,9 @@ pub struct ContainerPlan {
     pub liveness: Option<ProbePlan>,
     pub readiness: Option<ProbePlan>,
     pub grace: Duration,
+    /// How `pods/exec` runs commands in this container; `None` when the
+    /// container cannot run.
+    pub exec: Option<ExecTemplate>,
 }
 
 /// Where a container reports: the pod state and its slot in it.
@@ -157,7 +161,8 @@ pub async fn run(
                 return Outcome::Stopped;
             }
         };
-        spec.log = plan.log_dir.join(format!("{}.log", slot.restart_count()));
+        spec.log = super::logs::run_log(&plan.log_dir, slot.restart_count());
+        super::logs::prune(&plan.log_dir, slot.restart_count());
         let started_at = now();
         let (exit, failure) = match Process::spawn(&spec) {
             Err(error) => {

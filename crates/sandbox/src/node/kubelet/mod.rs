@@ -4,9 +4,11 @@
 //! names no node (binding it to itself) or names this one. Each pod gets a
 //! worker task (`pod`) that owns its processes; the kubelet only routes
 //! watch events to workers and keeps the node's heartbeat (`node`) and
-//! local volumes (`claims`). The contract a pod's programs see (images,
-//! volumes as translated paths, one loopback address per pod, users) is
-//! described in `docs/sandbox.md`.
+//! local volumes (`claims`). Containers' output is kept in CRI log files
+//! (`logs`); the kubelet's endpoint (`server`) serves them and exec
+//! sessions to the API server for the pods workers register (`served`).
+//! The contract a pod's programs see (images, volumes as translated paths,
+//! one loopback address per pod, users) is described in `docs/sandbox.md`.
 
 mod addresses;
 mod backoff;
@@ -16,11 +18,14 @@ mod env;
 mod faults;
 mod images;
 mod inputs;
+mod logs;
 mod node;
 mod plan;
 mod pod;
 mod probes;
 mod process;
+mod served;
+mod server;
 mod status;
 mod volumes;
 
@@ -60,6 +65,8 @@ pub enum KubeletError {
         "pods run as their own users and cannot reach {data_dir}: {dir} is closed to other users; use a data directory they can reach (e.g. /var/lib/tusk/sandbox) or run chmod o+x {dir}"
     )]
     NotReachable { data_dir: PathBuf, dir: PathBuf },
+    #[error("cannot listen for the API server on a loopback port: {source}")]
+    Endpoint { source: std::io::Error },
     #[error(transparent)]
     Images(#[from] ImageError),
 }
@@ -133,6 +140,8 @@ pub(crate) struct Context {
     /// Whether the sandbox runs as root (and so can run pods as their
     /// users).
     root: bool,
+    /// The pods the kubelet's endpoint serves logs and exec for.
+    served: served::ServedPods,
 }
 
 impl Context {
@@ -159,6 +168,7 @@ pub struct KubeletHandle {
     task: Option<JoinHandle<()>>,
     heartbeat: JoinHandle<()>,
     claims: JoinHandle<()>,
+    endpoint: JoinHandle<()>,
 }
 
 impl KubeletHandle {
@@ -180,6 +190,7 @@ impl Drop for KubeletHandle {
     fn drop(&mut self) {
         self.heartbeat.abort();
         self.claims.abort();
+        self.endpoint.abort();
         if let Some(task) = &self.task {
             task.abort();
         }
@@ -237,10 +248,12 @@ pub fn start(client: Client, config: KubeletConfig) -> Result<KubeletHandle, Kub
     let root = running_as_root();
     prepare_dirs(&config, root)?;
     let faults = KubeletFaults::default();
+    let (endpoint, port, served) = start_endpoint(&config)?;
     let heartbeat = tokio::spawn(node::heartbeat(
         client.clone(),
         config.node_name.clone(),
         config.heartbeat,
+        port,
     ));
     let claims = tokio::spawn(claims::run(client.clone(), config.data_dir.clone()));
     let addresses = AddressPool::seeded(&config.data_dir.to_string_lossy());
@@ -250,6 +263,7 @@ pub fn start(client: Client, config: KubeletConfig) -> Result<KubeletHandle, Kub
         addresses,
         faults: faults.clone(),
         root,
+        served,
     });
     let (stopping, stop_signal) = watch::channel(false);
     let task = tokio::spawn(watch_pods(ctx, stop_signal));
@@ -259,7 +273,37 @@ pub fn start(client: Client, config: KubeletConfig) -> Result<KubeletHandle, Kub
         task: Some(task),
         heartbeat,
         claims,
+        endpoint,
     })
+}
+
+/// Starts the endpoint the API server proxies `pods/log` and `pods/exec`
+/// to (see `server`); its port goes into the Node's status.
+fn start_endpoint(
+    config: &KubeletConfig,
+) -> Result<(JoinHandle<()>, u16, served::ServedPods), KubeletError> {
+    let error = |source| KubeletError::Endpoint { source };
+    let listener = server::bind().map_err(error)?;
+    let port = listener.local_addr().map_err(error)?.port();
+    let served = served::ServedPods::default();
+    let state = Arc::new(server::ServerState {
+        pods: served.clone(),
+        token: api_token(&config.kubeconfig),
+    });
+    Ok((tokio::spawn(server::serve(listener, state)), port, served))
+}
+
+/// The bearer token of the kubeconfig the kubelet was given: the API
+/// server's credential, which it presents when it proxies to the kubelet.
+fn api_token(kubeconfig: &str) -> String {
+    let config: serde_json::Value = serde_yaml_ng::from_str(kubeconfig).unwrap_or_default();
+    config["users"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find_map(|user| user["user"]["token"].as_str())
+        .unwrap_or_default()
+        .to_owned()
 }
 
 /// Whether `text` has the shape of a Kubernetes uid (a UUID).

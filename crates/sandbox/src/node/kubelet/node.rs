@@ -45,7 +45,7 @@ fn capacity() -> serde_json::Value {
 }
 
 /// Creates the Node (when absent) and writes its status.
-pub async fn register(client: &Client, name: &str) -> Result<(), kube::Error> {
+pub async fn register(client: &Client, name: &str, port: u16) -> Result<(), kube::Error> {
     let nodes: Api<Node> = Api::all(client.clone());
     if nodes.get_opt(name).await?.is_none() {
         let node: Node = serde_json::from_value(json!({
@@ -68,10 +68,11 @@ pub async fn register(client: &Client, name: &str) -> Result<(), kube::Error> {
             Err(e) => return Err(e),
         }
     }
-    write_status(client, name).await
+    write_status(client, name, port).await
 }
 
-async fn write_status(client: &Client, name: &str) -> Result<(), kube::Error> {
+/// Writes the node's status; `port` is the kubelet endpoint's (`server`).
+async fn write_status(client: &Client, name: &str, port: u16) -> Result<(), kube::Error> {
     let nodes: Api<Node> = Api::all(client.clone());
     let time = now();
     let capacity = capacity();
@@ -82,6 +83,7 @@ async fn write_status(client: &Client, name: &str) -> Result<(), kube::Error> {
             {"type": "InternalIP", "address": "127.0.0.1"},
             {"type": "Hostname", "address": name},
         ],
+        "daemonEndpoints": {"kubeletEndpoint": {"Port": port}},
         "conditions": [{
             "type": "Ready",
             "status": "True",
@@ -142,13 +144,13 @@ pub async fn renew_lease(client: &Client, name: &str, period: Duration) -> Resul
 }
 
 /// Registers the node, then renews its status and Lease every `period`.
-pub async fn heartbeat(client: Client, name: String, period: Duration) {
+pub async fn heartbeat(client: Client, name: String, period: Duration, port: u16) {
     let mut registered = false;
     loop {
         let result = if registered {
-            write_status(&client, &name).await
+            write_status(&client, &name, port).await
         } else {
-            register(&client, &name).await
+            register(&client, &name, port).await
         };
         match result {
             Ok(()) => registered = true,

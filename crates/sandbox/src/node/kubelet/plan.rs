@@ -13,6 +13,7 @@ use kube::ResourceExt;
 use super::Context;
 use super::container::ContainerPlan;
 use super::env::{container_env, expand};
+use super::images::ImageMapping;
 use super::inputs::PodInputs;
 use super::probes::ProbePlan;
 use super::process::ProcessSpec;
@@ -71,6 +72,7 @@ fn container_user(
 }
 
 /// Everything a container's processes share: environment, mounts, user.
+#[derive(Clone, Debug)]
 pub struct ProcessBase {
     env: Vec<(String, String)>,
     defined: BTreeMap<String, String>,
@@ -82,7 +84,8 @@ pub struct ProcessBase {
 impl ProcessBase {
     fn spec(
         &self,
-        ctx: &Context,
+        images: &ImageMapping,
+        tusk_binary: &Path,
         image: &str,
         command: &[String],
         args: &[String],
@@ -103,10 +106,8 @@ impl ProcessBase {
         let (program, mut all_args) = if in_volume {
             (PathBuf::from(&first), command[1..].to_vec())
         } else {
-            let program = ctx
-                .config
-                .images
-                .resolve(image, &command, &ctx.config.tusk_binary)
+            let program = images
+                .resolve(image, &command, tusk_binary)
                 .map_err(|e| ("ImageNotMapped".to_owned(), e.to_string()))?;
             if let Some(dir) = &program.bin_dir {
                 for (_, value) in env.iter_mut().filter(|(name, _)| name == "PATH") {
@@ -124,6 +125,42 @@ impl ProcessBase {
             user: self.user,
             log,
         })
+    }
+}
+
+/// How a container's `pods/exec` commands become processes: as its exec
+/// probes do, with its user, environment, working directory and mounts.
+#[derive(Clone, Debug)]
+pub struct ExecTemplate {
+    base: ProcessBase,
+    image: String,
+    images: ImageMapping,
+    tusk_binary: PathBuf,
+}
+
+impl ExecTemplate {
+    fn new(ctx: &Context, base: &ProcessBase, image: &str) -> Self {
+        Self {
+            base: base.clone(),
+            image: image.to_owned(),
+            images: ctx.config.images.clone(),
+            tusk_binary: ctx.config.tusk_binary.clone(),
+        }
+    }
+
+    /// The process for `command`; its `log` is unused (exec output goes to
+    /// the caller).
+    pub fn spec(&self, command: &[String]) -> Result<ProcessSpec, String> {
+        self.base
+            .spec(
+                &self.images,
+                &self.tusk_binary,
+                &self.image,
+                command,
+                &[],
+                PathBuf::new(),
+            )
+            .map_err(|(_, message)| message)
     }
 }
 
@@ -156,6 +193,7 @@ pub fn plan_container(facts: PodFacts<'_>, container: &Container) -> ContainerPl
         liveness: None,
         readiness: None,
         grace,
+        exec: None,
     };
     let config_error = |message: String| Err(("CreateContainerConfigError".to_owned(), message));
     let base = match process_base(facts, container) {
@@ -166,8 +204,10 @@ pub fn plan_container(facts: PodFacts<'_>, container: &Container) -> ContainerPl
         }
     };
     let image = container.image.clone().unwrap_or_default();
+    plan.exec = Some(ExecTemplate::new(ctx, &base, &image));
     plan.process = base.spec(
-        ctx,
+        &ctx.config.images,
+        &ctx.config.tusk_binary,
         &image,
         container.command.as_deref().unwrap_or(&[]),
         container.args.as_deref().unwrap_or(&[]),
@@ -178,8 +218,15 @@ pub fn plan_container(facts: PodFacts<'_>, container: &Container) -> ContainerPl
         |probe: Option<&k8s_openapi::api::core::v1::Probe>| -> Result<Option<ProbePlan>, String> {
             let Some(probe) = probe else { return Ok(None) };
             let exec = |command: &[String]| {
-                base.spec(ctx, &image, command, &[], probe_log.clone())
-                    .map_err(|(_, message)| message)
+                base.spec(
+                    &ctx.config.images,
+                    &ctx.config.tusk_binary,
+                    &image,
+                    command,
+                    &[],
+                    probe_log.clone(),
+                )
+                .map_err(|(_, message)| message)
             };
             match ProbePlan::new(probe, container, IpAddr::V4(pod_ip), exec) {
                 Ok(Ok(plan)) => Ok(Some(plan)),

@@ -18,6 +18,7 @@ use super::Context;
 use super::container::{self, ContainerPlan, Outcome, Restart, Slot};
 use super::inputs::{InputError, PodInputs};
 use super::plan::{PodFacts, plan_container};
+use super::served::ServedPod;
 use super::status::{ContainerReport, PodState, State, Transitions, now, pod_status};
 use super::volumes::{Owner, VolumeError, materialise};
 
@@ -156,6 +157,19 @@ async fn prepare(
         init: spec.init_containers.iter().flatten().map(plan).collect(),
         main: spec.containers.iter().map(plan).collect(),
     })
+}
+
+/// Lets `pods/exec` run commands the way the pod's containers run.
+fn serve_exec(ctx: &Context, pod: &Pod, prepared: &Prepared) {
+    let exec = prepared
+        .init
+        .iter()
+        .chain(&prepared.main)
+        .filter_map(|plan| Some((plan.name.clone(), plan.exec.clone()?)))
+        .collect();
+    let (namespace, name) = (pod.namespace().unwrap_or_default(), pod.name_any());
+    let uid = pod.uid().unwrap_or_default();
+    ctx.served.set_exec(&namespace, &name, &uid, exec);
 }
 
 /// Runs the containers until they end for good or `stop` asks.
@@ -348,6 +362,8 @@ pub async fn run(
     let mut pod = first;
     pod.status.get_or_insert_with(Default::default).pod_ip = Some(pod_ip.to_string());
     let state = Arc::new(Mutex::new(initial_state(&pod, pod_ip)));
+    let served = ServedPod::new(&uid, &pod_dir, &state);
+    ctx.served.register(&namespace, &name, served);
     let (done, done_signal) = watch::channel(false);
     let mut publisher = container::AbortOnDrop(tokio::spawn(publish(
         ctx.clone(),
@@ -388,6 +404,7 @@ pub async fn run(
     }
     let _ = done.send(true);
     let _ = (&mut publisher.0).await;
+    ctx.served.unregister(&namespace, &name, &uid);
     if matches!(ending, Signal::NodeStopping) {
         return;
     }
@@ -427,7 +444,10 @@ async fn prepare_until_ready(
     };
     loop {
         match prepare(ctx, pod, pod_dir, pod_ip).await {
-            Ok(prepared) => return Some(prepared),
+            Ok(prepared) => {
+                serve_exec(ctx, pod, &prepared);
+                return Some(prepared);
+            }
             Err(error) => {
                 let reason = match error {
                     PodError::Input(InputError::ClaimNotBound(_)) => "ContainerCreating",

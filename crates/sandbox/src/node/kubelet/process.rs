@@ -14,6 +14,8 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 
+use super::logs::{LogSink, Stream, copy_output};
+
 #[derive(Debug, thiserror::Error)]
 pub enum ProcessError {
     #[error("cannot open the log file {path}: {source}")]
@@ -40,7 +42,7 @@ pub struct ProcessSpec {
     pub working_dir: PathBuf,
     /// (uid, gid) to run as; `None` runs as the sandbox's own user.
     pub user: Option<(u32, u32)>,
-    /// stdout and stderr are appended here.
+    /// stdout and stderr are appended here, in the CRI log format.
     pub log: PathBuf,
 }
 
@@ -81,6 +83,8 @@ pub struct Process {
     pid: i32,
     started: Instant,
     exit: Option<Exit>,
+    /// The tasks copying stdout and stderr into the log.
+    output: Vec<tokio::task::JoinHandle<()>>,
 }
 
 fn open_log(path: &Path) -> Result<std::fs::File, ProcessError> {
@@ -98,28 +102,37 @@ fn open_log(path: &Path) -> Result<std::fs::File, ProcessError> {
         .map_err(log)
 }
 
+/// The command that runs `spec` the way a container's processes run: its
+/// program, arguments, whole environment, working directory, user, and a
+/// process group of its own. Container processes and `pods/exec` commands
+/// are both built here, so whatever isolation a container gets (a mount
+/// namespace, say) is joined by its exec sessions too.
+pub fn container_command(spec: &ProcessSpec) -> tokio::process::Command {
+    let mut command = tokio::process::Command::new(&spec.program);
+    command
+        .args(&spec.args)
+        .env_clear()
+        .envs(spec.env.iter().map(|(k, v)| (k, v)))
+        .current_dir(&spec.working_dir)
+        .process_group(0);
+    if let Some((uid, gid)) = spec.user {
+        // std drops supplementary groups when a root parent sets a uid.
+        command.uid(uid).gid(gid);
+    }
+    command
+}
+
 impl Process {
+    /// Starts `spec` with its stdout and stderr copied, line by line, into
+    /// its CRI log file (see [`super::logs`]).
     pub fn spawn(spec: &ProcessSpec) -> Result<Self, ProcessError> {
-        let stdout = open_log(&spec.log)?;
-        let stderr = stdout.try_clone().map_err(|source| ProcessError::Log {
-            path: spec.log.clone(),
-            source,
-        })?;
-        let mut command = tokio::process::Command::new(&spec.program);
+        let sink = LogSink::new(open_log(&spec.log)?);
+        let mut command = container_command(spec);
         command
-            .args(&spec.args)
-            .env_clear()
-            .envs(spec.env.iter().map(|(k, v)| (k, v)))
-            .current_dir(&spec.working_dir)
             .stdin(Stdio::null())
-            .stdout(Stdio::from(stdout))
-            .stderr(Stdio::from(stderr))
-            .process_group(0);
-        if let Some((uid, gid)) = spec.user {
-            // std drops supplementary groups when a root parent sets a uid.
-            command.uid(uid).gid(gid);
-        }
-        let child = command.spawn().map_err(|source| ProcessError::Spawn {
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = command.spawn().map_err(|source| ProcessError::Spawn {
             program: spec.program.clone(),
             source,
         })?;
@@ -129,11 +142,23 @@ impl Process {
             .ok_or_else(|| ProcessError::NoPid {
                 program: spec.program.clone(),
             })?;
+        let mut output = Vec::new();
+        if let Some(stdout) = child.stdout.take() {
+            output.push(tokio::spawn(copy_output(
+                stdout,
+                Stream::Stdout,
+                sink.clone(),
+            )));
+        }
+        if let Some(stderr) = child.stderr.take() {
+            output.push(tokio::spawn(copy_output(stderr, Stream::Stderr, sink)));
+        }
         Ok(Self {
             child,
             pid,
             started: Instant::now(),
             exit: None,
+            output,
         })
     }
 
@@ -165,6 +190,12 @@ impl Process {
         };
         // Children left behind by the main process go with it.
         self.signal(Signal::SIGKILL);
+        // The log is complete before the exit is reported, so a reader that
+        // sees the container end has seen all its output. A descendant that
+        // escaped the kill and holds the pipe cannot delay this for long.
+        for task in self.output.drain(..) {
+            let _ = tokio::time::timeout(Duration::from_secs(2), task).await;
+        }
         self.exit = Some(exit);
         exit
     }
@@ -335,9 +366,20 @@ mod tests {
                 signal: None
             }
         );
-        let log = std::fs::read_to_string(&spec.log).expect("log");
+        let log = std::fs::read(&spec.log).expect("log");
+        let (entries, _) = super::super::logs::read::parse_entries(&log);
+        let lines: Vec<(Stream, String)> = entries
+            .iter()
+            .map(|e| (e.stream, String::from_utf8_lossy(&e.content).into_owned()))
+            .collect();
         let canonical = dir.path().canonicalize().expect("canonical");
-        assert_eq!(log, format!("hello\n{}\noops\n", canonical.display()));
+        let stdout: Vec<&str> = lines
+            .iter()
+            .filter(|(s, _)| *s == Stream::Stdout)
+            .map(|(_, l)| l.as_str())
+            .collect();
+        assert_eq!(stdout, vec!["hello", &*canonical.display().to_string()]);
+        assert!(lines.contains(&(Stream::Stderr, "oops".to_owned())));
     }
 
     #[tokio::test]

@@ -1,0 +1,114 @@
+//! The kubelet's own HTTP endpoint, which the API server proxies
+//! `pods/log` and `pods/exec` to, as kube-apiserver proxies them to the
+//! kubelet on the pod's node.
+//!
+//! Why a network endpoint rather than a call inside the process: the
+//! kubelet talks to the API server only through its client, and the two
+//! need not share a process (tests start them side by side; another node
+//! process could run the kubelet alone). So the kubelet does what a real
+//! one does: it listens on loopback and writes the port into its Node's
+//! `status.daemonEndpoints.kubeletEndpoint.Port` (address: the Node's
+//! `InternalIP`, 127.0.0.1), where the API server looks it up.
+//!
+//! It speaks plain HTTP on 127.0.0.1 and accepts only requests carrying
+//! the bearer token of the kubeconfig the kubelet was given (the API
+//! server's own token), so other local users cannot run commands in pods
+//! through it. A real kubelet serves HTTPS and authenticates the API
+//! server's client certificate instead.
+//!
+//! Paths follow the kubelet's: `/containerLogs/{namespace}/{pod}/{container}`
+//! (`logs`) and `/exec/{namespace}/{pod}/{container}` (`exec`, over
+//! WebSocket with the `channel` framing).
+
+mod channel;
+mod exec;
+mod logs;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{any, get};
+use serde_json::json;
+
+use super::served::ServedPods;
+
+/// What the endpoint's handlers share.
+pub struct ServerState {
+    pub pods: ServedPods,
+    /// The bearer token a request must carry.
+    pub token: String,
+}
+
+/// Listens on a free loopback port.
+pub fn bind() -> std::io::Result<std::net::TcpListener> {
+    let listener = std::net::TcpListener::bind(("127.0.0.1", 0))?;
+    listener.set_nonblocking(true)?;
+    Ok(listener)
+}
+
+/// Serves until the task is aborted.
+pub async fn serve(listener: std::net::TcpListener, state: Arc<ServerState>) {
+    let router = Router::new()
+        .route(
+            "/containerLogs/{namespace}/{pod}/{container}",
+            get(logs::container_logs),
+        )
+        .route("/exec/{namespace}/{pod}/{container}", any(exec::exec))
+        .with_state(state);
+    let listener = match tokio::net::TcpListener::from_std(listener) {
+        Ok(listener) => listener,
+        Err(error) => {
+            tracing::error!(%error, "the kubelet endpoint cannot listen");
+            return;
+        }
+    };
+    if let Err(error) = axum::serve(listener, router).await {
+        tracing::error!(%error, "the kubelet endpoint stopped");
+    }
+}
+
+/// Whether the request carries the expected bearer token.
+fn authenticated(state: &ServerState, headers: &HeaderMap) -> bool {
+    let given = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    !state.token.is_empty() && given == Some(state.token.as_str())
+}
+
+/// A v1 Status answer, as the API server relays it to the client.
+fn status(code: StatusCode, reason: &str, message: impl Into<String>) -> Response {
+    let body = json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message.into(),
+        "reason": reason,
+        "code": code.as_u16(),
+    });
+    let mut response = (code, body.to_string()).into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+fn bad_request(message: impl Into<String>) -> Response {
+    status(StatusCode::BAD_REQUEST, "BadRequest", message)
+}
+
+fn unauthorized() -> Response {
+    status(StatusCode::UNAUTHORIZED, "Unauthorized", "Unauthorized")
+}
+
+fn pod_not_found(pod: &str) -> Response {
+    status(
+        StatusCode::NOT_FOUND,
+        "NotFound",
+        format!("pods \"{pod}\" not found on this node"),
+    )
+}
