@@ -14,5 +14,7 @@ mod faults;
 mod kubectl;
 mod lifecycle;
 mod patch;
+mod rbac;
+mod rbac_support;
 mod tokens;
 mod watch;
