@@ -15,6 +15,8 @@ mod kubectl;
 mod lifecycle;
 mod patch;
 mod rbac;
+mod rbac_escalation;
+mod rbac_kubectl;
 mod rbac_support;
 mod tokens;
 mod watch;
