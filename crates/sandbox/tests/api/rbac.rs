@@ -395,3 +395,21 @@ async fn the_default_policy_exists_and_reviews_answer_for_the_caller() {
             .contains(&"system:serviceaccounts:default".to_owned())
     );
 }
+
+#[tokio::test]
+async fn requests_without_credentials_reach_only_the_public_endpoints() {
+    let t = TestSandbox::start().await;
+    let kubeconfig =
+        kube::config::Kubeconfig::read_from(t.sandbox.kubeconfig_path()).expect("reads");
+    let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .expect("config");
+    config.auth_info = Default::default();
+    let anonymous = Client::try_from(config).expect("client");
+    get_path(&anonymous, "/version").await.expect("public");
+    get_path(&anonymous, "/healthz").await.expect("public");
+    let refused = get_path(&anonymous, "/api")
+        .await
+        .expect_err("not anonymous");
+    assert_eq!(crate::common::code(&refused), 401);
+}
