@@ -66,3 +66,62 @@ async fn kubectl_uses_service_account_tokens_under_rbac() {
         text(&admin)
     );
 }
+
+/// The claims of a JWT, unverified.
+fn claims(token: &str) -> serde_json::Value {
+    use base64::Engine;
+    let payload = token.split('.').nth(1).expect("a JWT");
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(payload)
+        .expect("base64url");
+    serde_json::from_slice(&bytes).expect("JSON claims")
+}
+
+fn create_token(t: &TestSandbox, args: &[&str]) -> String {
+    let output = kubectl(t, &[&["create", "token", "viewer"], args].concat());
+    assert!(output.status.success(), "{}", text(&output));
+    String::from_utf8_lossy(&output.stdout).trim().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_create_token_requests_tokens_with_audiences_lifetimes_and_bound_pods() {
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::api::{Api, DeleteParams, PostParams};
+    let t = TestSandbox::start().await;
+    create_service_account(&t.client, "default", "viewer").await;
+    let token = create_token(&t, &["--duration=20m", "--audience=one", "--audience=two"]);
+    let c = claims(&token);
+    assert_eq!(c["aud"], json!(["one", "two"]));
+    assert_eq!(
+        c["exp"].as_i64().zip(c["iat"].as_i64()).map(|(e, i)| e - i),
+        Some(1200)
+    );
+    assert_eq!(c["sub"], "system:serviceaccount:default:viewer");
+    let pods: Api<Pod> = Api::default_namespaced(t.client.clone());
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "web"},
+        "spec": {"serviceAccountName": "viewer", "containers": [{"name": "c", "image": "busybox"}]},
+    }))
+    .expect("pod");
+    pods.create(&PostParams::default(), &pod)
+        .await
+        .expect("created");
+    let token = create_token(&t, &["--bound-object-kind=Pod", "--bound-object-name=web"]);
+    assert_eq!(claims(&token)["kubernetes.io"]["pod"]["name"], "web");
+    let flag = format!("--token={token}");
+    let whoami = succeed(&t, &[&flag, "auth", "whoami"]);
+    assert!(
+        whoami.contains("system:serviceaccount:default:viewer"),
+        "{whoami}"
+    );
+    pods.delete("web", &DeleteParams::default())
+        .await
+        .expect("deleted");
+    let refused = kubectl(&t, &[&flag, "auth", "whoami"]);
+    assert!(!refused.status.success());
+    assert!(
+        text(&refused).contains("Unauthorized"),
+        "{}",
+        text(&refused)
+    );
+}

@@ -1,6 +1,7 @@
 //! The protobuf bodies kubectl sends for the reviews it creates (`auth
-//! can-i`, `auth can-i --list`, `auth whoami`): kubectl's typed clients
-//! write built-in kinds as protobuf. Only the fields those reviews carry
+//! can-i`, `auth can-i --list`, `auth whoami`) and for TokenRequest
+//! (`create token`): kubectl's typed clients write built-in kinds as
+//! protobuf. Only the fields those reviews carry
 //! are read, into the JSON shape the rest of the server reads; the
 //! answer goes back as JSON, which kubectl accepts.
 
@@ -11,9 +12,14 @@ use crate::apiserver::error::ApiError;
 /// The envelope's magic prefix (`k8s\0`).
 const MAGIC: &[u8] = b"k8s\x00";
 
-/// One field of a message: its number and, for length-delimited fields,
-/// its bytes (other wire types are skipped).
-type Field<'a> = (u64, Option<&'a [u8]>);
+/// A field's value: a varint, length-delimited bytes, or another wire
+/// type (skipped).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Wire<'a> {
+    Varint(u64),
+    Bytes(&'a [u8]),
+    Other,
+}
 
 fn varint(bytes: &[u8], at: &mut usize) -> Option<u64> {
     let mut value = 0u64;
@@ -28,27 +34,27 @@ fn varint(bytes: &[u8], at: &mut usize) -> Option<u64> {
     None
 }
 
-/// The fields of one message, in order.
-fn fields(bytes: &[u8]) -> Option<Vec<Field<'_>>> {
+/// The fields of one message, in order, as (number, value).
+fn fields(bytes: &[u8]) -> Option<Vec<(u64, Wire<'_>)>> {
     let mut at = 0;
     let mut out = Vec::new();
     while at < bytes.len() {
         let key = varint(bytes, &mut at)?;
         let value = match key & 7 {
-            0 => varint(bytes, &mut at).map(|_| None)?,
+            0 => Wire::Varint(varint(bytes, &mut at)?),
             1 => {
                 at += 8;
-                None
+                Wire::Other
             }
             2 => {
                 let len = usize::try_from(varint(bytes, &mut at)?).ok()?;
                 let slice = bytes.get(at..at.checked_add(len)?)?;
                 at += len;
-                Some(slice)
+                Wire::Bytes(slice)
             }
             5 => {
                 at += 4;
-                None
+                Wire::Other
             }
             _ => return None,
         };
@@ -58,10 +64,10 @@ fn fields(bytes: &[u8]) -> Option<Vec<Field<'_>>> {
 }
 
 fn message(bytes: &[u8], number: u64) -> Option<&[u8]> {
-    fields(bytes)?
-        .into_iter()
-        .find(|(n, _)| *n == number)
-        .and_then(|(_, v)| v)
+    fields(bytes)?.into_iter().find_map(|(n, v)| match v {
+        Wire::Bytes(b) if n == number => Some(b),
+        _ => None,
+    })
 }
 
 /// String fields by number, as a JSON object with the given names.
@@ -71,7 +77,9 @@ fn strings(bytes: &[u8], names: &[(u64, &str)]) -> Value {
         let Some(name) = names.iter().find(|(n, _)| *n == number).map(|(_, s)| *s) else {
             continue;
         };
-        if let Some(text) = value.and_then(|v| std::str::from_utf8(v).ok()) {
+        if let Wire::Bytes(v) = value
+            && let Ok(text) = std::str::from_utf8(v)
+        {
             object.insert(name.to_owned(), json!(text));
         }
     }
@@ -122,6 +130,31 @@ pub fn review_body(kind: &str, body: &[u8]) -> Result<Value, ApiError> {
     };
     Ok(json!({"apiVersion": format!("{group}/v1"), "kind": kind, "metadata": {}, "spec": spec}))
 }
+
+/// The TokenRequest in a protobuf body (`kubectl create token`), as JSON:
+/// `spec.audiences`, `spec.expirationSeconds` and `spec.boundObjectRef`.
+pub fn token_request_body(body: &[u8]) -> Result<Value, ApiError> {
+    let bad = || ApiError::bad_request("the protobuf body is not a valid TokenRequest");
+    let envelope = body.strip_prefix(MAGIC).ok_or_else(bad)?;
+    let raw = message(envelope, 2).ok_or_else(bad)?;
+    let spec_bytes = message(raw, 2).unwrap_or_default();
+    let mut spec = json!({});
+    let mut audiences = Vec::new();
+    for (number, value) in fields(spec_bytes).ok_or_else(bad)? {
+        match (number, value) {
+            (1, Wire::Bytes(b)) => audiences.push(String::from_utf8_lossy(b).into_owned()),
+            (4, Wire::Varint(seconds)) => spec["expirationSeconds"] = json!(seconds),
+            (3, Wire::Bytes(b)) => spec["boundObjectRef"] = strings(b, BOUND_OBJECT),
+            _ => {}
+        }
+    }
+    if !audiences.is_empty() {
+        spec["audiences"] = json!(audiences);
+    }
+    Ok(json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec}))
+}
+
+const BOUND_OBJECT: &[(u64, &str)] = &[(1, "kind"), (2, "apiVersion"), (3, "name"), (4, "uid")];
 
 #[cfg(test)]
 mod tests {

@@ -192,7 +192,11 @@ fn token_request(
     path: &ResourcePath,
     request: &ResourceRequest,
 ) -> Result<Response, ApiError> {
-    let body = request.json_body()?;
+    let body = if header_str(&request.headers, header::CONTENT_TYPE).contains("protobuf") {
+        auth::protobuf::token_request_body(&request.body)?
+    } else {
+        request.json_body()?
+    };
     let namespace = path.namespace.as_deref().unwrap_or("");
     let name = path.name.as_deref().unwrap_or("");
     let created = auth::token_request::create(api, namespace, name, &body)?;
