@@ -53,6 +53,17 @@ async fn kubectl_uses_service_account_tokens_under_rbac() {
     assert_eq!(String::from_utf8_lossy(&no.stdout).trim(), "no");
     let listed = succeed(&t, &[&token, "get", "pods"]);
     assert!(listed.contains("No resources found"), "{listed}");
+    let list = succeed(&t, &[&token, "auth", "can-i", "--list"]);
+    let pods_line = list
+        .lines()
+        .find(|l| l.starts_with("pods "))
+        .unwrap_or_default();
+    assert!(pods_line.contains("[get list watch]"), "{list}");
+    assert!(
+        list.contains("selfsubjectaccessreviews.authorization.k8s.io"),
+        "{list}"
+    );
+    assert!(!list.contains("secrets"), "{list}");
     let whoami = succeed(&t, &[&token, "auth", "whoami"]);
     assert!(
         whoami.contains("system:serviceaccount:default:viewer"),
