@@ -17,6 +17,9 @@ use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 
 use crate::apiserver::admission::FieldValidation;
+use crate::apiserver::auth::bootstrap::default_policy as bootstrap_policy;
+use crate::apiserver::auth::token_request::{self, IssuedToken, TokenOptions};
+use crate::apiserver::auth::tokens::{TokenError, TokenSigner};
 use crate::apiserver::crds;
 use crate::apiserver::error::ApiError;
 use crate::apiserver::faults::Faults;
@@ -46,7 +49,9 @@ pub enum ServerError {
     Tls(#[from] TlsError),
     #[error(transparent)]
     Storage(#[from] StorageError),
-    #[error("cannot create the built-in namespaces: {0}")]
+    #[error(transparent)]
+    Tokens(#[from] TokenError),
+    #[error("cannot create the built-in namespaces and RBAC policy: {0}")]
     Bootstrap(ApiError),
 }
 
@@ -78,6 +83,7 @@ pub struct Sandbox {
     address: SocketAddr,
     kubeconfig: PathBuf,
     faults: Faults,
+    api: Arc<Api>,
     tasks: Vec<JoinHandle<()>>,
     shutdown: watch::Sender<bool>,
 }
@@ -91,6 +97,7 @@ impl Sandbox {
             source,
         })?;
         let credentials = tls::load_or_create(&config.data_dir)?;
+        let tokens = TokenSigner::load_or_create(&config.data_dir)?;
         let store = Store::open(&config.data_dir.join("state.db"), config.history_limit)?;
         let registry = Registry::with_builtins();
         let (_, stored_crds) = store.list(crds::RESOURCE_KEY, None)?;
@@ -115,6 +122,7 @@ impl Sandbox {
             registry,
             faults: faults.clone(),
             token: credentials.token.clone(),
+            tokens,
             address: address.to_string(),
             gc_wake: Notify::new(),
             config: ApiConfig {
@@ -135,11 +143,12 @@ impl Sandbox {
         let (shutdown, shutdown_rx) = watch::channel(false);
         let gc = tokio::spawn(controllers::gc::run(api.clone()));
         let acceptor = TlsAcceptor::from(credentials.server_config);
-        let server = tokio::spawn(server::serve(listener, acceptor, api, shutdown_rx));
+        let server = tokio::spawn(server::serve(listener, acceptor, api.clone(), shutdown_rx));
         Ok(Self {
             address,
             kubeconfig,
             faults,
+            api,
             tasks: vec![gc, server],
             shutdown,
         })
@@ -159,6 +168,18 @@ impl Sandbox {
         &self.faults
     }
 
+    /// A token for the ServiceAccount `namespace/name`, as TokenRequest
+    /// issues it (the ServiceAccount must exist; a bound object must exist
+    /// and, for a Pod, run as that ServiceAccount).
+    pub fn issue_token(
+        &self,
+        namespace: &str,
+        name: &str,
+        options: &TokenOptions,
+    ) -> Result<IssuedToken, ApiError> {
+        token_request::issue(&self.api, namespace, name, options)
+    }
+
     /// Stops serving: the listener, every connection and the controllers.
     pub fn stop(&mut self) {
         let _ = self.shutdown.send(true);
@@ -175,21 +196,27 @@ impl Drop for Sandbox {
     }
 }
 
+/// The built-in namespaces and the default RBAC policy, where missing.
 fn bootstrap(api: &Api) -> Result<(), ApiError> {
-    let Some(namespaces) = api.registry.by_key("/namespaces") else {
-        return Err(ApiError::internal("namespaces are not registered"));
+    let namespaces = BUILTIN_NAMESPACES.iter().map(|name| {
+        let object = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
+        ("/namespaces", object)
+    });
+    let wanted: Vec<_> = namespaces.chain(bootstrap_policy()).collect();
+    let options = WriteOptions {
+        manage: Manage::Update("tusk-sandbox"),
+        user: None,
+        dry_run: false,
+        validation: FieldValidation::Strict,
     };
     api.store.mutate(|tx| {
-        for name in BUILTIN_NAMESPACES {
-            if tx.get(&ObjectKey::new("/namespaces", "", name)).is_none() {
-                let options = WriteOptions {
-                    manage: Manage::Update("tusk-sandbox"),
-                    dry_run: false,
-                    validation: FieldValidation::Strict,
-                };
-                let object =
-                    json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
-                objects::create(api, tx, &namespaces, "v1", None, object, &options)?;
+        for (key, object) in wanted {
+            let Some(resource) = api.registry.by_key(key) else {
+                return Err(ApiError::internal(format!("{key} is not registered")));
+            };
+            let name = object["metadata"]["name"].as_str().unwrap_or_default();
+            if tx.get(&ObjectKey::new(key, "", name)).is_none() {
+                objects::create(api, tx, &resource, "v1", None, object, &options)?;
             }
         }
         Ok(())

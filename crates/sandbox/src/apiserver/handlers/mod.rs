@@ -2,14 +2,14 @@
 //! (get, list, watch, create, update, patch, delete, deletecollection) on
 //! top of [`crate::apiserver::objects`] and [`crate::apiserver::storage`].
 //!
-//! One module per concern: `auth` (the bearer token), `request` (what a
+//! Authentication and authorization are [`crate::apiserver::auth`]'s;
+//! here, one module per concern: `request` (what a
 //! resource request asks for and how its answer is shaped), `read` (get
 //! and list, with `pagination`), `watch`, `write` (create, update,
 //! delete), `patch` and `apply` (server-side apply), and `pod_streams`
 //! (`pods/log` and `pods/exec`, proxied to the kubelet).
 
 mod apply;
-mod auth;
 mod pagination;
 mod patch;
 mod pod_streams;
@@ -28,6 +28,7 @@ use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 
+use crate::apiserver::auth;
 use crate::apiserver::discovery;
 use crate::apiserver::error::ApiError;
 use crate::apiserver::openapi;
@@ -53,9 +54,12 @@ fn accepts_json(accept: &str) -> bool {
 async fn dispatch(api: &Arc<Api>, request: Request) -> Result<Response, ApiError> {
     let (mut parts, body) = request.into_parts();
     let route = routing::parse(parts.uri.path());
-    if !matches!(route, Route::Version | Route::Health) && !auth::authorized(api, &parts.headers) {
-        return Err(ApiError::Unauthorized);
-    }
+    let anonymous_allowed = matches!(route, Route::Version | Route::Health);
+    let user = Arc::new(auth::authenticate(api, &parts.headers, anonymous_allowed)?);
+    let query: HashMap<String, String> = Query::try_from_uri(&parts.uri)
+        .map(|Query(q)| q)
+        .unwrap_or_default();
+    auth::authorize_request(api, &user, &parts.method, parts.uri.path(), &route, &query)?;
     let accept = header_str(&parts.headers, header::ACCEPT).to_owned();
     if route == Route::OpenApiV2 && accept.contains("protobuf") {
         let mut response = (StatusCode::OK, openapi::v2_protobuf()).into_response();
@@ -70,9 +74,6 @@ async fn dispatch(api: &Arc<Api>, request: Request) -> Result<Response, ApiError
             message: format!("only JSON is served; not acceptable: {accept}"),
         });
     }
-    let query: HashMap<String, String> = Query::try_from_uri(&parts.uri)
-        .map(|Query(q)| q)
-        .unwrap_or_default();
     let ok = |value: Value| Ok(json_response(StatusCode::OK, &value, &[]));
     let not_found = || Err(ApiError::NoResource);
     match route {
@@ -105,6 +106,7 @@ async fn dispatch(api: &Arc<Api>, request: Request) -> Result<Response, ApiError
                 query,
                 body: body.to_vec(),
                 accept,
+                user,
             };
             resource_request(api, path, request).await
         }
@@ -143,6 +145,9 @@ async fn resource_request(
     if let Some(failure) = failure {
         return Err(failure);
     }
+    if let Some(kind) = auth::reviews::review_kind(&path.group, &path.plural) {
+        return review(api, kind, &path, &request, verb);
+    }
     let resource = api
         .registry
         .lookup(&path.group, &path.version, &path.plural)
@@ -163,6 +168,9 @@ async fn resource_request(
         None => false,
         Some("status") if resource.has_status(&path.version) => true,
         Some("finalize") if resource.kind == "Namespace" => false,
+        Some("token") if resource.kind == "ServiceAccount" && verb == "create" => {
+            return token_request(api, &path, &request);
+        }
         Some(other) => {
             return Err(ApiError::NotFound {
                 kind: resource.qualified_plural(),
@@ -183,4 +191,44 @@ async fn resource_request(
             message: "the server does not allow this method on the requested resource".into(),
         }),
     }
+}
+
+/// `POST .../serviceaccounts/{name}/token`.
+fn token_request(
+    api: &Api,
+    path: &ResourcePath,
+    request: &ResourceRequest,
+) -> Result<Response, ApiError> {
+    let body = if header_str(&request.headers, header::CONTENT_TYPE).contains("protobuf") {
+        auth::protobuf::token_request_body(&request.body)?
+    } else {
+        request.json_body()?
+    };
+    let namespace = path.namespace.as_deref().unwrap_or("");
+    let name = path.name.as_deref().unwrap_or("");
+    let created = auth::token_request::create(api, namespace, name, &body)?;
+    Ok(json_response(StatusCode::CREATED, &created, &[]))
+}
+
+/// A create of SelfSubjectAccessReview and the other reviews.
+fn review(
+    api: &Api,
+    kind: &str,
+    path: &ResourcePath,
+    request: &ResourceRequest,
+    verb: &str,
+) -> Result<Response, ApiError> {
+    if verb != "create" || path.name.is_some() {
+        return Err(ApiError::MethodNotAllowed {
+            message: "the server does not allow this method on the requested resource".into(),
+        });
+    }
+    let body = if header_str(&request.headers, header::CONTENT_TYPE).contains("protobuf") {
+        auth::protobuf::review_body(kind, &request.body)?
+    } else {
+        request.json_body()?
+    };
+    let namespace = path.namespace.as_deref();
+    let answer = auth::reviews::create(&api.store, &request.user, kind, namespace, &body)?;
+    Ok(json_response(StatusCode::CREATED, &answer, &[]))
 }

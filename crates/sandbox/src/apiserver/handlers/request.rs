@@ -2,12 +2,14 @@
 //! manager, dry run) and how its object is shown in the requested version.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::response::Response;
 use serde_json::{Value, json};
 
 use crate::apiserver::admission::FieldValidation;
+use crate::apiserver::auth::UserInfo;
 use crate::apiserver::error::ApiError;
 use crate::apiserver::events;
 use crate::apiserver::handlers::response::{header_str, json_response};
@@ -29,6 +31,8 @@ pub struct ResourceRequest {
     pub raw_query: String,
     /// The client's connection, when the request asks for an upgrade.
     pub upgrade: Option<hyper::upgrade::OnUpgrade>,
+    /// Who sent it.
+    pub user: Arc<UserInfo>,
 }
 
 impl ResourceRequest {
@@ -71,6 +75,7 @@ impl ResourceRequest {
     pub fn write_options<'m>(&self, manage: Manage<'m>) -> Result<WriteOptions<'m>, ApiError> {
         Ok(WriteOptions {
             manage,
+            user: Some(self.user.clone()),
             dry_run: self.dry_run()?,
             validation: FieldValidation::parse(self.param("fieldValidation"))?,
         })
