@@ -9,6 +9,7 @@
 //! 422 with one cause per field, as Kubernetes does.
 
 pub mod defaults;
+pub mod workloads;
 
 use k8s_openapi::api;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -196,6 +197,8 @@ fn normalize(resource: &Resource, object: &Value) -> Result<Value, String> {
         ("policy", "PodDisruptionBudget") => {
             round_trip::<api::policy::v1::PodDisruptionBudget>(object)
         }
+        ("apps", "Deployment") => round_trip::<api::apps::v1::Deployment>(object),
+        ("apps", "ReplicaSet") => round_trip::<api::apps::v1::ReplicaSet>(object),
         ("coordination.k8s.io", "Lease") => round_trip::<api::coordination::v1::Lease>(object),
         ("rbac.authorization.k8s.io", "Role") => round_trip::<api::rbac::v1::Role>(object),
         ("rbac.authorization.k8s.io", "RoleBinding") => {
@@ -290,6 +293,14 @@ fn admit_builtin(
             if object.pointer("/spec/resources/requests/storage").is_none() {
                 causes.push(Cause::invalid("spec.resources[storage]", "Required value"));
             }
+        }
+        "Deployment" if resource.group == "apps" => {
+            workloads::deployment(&mut object);
+            workloads::validate(&resource.kind, &object, &mut causes);
+        }
+        "ReplicaSet" if resource.group == "apps" => {
+            workloads::replica_set(&mut object);
+            workloads::validate(&resource.kind, &object, &mut causes);
         }
         _ => {}
     }

@@ -14,6 +14,7 @@ mod patch;
 mod read;
 mod request;
 mod response;
+mod scale;
 mod watch;
 mod write;
 
@@ -156,6 +157,9 @@ async fn resource_request(
         None => false,
         Some("status") if resource.has_status(&path.version) => true,
         Some("finalize") if resource.kind == "Namespace" => false,
+        Some("scale") if resource.has_scale() && path.name.is_some() => {
+            return scale::scale_request(api, &resource, &path, &request, verb);
+        }
         Some(other) => {
             return Err(ApiError::NotFound {
                 kind: resource.qualified_plural(),
