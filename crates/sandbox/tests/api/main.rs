@@ -14,4 +14,5 @@ mod faults;
 mod kubectl;
 mod lifecycle;
 mod patch;
+mod pod_identity;
 mod watch;

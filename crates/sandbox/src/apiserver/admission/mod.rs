@@ -9,6 +9,7 @@
 //! 422 with one cause per field, as Kubernetes does.
 
 pub mod defaults;
+pub mod service_account;
 
 use k8s_openapi::api;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
