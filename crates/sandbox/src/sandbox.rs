@@ -17,6 +17,8 @@ use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 
 use crate::apiserver::admission::FieldValidation;
+use crate::apiserver::auth::token_request::{self, IssuedToken, TokenOptions};
+use crate::apiserver::auth::tokens::{TokenError, TokenSigner};
 use crate::apiserver::crds;
 use crate::apiserver::error::ApiError;
 use crate::apiserver::faults::Faults;
@@ -47,6 +49,8 @@ pub enum ServerError {
     Tls(#[from] TlsError),
     #[error(transparent)]
     Storage(#[from] StorageError),
+    #[error(transparent)]
+    Tokens(#[from] TokenError),
     #[error("cannot create the built-in namespaces and the kubernetes Service: {0}")]
     Bootstrap(ApiError),
 }
@@ -79,6 +83,7 @@ pub struct Sandbox {
     address: SocketAddr,
     kubeconfig: PathBuf,
     faults: Faults,
+    api: Arc<Api>,
     tasks: Vec<JoinHandle<()>>,
     shutdown: watch::Sender<bool>,
 }
@@ -91,6 +96,7 @@ impl Sandbox {
             path: config.data_dir.clone(),
             source,
         })?;
+        let tokens = TokenSigner::load_or_create(&config.data_dir)?;
         let store = Store::open(&config.data_dir.join("state.db"), config.history_limit)?;
         let service_ip = kubernetes_service::cluster_ip(&store, &config.data_dir);
         let credentials = tls::load_or_create(&config.data_dir, service_ip)?;
@@ -117,6 +123,7 @@ impl Sandbox {
             registry,
             faults: faults.clone(),
             token: credentials.token.clone(),
+            tokens,
             address: address.to_string(),
             gc_wake: Notify::new(),
             config: ApiConfig {
@@ -140,11 +147,12 @@ impl Sandbox {
         let gc = tokio::spawn(controllers::gc::run(api.clone()));
         let root_ca = tokio::spawn(root_ca::run(api.clone(), credentials.ca_pem.clone()));
         let acceptor = TlsAcceptor::from(credentials.server_config);
-        let server = tokio::spawn(server::serve(listener, acceptor, api, shutdown_rx));
+        let server = tokio::spawn(server::serve(listener, acceptor, api.clone(), shutdown_rx));
         Ok(Self {
             address,
             kubeconfig,
             faults,
+            api,
             tasks: vec![gc, root_ca, server],
             shutdown,
         })
@@ -162,6 +170,18 @@ impl Sandbox {
     /// Fault injection and request counts.
     pub fn faults(&self) -> &Faults {
         &self.faults
+    }
+
+    /// A token for the ServiceAccount `namespace/name`, as TokenRequest
+    /// issues it (the ServiceAccount must exist; a bound object must exist
+    /// and, for a Pod, run as that ServiceAccount).
+    pub fn issue_token(
+        &self,
+        namespace: &str,
+        name: &str,
+        options: &TokenOptions,
+    ) -> Result<IssuedToken, ApiError> {
+        token_request::issue(&self.api, namespace, name, options)
     }
 
     /// Stops serving: the listener, every connection and the controllers.

@@ -76,6 +76,36 @@ pub async fn client_for(sandbox: &Sandbox) -> Client {
         .expect("a client for the sandbox builds")
 }
 
+/// How long the tokens of [`client_for_service_account`] last: longer
+/// than any test.
+const TEST_TOKEN_SECONDS: i64 = 24 * 3600;
+
+/// A client for a running sandbox authenticated as the ServiceAccount
+/// `namespace/name` (which must exist), with a token as TokenRequest
+/// issues it: what a pod running as that ServiceAccount would use. Its
+/// requests are authorized by RBAC, unlike the admin's.
+pub async fn client_for_service_account(sandbox: &Sandbox, namespace: &str, name: &str) -> Client {
+    let options = crate::apiserver::auth::TokenOptions {
+        expiration_seconds: TEST_TOKEN_SECONDS,
+        ..Default::default()
+    };
+    let issued = sandbox
+        .issue_token(namespace, name, &options)
+        .unwrap_or_else(|e| panic!("a token for the ServiceAccount {namespace}/{name}: {e}"));
+    client_with_token(sandbox, &issued.token).await
+}
+
+/// A client for a running sandbox that sends `token` as its bearer token.
+pub async fn client_with_token(sandbox: &Sandbox, token: &str) -> Client {
+    let kubeconfig = kube::config::Kubeconfig::read_from(sandbox.kubeconfig_path())
+        .expect("the sandbox's kubeconfig reads");
+    let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .expect("the sandbox's kubeconfig makes a client configuration");
+    config.auth_info.token = Some(token.to_owned().into());
+    Client::try_from(config).expect("a client for the sandbox builds")
+}
+
 /// Creates Tusk's CRDs and waits until they are established.
 pub async fn install_tusk_crds(client: &Client) {
     install_crds(client, tusk_api::crds()).await;

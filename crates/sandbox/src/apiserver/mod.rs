@@ -1,6 +1,7 @@
 //! The API server: Kubernetes semantics over HTTPS on 127.0.0.1.
 //!
-//! Request flow: [`server`] (TLS, token) -> [`handlers`] (routing, verbs)
+//! Request flow: [`server`] (TLS) -> [`handlers`] ([`auth`]entication and
+//! authorization, routing, verbs)
 //! -> [`objects`] (rules every write follows) -> [`admission`] (decoding,
 //! defaults, schemas, CEL) -> [`storage`] (SQLite, resourceVersion,
 //! history) -> [`watch`]. Beside them: [`discovery`] and [`openapi`] for
@@ -10,6 +11,7 @@
 
 pub mod admission;
 pub mod apply;
+pub mod auth;
 pub mod crds;
 pub mod discovery;
 pub mod error;

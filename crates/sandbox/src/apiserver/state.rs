@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
+use crate::apiserver::auth::tokens::TokenSigner;
 use crate::apiserver::faults::Faults;
 use crate::apiserver::resources::Registry;
 use crate::apiserver::storage::Store;
@@ -22,7 +23,10 @@ pub struct Api {
     pub store: Store,
     pub registry: Registry,
     pub faults: Faults,
+    /// The admin bearer token (the kubeconfig's).
     pub token: String,
+    /// Signs and checks ServiceAccount tokens.
+    pub tokens: TokenSigner,
     pub address: String,
     pub gc_wake: Notify,
     pub config: ApiConfig,

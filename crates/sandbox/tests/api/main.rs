@@ -15,4 +15,5 @@ mod kubectl;
 mod lifecycle;
 mod patch;
 mod pod_identity;
+mod tokens;
 mod watch;

@@ -2,13 +2,13 @@
 //! (get, list, watch, create, update, patch, delete, deletecollection) on
 //! top of [`crate::apiserver::objects`] and [`crate::apiserver::storage`].
 //!
-//! One module per concern: `auth` (the bearer token), `request` (what a
+//! Authentication and authorization are [`crate::apiserver::auth`]'s;
+//! here, one module per concern: `request` (what a
 //! resource request asks for and how its answer is shaped), `read` (get
 //! and list, with `pagination`), `watch`, `write` (create, update,
 //! delete), `patch` and `apply` (server-side apply).
 
 mod apply;
-mod auth;
 mod pagination;
 mod patch;
 mod read;
@@ -26,6 +26,7 @@ use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 
+use crate::apiserver::auth;
 use crate::apiserver::discovery;
 use crate::apiserver::error::ApiError;
 use crate::apiserver::openapi;
@@ -51,9 +52,8 @@ fn accepts_json(accept: &str) -> bool {
 async fn dispatch(api: &Arc<Api>, request: Request) -> Result<Response, ApiError> {
     let (parts, body) = request.into_parts();
     let route = routing::parse(parts.uri.path());
-    if !matches!(route, Route::Version | Route::Health) && !auth::authorized(api, &parts.headers) {
-        return Err(ApiError::Unauthorized);
-    }
+    let anonymous_allowed = matches!(route, Route::Version | Route::Health);
+    let user = Arc::new(auth::authenticate(api, &parts.headers, anonymous_allowed)?);
     let accept = header_str(&parts.headers, header::ACCEPT).to_owned();
     if route == Route::OpenApiV2 && accept.contains("protobuf") {
         let mut response = (StatusCode::OK, openapi::v2_protobuf()).into_response();
@@ -101,6 +101,7 @@ async fn dispatch(api: &Arc<Api>, request: Request) -> Result<Response, ApiError
                 query,
                 body: body.to_vec(),
                 accept,
+                user,
             };
             resource_request(api, path, request).await
         }
@@ -156,6 +157,9 @@ async fn resource_request(
         None => false,
         Some("status") if resource.has_status(&path.version) => true,
         Some("finalize") if resource.kind == "Namespace" => false,
+        Some("token") if resource.kind == "ServiceAccount" && verb == "create" => {
+            return token_request(api, &path, &request);
+        }
         Some(other) => {
             return Err(ApiError::NotFound {
                 kind: resource.qualified_plural(),
@@ -176,4 +180,17 @@ async fn resource_request(
             message: "the server does not allow this method on the requested resource".into(),
         }),
     }
+}
+
+/// `POST .../serviceaccounts/{name}/token`.
+fn token_request(
+    api: &Api,
+    path: &ResourcePath,
+    request: &ResourceRequest,
+) -> Result<Response, ApiError> {
+    let body = request.json_body()?;
+    let namespace = path.namespace.as_deref().unwrap_or("");
+    let name = path.name.as_deref().unwrap_or("");
+    let created = auth::token_request::create(api, namespace, name, &body)?;
+    Ok(json_response(StatusCode::CREATED, &created, &[]))
 }

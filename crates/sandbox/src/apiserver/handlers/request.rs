@@ -2,12 +2,14 @@
 //! manager, dry run) and how its object is shown in the requested version.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::response::Response;
 use serde_json::{Value, json};
 
 use crate::apiserver::admission::FieldValidation;
+use crate::apiserver::auth::UserInfo;
 use crate::apiserver::error::ApiError;
 use crate::apiserver::events;
 use crate::apiserver::handlers::response::{header_str, json_response};
@@ -24,6 +26,8 @@ pub struct ResourceRequest {
     pub query: HashMap<String, String>,
     pub body: Vec<u8>,
     pub accept: String,
+    /// Who sent it.
+    pub user: Arc<UserInfo>,
 }
 
 impl ResourceRequest {
