@@ -14,5 +14,6 @@ mod faults;
 mod kubectl;
 mod lifecycle;
 mod patch;
+mod pod_identity;
 mod tokens;
 mod watch;

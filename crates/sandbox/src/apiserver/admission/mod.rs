@@ -9,6 +9,7 @@
 //! 422 with one cause per field, as Kubernetes does.
 
 pub mod defaults;
+pub mod service_account;
 pub mod workloads;
 
 use k8s_openapi::api;
