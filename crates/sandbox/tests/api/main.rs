@@ -15,5 +15,7 @@ mod kubectl;
 mod lifecycle;
 mod patch;
 mod pod_identity;
+mod rbac;
+mod rbac_support;
 mod tokens;
 mod watch;
