@@ -14,13 +14,16 @@ mod claims;
 mod container;
 mod env;
 mod faults;
+mod identity;
 mod images;
 mod inputs;
+mod isolation;
 mod node;
 mod plan;
 mod pod;
 mod probes;
 mod process;
+mod projected;
 mod status;
 mod volumes;
 

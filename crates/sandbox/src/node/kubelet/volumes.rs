@@ -19,6 +19,7 @@ use std::path::{Path, PathBuf};
 use k8s_openapi::api::core::v1::{Container, KeyToPath, Pod, Volume};
 
 use super::inputs::{InputError, PodInputs};
+use super::projected::ProjectionError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum VolumeError {
@@ -94,7 +95,7 @@ fn write_files(
 
 /// The files of a secret or configMap volume: every key, or the listed
 /// items under their paths.
-fn key_files(
+pub(super) fn key_files(
     data: &BTreeMap<String, Vec<u8>>,
     items: Option<&Vec<KeyToPath>>,
     default_mode: u32,
@@ -181,10 +182,21 @@ pub fn materialise(
             }
             write_files(name, &dir, &files, owner)?;
             dir
+        } else if let Some(projected) = &volume.projected {
+            let files =
+                super::projected::files(pod, name, projected, inputs).map_err(|e| match e {
+                    ProjectionError::Input(source) => input(source),
+                    ProjectionError::Unsupported(kind) => VolumeError::Unsupported {
+                        volume: name.to_owned(),
+                        kind: kind.into(),
+                    },
+                })?;
+            write_files(name, &dir, &files, owner)?;
+            dir
         } else {
             return Err(VolumeError::Unsupported {
                 volume: name.to_owned(),
-                kind: "only persistentVolumeClaim, emptyDir, secret, configMap and downwardAPI"
+                kind: "only persistentVolumeClaim, emptyDir, secret, configMap, downwardAPI and projected"
                     .into(),
             });
         };
