@@ -52,11 +52,7 @@ pub enum ServerError {
     Storage(#[from] StorageError),
     #[error(transparent)]
     Tokens(#[from] TokenError),
-<<<<<<< HEAD
-    #[error("cannot create the built-in namespaces and the kubernetes Service: {0}")]
-=======
-    #[error("cannot create the built-in namespaces and RBAC policy: {0}")]
->>>>>>> rbac-authz
+    #[error("cannot create the built-in namespaces, RBAC policy and the kubernetes Service: {0}")]
     Bootstrap(ApiError),
 }
 
