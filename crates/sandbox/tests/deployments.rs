@@ -7,6 +7,7 @@
 mod support;
 
 use std::process::{Command, Output};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::Pod;
@@ -140,7 +141,19 @@ async fn a_deployment_rolls_out_and_kubectl_follows_it() {
     assert_eq!(running_pods(&node, "web").await.len(), 2);
 }
 
-async fn roll_over(strategy: Value) {
+/// The pods with `app=<name>`, terminating ones included.
+async fn all_pods(node: &Node, name: &str) -> Vec<Pod> {
+    let pods: Api<Pod> = Api::namespaced(node.client.clone(), NS);
+    let selector = ListParams::default().labels(&format!("app={name}"));
+    pods.list(&selector)
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default()
+}
+
+/// Rolls `db` from v1 to v2 and returns whether an old and a new pod ever
+/// existed at once.
+async fn roll_over(strategy: Value) -> bool {
     let node = Node::start().await;
     let api = create(&node, &deployment("db", 2, "v1", strategy.clone())).await;
     rollout_status(&node, "db");
@@ -154,12 +167,19 @@ async fn roll_over(strategy: Value) {
     api.patch("db", &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .expect("template changed");
-    rollout_status(&node, "db");
+    let overlapped = AtomicBool::new(false);
     let after = eventually("the old pods to go", WAIT, || async {
+        let existing = all_pods(&node, "db").await;
+        let old = existing.iter().any(|p| before.contains(&p.name_any()));
+        let new = existing.iter().any(|p| !before.contains(&p.name_any()));
+        if old && new {
+            overlapped.store(true, Ordering::SeqCst);
+        }
         let pods = running_pods(&node, "db").await;
-        (pods.len() == 2 && pods.iter().all(|p| !before.contains(&p.name_any()))).then_some(pods)
+        (!old && pods.len() == 2).then_some(pods)
     })
     .await;
+    rollout_status(&node, "db");
     let sets: Api<ReplicaSet> = Api::namespaced(node.client.clone(), NS);
     let sets = sets.list(&ListParams::default()).await.expect("sets").items;
     assert_eq!(
@@ -190,19 +210,28 @@ async fn roll_over(strategy: Value) {
             .map(String::as_str),
         Some("2")
     );
+    overlapped.load(Ordering::SeqCst)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_changed_template_rolls_pods_over_one_by_one() {
-    roll_over(
+    let overlapped = roll_over(
         json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}),
     )
     .await;
+    assert!(
+        overlapped,
+        "with maxUnavailable 0, new pods start before old ones go"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_changed_template_recreates_pods() {
-    roll_over(json!({"type": "Recreate"})).await;
+    let overlapped = roll_over(json!({"type": "Recreate"})).await;
+    assert!(
+        !overlapped,
+        "Recreate starts new pods only once the old ones are gone"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

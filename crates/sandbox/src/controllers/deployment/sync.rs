@@ -10,6 +10,7 @@
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use serde_json::{Value, json};
@@ -21,10 +22,11 @@ use super::status::{self, Observed};
 
 const REVISION: &str = "deployment.kubernetes.io/revision";
 
-/// The Deployment, its ReplicaSets (oldest first) and a client.
+/// The Deployment, the cached pods and a client.
 struct Context<'a> {
     client: &'a Client,
     deployment: &'a Deployment,
+    pods: &'a [Arc<Pod>],
     namespace: String,
     name: String,
 }
@@ -212,8 +214,27 @@ async fn rolling(
     Ok(None)
 }
 
-/// One Recreate step: every old pod is gone before the new ReplicaSet is
-/// made or grown.
+/// Whether a pod of one of `sets` has not finished, terminating ones
+/// included (`oldPodsRunning`).
+fn pods_running(pods: &[Arc<Pod>], sets: &[&ReplicaSet]) -> bool {
+    pods.iter().any(|pod| {
+        let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+        !matches!(phase, Some("Succeeded" | "Failed"))
+            && sets.iter().any(|rs| is_controlled_by_pod(pod, rs))
+    })
+}
+
+fn is_controlled_by_pod(pod: &Pod, rs: &ReplicaSet) -> bool {
+    let uid = rs.uid().unwrap_or_default();
+    pod.namespace() == rs.namespace()
+        && pod
+            .owner_references()
+            .iter()
+            .any(|o| o.controller == Some(true) && o.uid == uid)
+}
+
+/// One Recreate step: every old pod is gone (terminating ones too) before
+/// the new ReplicaSet is made or grown.
 async fn recreate(
     ctx: &Context<'_>,
     template: &Value,
@@ -226,6 +247,7 @@ async fn recreate(
         scale(ctx, rs, 0).await?;
         waiting |= rs.status.as_ref().is_some_and(|s| s.replicas > 0) || spec_replicas(rs) > 0;
     }
+    waiting |= pods_running(ctx.pods, olds);
     if waiting {
         return Ok(None);
     }
@@ -311,6 +333,7 @@ pub async fn sync(
     client: &Client,
     deployment: &Deployment,
     sets: &[Arc<ReplicaSet>],
+    pods: &[Arc<Pod>],
 ) -> Result<(), DeploymentError> {
     if deployment.metadata.deletion_timestamp.is_some() {
         return Ok(());
@@ -318,6 +341,7 @@ pub async fn sync(
     let ctx = Context {
         client,
         deployment,
+        pods,
         namespace: deployment.namespace().unwrap_or_default(),
         name: deployment.name_any(),
     };
