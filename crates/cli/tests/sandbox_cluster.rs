@@ -185,7 +185,7 @@ fn operator_pods(data_dir: &Path) -> Vec<String> {
 }
 
 /// The operator runs as one pod of its Deployment, under its own
-/// ServiceAccount, and is Ready (its readiness probe passes).
+/// ServiceAccount, is Ready (its readiness probe passes) and leads.
 fn assert_operator_runs_as_a_pod(data_dir: &Path) {
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut pods = operator_pods(data_dir);
@@ -197,6 +197,20 @@ fn assert_operator_runs_as_a_pod(data_dir: &Path) {
     let fields: Vec<&str> = pods[0].split(' ').collect();
     assert!(fields[0].starts_with("tusk-operator-"), "{pods:?}");
     assert_eq!(fields[1..], ["tusk-operator", "True"], "{pods:?}");
+    // It holds the leader Lease, taken under its leader-election Role.
+    let holder = kubectl(
+        data_dir,
+        &[
+            "get",
+            "lease",
+            "-n",
+            "tusk-system",
+            "tusk-operator-leader",
+            "-o",
+            "jsonpath={.spec.holderIdentity}",
+        ],
+    );
+    assert_eq!(holder, fields[0]);
 }
 
 fn example(name: &str) -> PathBuf {
