@@ -16,6 +16,8 @@ mod lifecycle;
 mod patch;
 mod pod_identity;
 mod rbac;
+mod rbac_escalation;
+mod rbac_kubectl;
 mod rbac_support;
 mod tokens;
 mod watch;

@@ -395,3 +395,63 @@ async fn the_default_policy_exists_and_reviews_answer_for_the_caller() {
             .contains(&"system:serviceaccounts:default".to_owned())
     );
 }
+
+#[tokio::test]
+async fn requests_without_credentials_reach_only_the_public_endpoints() {
+    let t = TestSandbox::start().await;
+    let kubeconfig =
+        kube::config::Kubeconfig::read_from(t.sandbox.kubeconfig_path()).expect("reads");
+    let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .expect("config");
+    config.auth_info = Default::default();
+    let anonymous = Client::try_from(config).expect("client");
+    get_path(&anonymous, "/version").await.expect("public");
+    get_path(&anonymous, "/healthz").await.expect("public");
+    let refused = get_path(&anonymous, "/api")
+        .await
+        .expect_err("not anonymous");
+    assert_eq!(crate::common::code(&refused), 401);
+}
+
+#[tokio::test]
+async fn subject_access_reviews_answer_about_another_user_for_those_allowed() {
+    use k8s_openapi::api::authorization::v1::SubjectAccessReview;
+    let t = TestSandbox::start().await;
+    let client = reader(&t).await;
+    let rules = json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}]);
+    role(&t.client, "default", "pods", rules)
+        .await
+        .expect("role");
+    role_binding(&t.client, "default", "pods", "Role/pods", "default/reader")
+        .await
+        .expect("binding");
+    let review = |verb: &str| -> SubjectAccessReview {
+        serde_json::from_value(json!({"spec": {
+            "user": READER,
+            "groups": ["system:serviceaccounts", "system:authenticated"],
+            "resourceAttributes": {"verb": verb, "resource": "pods", "namespace": "default"},
+        }}))
+        .expect("review")
+    };
+    let admin: Api<SubjectAccessReview> = Api::all(t.client.clone());
+    let pp = PostParams::default();
+    let allowed = |r: SubjectAccessReview| r.status.expect("status").allowed;
+    assert!(allowed(
+        admin.create(&pp, &review("list")).await.expect("answered")
+    ));
+    assert!(!allowed(
+        admin
+            .create(&pp, &review("delete"))
+            .await
+            .expect("answered")
+    ));
+    let own: Api<SubjectAccessReview> = Api::all(client);
+    assert_forbidden(
+        own.create(&pp, &review("list")).await,
+        &format!(
+            "subjectaccessreviews.authorization.k8s.io is forbidden: User \"{READER}\" cannot create resource \"subjectaccessreviews\" in API group \"authorization.k8s.io\" at the cluster scope"
+        ),
+        ("authorization.k8s.io", "subjectaccessreviews", ""),
+    );
+}

@@ -134,8 +134,11 @@ fn check_binding(
     ) {
         return Ok(());
     }
-    let rules = role_ref_rules(source, &role_ref, write.namespace)
-        .map_err(|error| forbidden_error(GROUP, write.plural, write.name, &error))?;
+    // A missing role is kube-apiserver's NotFound from its role lister.
+    let rules = role_ref_rules(source, &role_ref, write.namespace).map_err(|_| {
+        let what = role_resource.trim_end_matches('s');
+        ApiError::not_found(&format!("{what}.{GROUP}"), field("name"))
+    })?;
     confirm_no_escalation(source, user, write, &rules)
 }
 

@@ -15,7 +15,8 @@
 //! - [`authorizer`]: the decision and kube-apiserver's 403;
 //! - [`escalation`]: no Role or binding write grants more than its author
 //!   holds;
-//! - [`reviews`]: SelfSubjectAccessReview and the other reviews;
+//! - [`reviews`]: SelfSubjectAccessReview and the other reviews, with
+//!   [`protobuf`] reading the bodies kubectl sends them in;
 //! - [`bootstrap`]: the default ClusterRoles and bindings.
 
 pub mod attributes;
@@ -23,6 +24,7 @@ pub mod authn;
 pub mod authorizer;
 pub mod bootstrap;
 pub mod escalation;
+pub mod protobuf;
 pub mod resolver;
 pub mod reviews;
 pub mod rules;

@@ -131,7 +131,7 @@ pub fn visit_rules(
         let role_ref = binding.get("roleRef").cloned().unwrap_or(Value::Null);
         match role_ref_rules(source, &role_ref, binding_namespace) {
             Ok(rules) => {
-                if rules.iter().any(|rule| visit(rule)) {
+                if rules.iter().any(&mut *visit) {
                     return errors;
                 }
             }

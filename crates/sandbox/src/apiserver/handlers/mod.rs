@@ -196,7 +196,11 @@ fn token_request(
     path: &ResourcePath,
     request: &ResourceRequest,
 ) -> Result<Response, ApiError> {
-    let body = request.json_body()?;
+    let body = if header_str(&request.headers, header::CONTENT_TYPE).contains("protobuf") {
+        auth::protobuf::token_request_body(&request.body)?
+    } else {
+        request.json_body()?
+    };
     let namespace = path.namespace.as_deref().unwrap_or("");
     let name = path.name.as_deref().unwrap_or("");
     let created = auth::token_request::create(api, namespace, name, &body)?;
@@ -216,7 +220,11 @@ fn review(
             message: "the server does not allow this method on the requested resource".into(),
         });
     }
-    let body = request.json_body()?;
+    let body = if header_str(&request.headers, header::CONTENT_TYPE).contains("protobuf") {
+        auth::protobuf::review_body(kind, &request.body)?
+    } else {
+        request.json_body()?
+    };
     let namespace = path.namespace.as_deref();
     let answer = auth::reviews::create(&api.store, &request.user, kind, namespace, &body)?;
     Ok(json_response(StatusCode::CREATED, &answer, &[]))
