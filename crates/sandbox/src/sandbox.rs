@@ -17,6 +17,7 @@ use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 
 use crate::apiserver::admission::FieldValidation;
+use crate::apiserver::auth::bootstrap::default_policy as bootstrap_policy;
 use crate::apiserver::auth::token_request::{self, IssuedToken, TokenOptions};
 use crate::apiserver::auth::tokens::{TokenError, TokenSigner};
 use crate::apiserver::crds;
@@ -51,7 +52,7 @@ pub enum ServerError {
     Storage(#[from] StorageError),
     #[error(transparent)]
     Tokens(#[from] TokenError),
-    #[error("cannot create the built-in namespaces and the kubernetes Service: {0}")]
+    #[error("cannot create the built-in namespaces, RBAC policy and the kubernetes Service: {0}")]
     Bootstrap(ApiError),
 }
 
@@ -200,21 +201,27 @@ impl Drop for Sandbox {
     }
 }
 
+/// The built-in namespaces and the default RBAC policy, where missing.
 fn bootstrap(api: &Api) -> Result<(), ApiError> {
-    let Some(namespaces) = api.registry.by_key("/namespaces") else {
-        return Err(ApiError::internal("namespaces are not registered"));
+    let namespaces = BUILTIN_NAMESPACES.iter().map(|name| {
+        let object = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
+        ("/namespaces", object)
+    });
+    let wanted: Vec<_> = namespaces.chain(bootstrap_policy()).collect();
+    let options = WriteOptions {
+        manage: Manage::Update("tusk-sandbox"),
+        user: None,
+        dry_run: false,
+        validation: FieldValidation::Strict,
     };
     api.store.mutate(|tx| {
-        for name in BUILTIN_NAMESPACES {
-            if tx.get(&ObjectKey::new("/namespaces", "", name)).is_none() {
-                let options = WriteOptions {
-                    manage: Manage::Update("tusk-sandbox"),
-                    dry_run: false,
-                    validation: FieldValidation::Strict,
-                };
-                let object =
-                    json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
-                objects::create(api, tx, &namespaces, "v1", None, object, &options)?;
+        for (key, object) in wanted {
+            let Some(resource) = api.registry.by_key(key) else {
+                return Err(ApiError::internal(format!("{key} is not registered")));
+            };
+            let name = object["metadata"]["name"].as_str().unwrap_or_default();
+            if tx.get(&ObjectKey::new(key, "", name)).is_none() {
+                objects::create(api, tx, &resource, "v1", None, object, &options)?;
             }
         }
         Ok(())

@@ -6,6 +6,7 @@ use std::cmp::Ordering;
 
 use serde_json::{Value, json};
 
+use crate::apiserver::auth::reviews::REVIEWS;
 use crate::apiserver::resources::{Registry, Resource};
 
 pub fn version() -> Value {
@@ -70,6 +71,9 @@ fn group_document(group: &str, resources: &[Resource]) -> Option<Value> {
         .filter(|r| r.group == group)
         .flat_map(served_versions)
         .collect();
+    if REVIEWS.iter().any(|(g, ..)| *g == group) {
+        versions.push("v1".to_owned());
+    }
     versions.sort_by(|a, b| version_priority(a, b));
     versions.dedup();
     let preferred = versions.first()?.clone();
@@ -87,6 +91,7 @@ pub fn groups(registry: &Registry) -> Value {
         .iter()
         .map(|r| r.group.clone())
         .filter(|g| !g.is_empty())
+        .chain(REVIEWS.iter().map(|(g, ..)| (*g).to_owned()))
         .collect();
     names.sort();
     names.dedup();
@@ -144,6 +149,17 @@ pub fn resources(registry: &Registry, group: &str, version: &str) -> Option<Valu
             entry["categories"] = json!(categories);
         }
         list.push(entry);
+        if resource.key == "/serviceaccounts" {
+            list.push(json!({
+                "name": "serviceaccounts/token",
+                "singularName": "",
+                "namespaced": true,
+                "group": "authentication.k8s.io",
+                "version": "v1",
+                "kind": "TokenRequest",
+                "verbs": ["create"],
+            }));
+        }
         if served.status_subresource {
             list.push(json!({
                 "name": format!("{}/status", resource.plural),
@@ -153,6 +169,9 @@ pub fn resources(registry: &Registry, group: &str, version: &str) -> Option<Valu
                 "verbs": ["get", "patch", "update"],
             }));
         }
+    }
+    if version == "v1" {
+        list.extend(review_resources(group));
     }
     if list.is_empty() {
         return None;
@@ -168,6 +187,23 @@ pub fn resources(registry: &Registry, group: &str, version: &str) -> Option<Valu
         "groupVersion": group_version,
         "resources": list,
     }))
+}
+
+/// The review kinds of `group` (create only, never stored).
+fn review_resources(group: &str) -> Vec<Value> {
+    REVIEWS
+        .iter()
+        .filter(|(g, ..)| *g == group)
+        .map(|(_, plural, kind, namespaced)| {
+            json!({
+                "name": plural,
+                "singularName": kind.to_lowercase(),
+                "namespaced": namespaced,
+                "kind": kind,
+                "verbs": ["create"],
+            })
+        })
+        .collect()
 }
 
 #[cfg(test)]

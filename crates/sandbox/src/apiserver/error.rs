@@ -36,6 +36,15 @@ pub enum ApiError {
     Unauthorized,
     #[error("{message}")]
     Forbidden { message: String },
+    /// Forbidden by authorization or the RBAC escalation check, with the
+    /// resource in `details` as kube-apiserver reports it.
+    #[error("{message}")]
+    ForbiddenResource {
+        group: String,
+        resource: String,
+        name: String,
+        message: String,
+    },
     #[error("{kind} \"{name}\" not found")]
     NotFound { kind: String, name: String },
     #[error("the server could not find the requested resource")]
@@ -141,7 +150,7 @@ impl ApiError {
         match self {
             Self::BadRequest { .. } => 400,
             Self::Unauthorized => 401,
-            Self::Forbidden { .. } => 403,
+            Self::Forbidden { .. } | Self::ForbiddenResource { .. } => 403,
             Self::NotFound { .. } | Self::NoResource => 404,
             Self::MethodNotAllowed { .. } => 405,
             Self::NotAcceptable { .. } => 406,
@@ -158,7 +167,7 @@ impl ApiError {
         match self {
             Self::BadRequest { .. } => "BadRequest",
             Self::Unauthorized => "Unauthorized",
-            Self::Forbidden { .. } => "Forbidden",
+            Self::Forbidden { .. } | Self::ForbiddenResource { .. } => "Forbidden",
             Self::NotFound { .. } | Self::NoResource => "NotFound",
             Self::MethodNotAllowed { .. } => "MethodNotAllowed",
             Self::NotAcceptable { .. } => "NotAcceptable",
@@ -190,6 +199,18 @@ impl ApiError {
                 Some(json!({"name": name, "kind": kind}))
             }
             Self::Conflict { kind, name, .. } => Some(json!({"name": name, "kind": kind})),
+            Self::ForbiddenResource {
+                group,
+                resource,
+                name,
+                ..
+            } => {
+                let fields = [("name", name), ("group", group), ("kind", resource)];
+                let present = fields.into_iter().filter(|(_, v)| !v.is_empty());
+                Some(Value::Object(
+                    present.map(|(k, v)| (k.to_owned(), json!(v))).collect(),
+                ))
+            }
             Self::Invalid { kind, name, causes } => {
                 let (kind, group) = kind.split_once('.').unwrap_or((kind.as_str(), ""));
                 Some(json!({

@@ -59,6 +59,7 @@ fn options() -> WriteOptions<'static> {
         manage: Manage::Update(MANAGER),
         dry_run: false,
         validation: FieldValidation::Strict,
+        user: None,
     }
 }
 

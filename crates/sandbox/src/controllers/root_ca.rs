@@ -67,6 +67,7 @@ fn publish(api: &Api, tx: &mut Transaction<'_>, ca_pem: &str) -> Result<(), ApiE
         manage: Manage::Update(MANAGER),
         dry_run: false,
         validation: FieldValidation::Strict,
+        user: None,
     };
     let namespaces: Vec<String> = tx
         .list("/namespaces", None)

@@ -18,7 +18,7 @@ fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-fn kubectl_command(t: &TestSandbox, args: &[&str]) -> Command {
+pub fn kubectl_command(t: &TestSandbox, args: &[&str]) -> Command {
     let mut command = Command::new("kubectl");
     command
         .args(args)
@@ -30,11 +30,11 @@ fn kubectl_command(t: &TestSandbox, args: &[&str]) -> Command {
     command
 }
 
-fn kubectl(t: &TestSandbox, args: &[&str]) -> Output {
+pub fn kubectl(t: &TestSandbox, args: &[&str]) -> Output {
     kubectl_command(t, args).output().expect("kubectl runs")
 }
 
-fn text(output: &Output) -> String {
+pub fn text(output: &Output) -> String {
     format!(
         "{}{}",
         String::from_utf8_lossy(&output.stdout),
@@ -42,7 +42,7 @@ fn text(output: &Output) -> String {
     )
 }
 
-fn succeed(t: &TestSandbox, args: &[&str]) -> String {
+pub fn succeed(t: &TestSandbox, args: &[&str]) -> String {
     let output = kubectl(t, args);
     assert!(
         output.status.success(),

@@ -7,13 +7,57 @@
 //! - [`token_request`]: the TokenRequest endpoint and the Rust API to
 //!   issue a token;
 //! - [`authn`]: the bearer token of a request, as the admin, a
-//!   ServiceAccount or anonymous.
+//!   ServiceAccount or anonymous;
+//! - [`attributes`]: what a request asks to do (verb, group, resource,
+//!   subresource, name, namespace, or a non-resource path);
+//! - [`rules`]: RBAC rule matching and coverage (pure);
+//! - [`resolver`]: the rules that apply to a user, from the bindings;
+//! - [`authorizer`]: the decision and kube-apiserver's 403;
+//! - [`escalation`]: no Role or binding write grants more than its author
+//!   holds;
+//! - [`reviews`]: SelfSubjectAccessReview and the other reviews, with
+//!   [`protobuf`] reading the bodies kubectl sends them in;
+//! - [`bootstrap`]: the default ClusterRoles and bindings.
 
+pub mod attributes;
 pub mod authn;
+pub mod authorizer;
+pub mod bootstrap;
+pub mod escalation;
+pub mod protobuf;
+pub mod resolver;
+pub mod reviews;
+pub mod rules;
 pub mod token_request;
 pub mod tokens;
 pub mod user;
 
+use std::collections::HashMap;
+
+use axum::http::Method;
+
+pub use attributes::Attributes;
 pub use authn::authenticate;
 pub use token_request::{BoundObject, IssuedToken, TokenOptions};
 pub use user::UserInfo;
+
+use crate::apiserver::error::ApiError;
+use crate::apiserver::routing::Route;
+use crate::apiserver::state::Api;
+
+/// Authorizes a request of `user` for `path` (routed to `route`), or
+/// refuses it with kube-apiserver's 403.
+pub fn authorize_request(
+    api: &Api,
+    user: &UserInfo,
+    method: &Method,
+    path: &str,
+    route: &Route,
+    query: &HashMap<String, String>,
+) -> Result<(), ApiError> {
+    if user.is_master() {
+        return Ok(());
+    }
+    let attributes = Attributes::of_request(method, path, route, query);
+    authorizer::authorize(&api.store, user, &attributes)
+}

@@ -54,6 +54,10 @@ async fn dispatch(api: &Arc<Api>, request: Request) -> Result<Response, ApiError
     let route = routing::parse(parts.uri.path());
     let anonymous_allowed = matches!(route, Route::Version | Route::Health);
     let user = Arc::new(auth::authenticate(api, &parts.headers, anonymous_allowed)?);
+    let query: HashMap<String, String> = Query::try_from_uri(&parts.uri)
+        .map(|Query(q)| q)
+        .unwrap_or_default();
+    auth::authorize_request(api, &user, &parts.method, parts.uri.path(), &route, &query)?;
     let accept = header_str(&parts.headers, header::ACCEPT).to_owned();
     if route == Route::OpenApiV2 && accept.contains("protobuf") {
         let mut response = (StatusCode::OK, openapi::v2_protobuf()).into_response();
@@ -68,9 +72,6 @@ async fn dispatch(api: &Arc<Api>, request: Request) -> Result<Response, ApiError
             message: format!("only JSON is served; not acceptable: {accept}"),
         });
     }
-    let query: HashMap<String, String> = Query::try_from_uri(&parts.uri)
-        .map(|Query(q)| q)
-        .unwrap_or_default();
     let ok = |value: Value| Ok(json_response(StatusCode::OK, &value, &[]));
     let not_found = || Err(ApiError::NoResource);
     match route {
@@ -140,6 +141,9 @@ async fn resource_request(
     if let Some(failure) = failure {
         return Err(failure);
     }
+    if let Some(kind) = auth::reviews::review_kind(&path.group, &path.plural) {
+        return review(api, kind, &path, &request, verb);
+    }
     let resource = api
         .registry
         .lookup(&path.group, &path.version, &path.plural)
@@ -193,4 +197,27 @@ fn token_request(
     let name = path.name.as_deref().unwrap_or("");
     let created = auth::token_request::create(api, namespace, name, &body)?;
     Ok(json_response(StatusCode::CREATED, &created, &[]))
+}
+
+/// A create of SelfSubjectAccessReview and the other reviews.
+fn review(
+    api: &Api,
+    kind: &str,
+    path: &ResourcePath,
+    request: &ResourceRequest,
+    verb: &str,
+) -> Result<Response, ApiError> {
+    if verb != "create" || path.name.is_some() {
+        return Err(ApiError::MethodNotAllowed {
+            message: "the server does not allow this method on the requested resource".into(),
+        });
+    }
+    let body = if header_str(&request.headers, header::CONTENT_TYPE).contains("protobuf") {
+        auth::protobuf::review_body(kind, &request.body)?
+    } else {
+        request.json_body()?
+    };
+    let namespace = path.namespace.as_deref();
+    let answer = auth::reviews::create(&api.store, &request.user, kind, namespace, &body)?;
+    Ok(json_response(StatusCode::CREATED, &answer, &[]))
 }

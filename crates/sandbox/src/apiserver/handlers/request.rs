@@ -70,6 +70,7 @@ impl ResourceRequest {
     pub fn write_options<'m>(&self, manage: Manage<'m>) -> Result<WriteOptions<'m>, ApiError> {
         Ok(WriteOptions {
             manage,
+            user: Some(self.user.clone()),
             dry_run: self.dry_run()?,
             validation: FieldValidation::parse(self.param("fieldValidation"))?,
         })

@@ -10,7 +10,9 @@ use crate::apiserver::apply::{self, Scope};
 use crate::apiserver::error::{ApiError, Cause};
 use crate::apiserver::objects::kinds::{self, after_put};
 use crate::apiserver::objects::meta::{meta_mut, normalize_meta, now};
-use crate::apiserver::objects::options::{Manage, WriteOptions, Written, list_types};
+use crate::apiserver::objects::options::{
+    Manage, WriteOptions, Written, check_escalation, list_types,
+};
 use crate::apiserver::resources::Resource;
 use crate::apiserver::state::Api;
 use crate::apiserver::storage::{ObjectKey, Transaction};
@@ -60,6 +62,7 @@ pub fn create(
     let mut object = admitted.object;
     let rules = kinds::rules(resource);
     rules.created(tx, &name, &now, &mut object)?;
+    check_escalation(tx, resource, &namespace, &name, (&object, None), options)?;
     if let Manage::Update(manager) = options.manage {
         let types = list_types(resource, version);
         apply::record_update(
@@ -218,6 +221,7 @@ fn create_companions(
         }
         let options = WriteOptions {
             manage: Manage::AlreadyRecorded,
+            user: None,
             dry_run: false,
             validation: FieldValidation::Strict,
         };

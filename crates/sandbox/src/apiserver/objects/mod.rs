@@ -22,5 +22,5 @@ pub use create::create;
 pub use delete::{DeleteOptions, FOREGROUND, ORPHAN, delete, remove_finalizer};
 pub use kinds::NAMESPACE_FINALIZER;
 pub use meta::{now, str_at, string_list};
-pub use options::{Manage, WriteOptions, Written, list_types, scope_of};
+pub use options::{Manage, WriteOptions, Written, check_escalation, list_types, scope_of};
 pub use update::update;

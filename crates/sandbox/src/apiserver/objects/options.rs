@@ -7,7 +7,11 @@ use serde_json::Value;
 
 use crate::apiserver::admission::FieldValidation;
 use crate::apiserver::apply::{BuiltinLists, ListTypes, SchemaLists, Scope};
+use crate::apiserver::auth::UserInfo;
+use crate::apiserver::auth::escalation::{self, RbacWrite};
+use crate::apiserver::error::ApiError;
 use crate::apiserver::resources::Resource;
+use crate::apiserver::storage::Transaction;
 
 /// How field ownership is recorded for a write.
 pub enum Manage<'a> {
@@ -19,6 +23,9 @@ pub enum Manage<'a> {
 
 pub struct WriteOptions<'a> {
     pub manage: Manage<'a>,
+    /// Who writes, for the RBAC escalation check; `None` for the server's
+    /// own writes.
+    pub user: Option<Arc<UserInfo>>,
     pub dry_run: bool,
     pub validation: FieldValidation,
 }
@@ -44,4 +51,25 @@ pub fn scope_of(resource: &Resource, version: &str, status: bool) -> Scope {
     } else {
         Scope::Whole
     }
+}
+
+/// The RBAC escalation check of a write by a user (nothing for other
+/// kinds or the server's own writes). `old` is the stored object on
+/// update.
+pub fn check_escalation(
+    tx: &Transaction<'_>,
+    resource: &Resource,
+    namespace: &str,
+    name: &str,
+    (object, old): (&Value, Option<&Value>),
+    options: &WriteOptions<'_>,
+) -> Result<(), ApiError> {
+    let write = RbacWrite {
+        plural: &resource.plural,
+        namespace,
+        name,
+        object,
+        old,
+    };
+    escalation::check(tx, options.user.as_deref(), &resource.group, &write)
 }

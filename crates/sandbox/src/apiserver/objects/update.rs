@@ -14,7 +14,9 @@ use crate::apiserver::objects::kinds::{self, after_put, after_remove};
 use crate::apiserver::objects::meta::{
     content, meta_mut, normalize_meta, now, str_at, string_list, without_volatile,
 };
-use crate::apiserver::objects::options::{Manage, WriteOptions, Written, list_types, scope_of};
+use crate::apiserver::objects::options::{
+    Manage, WriteOptions, Written, check_escalation, list_types, scope_of,
+};
 use crate::apiserver::resources::Resource;
 use crate::apiserver::state::Api;
 use crate::apiserver::storage::{ObjectKey, Transaction};
@@ -53,6 +55,15 @@ pub fn update(
             causes,
         ));
     }
+    let namespace = &key.namespace;
+    check_escalation(
+        tx,
+        resource,
+        namespace,
+        &key.name,
+        (&object, Some(&old)),
+        options,
+    )?;
     if resource.tracks_generation() && content(&object) != content(&old) {
         let generation = old
             .pointer("/metadata/generation")
