@@ -105,6 +105,7 @@ async fn kubectl_in_a_pod_reaches_the_api_through_the_kubernetes_service() {
     grant_configmap_reads(&node).await;
     let script = format!(
         "echo \"server: $KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT\"; \
+         {kubectl} get secrets -o name 2>&1 | grep -o 'system:serviceaccount:default:default\" cannot list'; \
          {kubectl} get configmap kube-root-ca.crt -o name; echo \"exit $?\"; exec sleep 600"
     );
     let pod = node
@@ -122,6 +123,10 @@ async fn kubectl_in_a_pod_reaches_the_api_through_the_kubernetes_service() {
     assert!(
         output.contains("configmap/kube-root-ca.crt\nexit 0\n"),
         "kubectl used the in-cluster configuration: {output}"
+    );
+    assert!(
+        output.contains("system:serviceaccount:default:default\" cannot list"),
+        "as the pod's ServiceAccount, which may not list Secrets: {output}"
     );
     let pods = node.pods(NS);
     let status = pod_json(&pods, "client").await.expect("pod");
