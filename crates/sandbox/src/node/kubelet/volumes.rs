@@ -2,10 +2,11 @@
 //! a process at its `mountPath`.
 //!
 //! The sandbox must work for a non-root user on a laptop, where mount
-//! namespaces are not available, so it does not mount anything. Every
+//! namespaces may not be available, so volumes are not mounted (the one
+//! exception, the ServiceAccount token path, is `isolation`'s). Every
 //! volume is a directory on the host: a claim's persistent directory, or a
 //! per-pod directory `<data dir>/volumes/<pod uid>/<name>` holding an emptyDir or
-//! the files of a secret, configMap or downward API volume. A container
+//! the files of a secret, configMap, downward API or projected volume. A container
 //! sees a volume at its `mountPath` through translation: wherever a mount
 //! path appears as a whole path prefix in the container's command, args,
 //! env values or working directory, it is replaced by the host directory.
