@@ -205,3 +205,36 @@ current-context: tusk-sandbox
 "
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_new_service_address_reissues_the_server_certificate_from_the_same_ca() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let first = load_or_create(dir.path(), Ipv4Addr::new(127, 1, 7, 1)).expect("first");
+        let cert = |dir: &Path| fs::read_to_string(dir.join("server.crt")).expect("cert");
+        let issued = cert(dir.path());
+        let again = load_or_create(dir.path(), Ipv4Addr::new(127, 1, 7, 1)).expect("again");
+        assert_eq!(
+            cert(dir.path()),
+            issued,
+            "the same names keep the certificate"
+        );
+        assert_eq!(again.token, first.token);
+        let moved = load_or_create(dir.path(), Ipv4Addr::new(127, 1, 8, 1)).expect("moved");
+        assert_ne!(
+            cert(dir.path()),
+            issued,
+            "a new address gets a new certificate"
+        );
+        assert_eq!(moved.ca_pem, first.ca_pem, "from the same CA");
+        let names = fs::read_to_string(dir.path().join("server.sans")).expect("names");
+        assert!(names.ends_with(",127.0.0.1,127.1.8.1"), "{names}");
+        assert!(
+            names.contains("kubernetes.default.svc.cluster.local"),
+            "{names}"
+        );
+    }
+}

@@ -244,6 +244,65 @@ mod tests {
         assert_eq!(env, expected);
     }
 
+    /// The claims of a JWT, unverified.
+    fn claims(token: &str) -> serde_json::Value {
+        use base64::Engine;
+        let payload = token.split('.').nth(1).expect("a JWT");
+        let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(payload)
+            .expect("base64url");
+        serde_json::from_slice(&bytes).expect("JSON claims")
+    }
+
+    #[tokio::test]
+    async fn a_token_due_for_refresh_is_replaced_by_a_new_bound_one() {
+        let t = crate::testing::TestSandbox::start().await;
+        let pods: Api<Pod> = Api::namespaced(t.client.clone(), "default");
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "p"},
+            "spec": {"containers": [{"name": "c", "image": "tusk"}]}
+        }))
+        .expect("pod");
+        let pod = pods
+            .create(&PostParams::default(), &pod)
+            .await
+            .expect("pod");
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("token");
+        std::fs::write(&path, "old").expect("write");
+        let now = SystemTime::now();
+        let file = TokenFile {
+            path: path.clone(),
+            projection: ServiceAccountTokenProjection {
+                path: "token".into(),
+                expiration_seconds: Some(600),
+                audience: None,
+            },
+            mode: 0o644,
+            token: Token {
+                token: "old".into(),
+                issued: now - Duration::from_secs(1000),
+                expires: now + Duration::from_secs(10),
+            },
+        };
+        let task = tokio::spawn(keep_fresh(t.client.clone(), pod.clone(), vec![file], None));
+        let token =
+            crate::testing::eventually("the token is replaced", crate::testing::WAIT, || async {
+                std::fs::read_to_string(&path).ok().filter(|t| t != "old")
+            })
+            .await;
+        task.abort();
+        let claims = claims(&token);
+        assert_eq!(claims["kubernetes.io"]["pod"]["name"], "p");
+        assert_eq!(
+            claims["kubernetes.io"]["pod"]["uid"].as_str(),
+            pod.metadata.uid.as_deref()
+        );
+        assert_eq!(claims["sub"], "system:serviceaccount:default:default");
+        let lifetime = claims["exp"].as_i64().unwrap_or(0) - claims["iat"].as_i64().unwrap_or(0);
+        assert_eq!(lifetime, 600);
+    }
+
     #[test]
     fn a_replaced_file_is_whole_and_leaves_nothing_beside_it() {
         let dir = tempfile::tempdir().expect("temp dir");

@@ -5,7 +5,9 @@
 //! worker task (`pod`) that owns its processes; the kubelet only routes
 //! watch events to workers and keeps the node's heartbeat (`node`) and
 //! local volumes (`claims`). The contract a pod's programs see (images,
-//! volumes as translated paths, one loopback address per pod, users) is
+//! volumes as translated paths, one loopback address per pod, users, the
+//! ServiceAccount token at its fixed path through a mount namespace of
+//! each container's own: `identity`, `projected`, `isolation`) is
 //! described in `docs/sandbox.md`.
 
 mod addresses;
@@ -77,7 +79,9 @@ pub struct KubeletConfig {
     pub tusk_binary: PathBuf,
     pub images: ImageMapping,
     pub backoff: Backoff,
-    /// The kubeconfig pods get (with their namespace as the default).
+    /// The sandbox's admin kubeconfig. Pods never get it (they reach the
+    /// API as their ServiceAccount); it is no longer read and will go with
+    /// the next change of this configuration's callers.
     pub kubeconfig: String,
     /// How often a pod's status is recomputed (written only on change).
     pub status_interval: Duration,

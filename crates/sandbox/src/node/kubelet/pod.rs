@@ -183,32 +183,9 @@ async fn lifecycle(
     } else {
         Restart::OnFailure
     };
-    for (index, plan) in prepared.init.into_iter().enumerate() {
-        let slot = Slot {
-            state: state.clone(),
-            init: true,
-            index,
-        };
-        match container::run(
-            plan,
-            init_policy,
-            ctx.config.backoff,
-            slot,
-            owner.clone(),
-            stop.clone(),
-        )
-        .await
-        {
-            Outcome::Exited(exit) if exit.success() => {}
-            Outcome::Exited(_) => {
-                state
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .finished = true;
-                return;
-            }
-            Outcome::Stopped => return,
-        }
+    let init = run_init_containers(&ctx, prepared.init, init_policy, &state, &owner, &stop);
+    if !init.await {
+        return;
     }
     {
         let mut s = state.lock().unwrap_or_else(PoisonError::into_inner);
@@ -239,6 +216,38 @@ async fn lifecycle(
             .unwrap_or_else(PoisonError::into_inner)
             .finished = true;
     }
+}
+
+/// Runs the init containers one after another; false when one failed for
+/// good (the pod is finished) or the pod is stopping.
+async fn run_init_containers(
+    ctx: &Context,
+    plans: Vec<ContainerPlan>,
+    policy: Restart,
+    state: &Arc<Mutex<PodState>>,
+    owner: &container::Owner,
+    stop: &container::StopSignal,
+) -> bool {
+    for (index, plan) in plans.into_iter().enumerate() {
+        let slot = Slot {
+            state: state.clone(),
+            init: true,
+            index,
+        };
+        let backoff = ctx.config.backoff;
+        match container::run(plan, policy, backoff, slot, owner.clone(), stop.clone()).await {
+            Outcome::Exited(exit) if exit.success() => {}
+            Outcome::Exited(_) => {
+                state
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .finished = true;
+                return false;
+            }
+            Outcome::Stopped => return false,
+        }
+    }
+    true
 }
 
 /// Writes the pod's status whenever it changes, until `done`.

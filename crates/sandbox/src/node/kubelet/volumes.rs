@@ -2,10 +2,11 @@
 //! a process at its `mountPath`.
 //!
 //! The sandbox must work for a non-root user on a laptop, where mount
-//! namespaces are not available, so it does not mount anything. Every
+//! namespaces may not be available, so volumes are not mounted (the one
+//! exception, the ServiceAccount token path, is `isolation`'s). Every
 //! volume is a directory on the host: a claim's persistent directory, or a
 //! per-pod directory `<data dir>/volumes/<pod uid>/<name>` holding an emptyDir or
-//! the files of a secret, configMap or downward API volume. A container
+//! the files of a secret, configMap, downward API or projected volume. A container
 //! sees a volume at its `mountPath` through translation: wherever a mount
 //! path appears as a whole path prefix in the container's command, args,
 //! env values or working directory, it is replaced by the host directory.
@@ -16,7 +17,9 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use k8s_openapi::api::core::v1::{Container, KeyToPath, Pod, Volume};
+use k8s_openapi::api::core::v1::{
+    Container, DownwardAPIVolumeSource, KeyToPath, Pod, ProjectedVolumeSource, Volume,
+};
 
 use super::inputs::{InputError, PodInputs};
 use super::projected::ProjectionError;
@@ -116,6 +119,52 @@ pub(super) fn key_files(
     }
 }
 
+/// The files of a downwardAPI volume.
+fn downward_files(
+    pod: &Pod,
+    volume: &str,
+    downward: &DownwardAPIVolumeSource,
+) -> Result<Vec<(String, Vec<u8>, u32)>, VolumeError> {
+    let mode = downward.default_mode.map_or(0o644, |m| m as u32);
+    let mut files = Vec::new();
+    for item in downward.items.iter().flatten() {
+        let Some(field) = &item.field_ref else {
+            return Err(VolumeError::Unsupported {
+                volume: volume.to_owned(),
+                kind: "downwardAPI resourceFieldRef".into(),
+            });
+        };
+        let value = super::env::field_value(pod, &field.field_path).map_err(|source| {
+            VolumeError::Input {
+                volume: volume.to_owned(),
+                source,
+            }
+        })?;
+        let item_mode = item.mode.map_or(mode, |m| m as u32);
+        files.push((item.path.clone(), value.into_bytes(), item_mode));
+    }
+    Ok(files)
+}
+
+/// The files of a projected volume.
+fn projected_files(
+    pod: &Pod,
+    volume: &str,
+    projected: &ProjectedVolumeSource,
+    inputs: &PodInputs,
+) -> Result<Vec<(String, Vec<u8>, u32)>, VolumeError> {
+    super::projected::files(pod, volume, projected, inputs).map_err(|e| match e {
+        ProjectionError::Input(source) => VolumeError::Input {
+            volume: volume.to_owned(),
+            source,
+        },
+        ProjectionError::Unsupported(kind) => VolumeError::Unsupported {
+            volume: volume.to_owned(),
+            kind: kind.into(),
+        },
+    })
+}
+
 /// Prepares every volume of `pod` (its own ones under `volumes_dir`, claims
 /// where they are bound) and returns the host directory of each, by name.
 pub fn materialise(
@@ -167,31 +216,15 @@ pub fn materialise(
             write_files(name, &dir, &files, owner)?;
             dir
         } else if let Some(downward) = &volume.downward_api {
-            let mode = downward.default_mode.map_or(0o644, |m| m as u32);
-            let mut files = Vec::new();
-            for item in downward.items.iter().flatten() {
-                let Some(field) = &item.field_ref else {
-                    return Err(VolumeError::Unsupported {
-                        volume: name.to_owned(),
-                        kind: "downwardAPI resourceFieldRef".into(),
-                    });
-                };
-                let value = super::env::field_value(pod, &field.field_path).map_err(input)?;
-                let item_mode = item.mode.map_or(mode, |m| m as u32);
-                files.push((item.path.clone(), value.into_bytes(), item_mode));
-            }
-            write_files(name, &dir, &files, owner)?;
+            write_files(name, &dir, &downward_files(pod, name, downward)?, owner)?;
             dir
         } else if let Some(projected) = &volume.projected {
-            let files =
-                super::projected::files(pod, name, projected, inputs).map_err(|e| match e {
-                    ProjectionError::Input(source) => input(source),
-                    ProjectionError::Unsupported(kind) => VolumeError::Unsupported {
-                        volume: name.to_owned(),
-                        kind: kind.into(),
-                    },
-                })?;
-            write_files(name, &dir, &files, owner)?;
+            write_files(
+                name,
+                &dir,
+                &projected_files(pod, name, projected, inputs)?,
+                owner,
+            )?;
             dir
         } else {
             return Err(VolumeError::Unsupported {
