@@ -1,7 +1,9 @@
 //! The one-command experience end to end: `tusk sandbox up --apply` with a
-//! PostgresCluster runs real PostgreSQL through the operator, the kubelet
-//! and the instance manager; psql reaches it through the read-write
-//! Service; Ctrl-C stops every process; starting again brings the data back.
+//! PostgresCluster runs real PostgreSQL through the operator (installed
+//! from its install objects and running as its Deployment's pod), the
+//! kubelet and the instance manager; psql reaches it through the
+//! read-write Service; Ctrl-C stops every process; starting again brings
+//! the data back.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -163,6 +165,54 @@ fn processes_under(data_dir: &Path) -> Vec<String> {
     found
 }
 
+/// The operator's pods as `name serviceAccount ready` lines.
+fn operator_pods(data_dir: &Path) -> Vec<String> {
+    let template = "{range .items[*]}{.metadata.name} {.spec.serviceAccountName} \
+                    {.status.conditions[?(@.type==\"Ready\")].status}{\"\\n\"}{end}";
+    let args = [
+        "get",
+        "pods",
+        "-n",
+        "tusk-system",
+        "-l",
+        "app.kubernetes.io/component=operator",
+    ];
+    let output = kubectl(
+        data_dir,
+        &[&args[..], &["-o", &format!("jsonpath={template}")]].concat(),
+    );
+    output.lines().map(str::to_owned).collect()
+}
+
+/// The operator runs as one pod of its Deployment, under its own
+/// ServiceAccount, is Ready (its readiness probe passes) and leads.
+fn assert_operator_runs_as_a_pod(data_dir: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut pods = operator_pods(data_dir);
+    while !(pods.len() == 1 && pods[0].ends_with(" True")) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(500));
+        pods = operator_pods(data_dir);
+    }
+    assert_eq!(pods.len(), 1, "one operator pod: {pods:?}");
+    let fields: Vec<&str> = pods[0].split(' ').collect();
+    assert!(fields[0].starts_with("tusk-operator-"), "{pods:?}");
+    assert_eq!(fields[1..], ["tusk-operator", "True"], "{pods:?}");
+    // It holds the leader Lease, taken under its leader-election Role.
+    let holder = kubectl(
+        data_dir,
+        &[
+            "get",
+            "lease",
+            "-n",
+            "tusk-system",
+            "tusk-operator-leader",
+            "-o",
+            "jsonpath={.spec.holderIdentity}",
+        ],
+    );
+    assert_eq!(holder, fields[0]);
+}
+
 fn example(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../deploy/examples")
@@ -175,6 +225,7 @@ fn a_cluster_applied_with_sandbox_up_serves_psql_and_survives_a_restart() {
     let data_dir = dir.path();
     let mut up = Up::start(data_dir, Some(&example("small.yaml")));
     up.wait_for_line("converged", Duration::from_secs(180));
+    assert_operator_runs_as_a_pod(data_dir);
     let answer = eventually_psql(
         data_dir,
         "create table kept (x int); insert into kept values (7); select sum(x) from kept",

@@ -14,6 +14,10 @@ pub enum ErrorCategory {
     ApiError,
     /// The API server asked us to slow down (429); retried with back-off.
     Throttled,
+    /// The operator's ServiceAccount may not do what the reconcile needs
+    /// (403): its ClusterRole lacks a permission. Retried with back-off,
+    /// so restoring the permission is enough to recover.
+    Forbidden,
     /// Someone else changed an object meanwhile (409); retried at once.
     Conflict,
     /// An instance manager did not answer; retried.
@@ -40,6 +44,7 @@ impl ErrorCategory {
             Self::RefusedChange => "RefusedChange",
             Self::ApiError => "ApiError",
             Self::Throttled => "Throttled",
+            Self::Forbidden => "Forbidden",
             Self::Conflict => "Conflict",
             Self::InstanceUnreachable => "InstanceUnreachable",
             Self::VolumeConflict => "VolumeConflict",
@@ -59,6 +64,7 @@ mod tests {
         for transient in [
             ErrorCategory::ApiError,
             ErrorCategory::Throttled,
+            ErrorCategory::Forbidden,
             ErrorCategory::Conflict,
             ErrorCategory::InstanceUnreachable,
             ErrorCategory::VolumeConflict,
@@ -76,7 +82,7 @@ pub enum Error {
     InvalidSpec(#[from] crate::validate::SpecError),
     #[error("{0}")]
     Refused(String),
-    #[error("{action}: {source}")]
+    #[error("{action}: {}", describe(source))]
     Kube {
         action: String,
         #[source]
@@ -90,6 +96,17 @@ pub enum Error {
     VolumeConflict(String),
     #[error("{0}")]
     SecretConflict(String),
+}
+
+/// An API error as people read it: the API server's message and reason
+/// (`services "orders-rw" is forbidden: User "system:serviceaccount:..."
+/// cannot patch resource "services" ...: Forbidden`), other errors as
+/// kube-rs words them.
+fn describe(error: &kube::Error) -> String {
+    match error {
+        kube::Error::Api(status) => format!("{status} ({})", status.code),
+        other => other.to_string(),
+    }
 }
 
 impl Error {
@@ -106,11 +123,34 @@ impl Error {
             Self::Kube { source, .. } => match source {
                 kube::Error::Api(status) if status.code == 429 => ErrorCategory::Throttled,
                 kube::Error::Api(status) if status.code == 409 => ErrorCategory::Conflict,
+                kube::Error::Api(status) if status.code == 403 => ErrorCategory::Forbidden,
                 _ => ErrorCategory::ApiError,
             },
             Self::Finalizer(_) | Self::CacheNotReady(_) => ErrorCategory::ApiError,
             Self::VolumeConflict(_) => ErrorCategory::VolumeConflict,
             Self::SecretConflict(_) => ErrorCategory::SecretConflict,
         }
+    }
+}
+
+#[cfg(test)]
+mod error_tests {
+    use super::*;
+
+    #[test]
+    fn a_forbidden_request_is_reported_with_the_servers_words() {
+        let status = kube::core::Status::failure(
+            "services \"orders-rw\" is forbidden: User \"system:serviceaccount:tusk-system:tusk-operator\" cannot patch resource \"services\" in API group \"\" in the namespace \"shop\"",
+            "Forbidden",
+        )
+        .with_code(403);
+        let error = Error::kube("apply Service orders-rw")(kube::Error::Api(Box::new(status)));
+        assert_eq!(error.category(), ErrorCategory::Forbidden);
+        assert_eq!(error.category().reason(), "Forbidden");
+        assert!(error.category().is_transient());
+        assert_eq!(
+            error.to_string(),
+            "apply Service orders-rw: services \"orders-rw\" is forbidden: User \"system:serviceaccount:tusk-system:tusk-operator\" cannot patch resource \"services\" in API group \"\" in the namespace \"shop\": Forbidden (403)"
+        );
     }
 }

@@ -24,7 +24,7 @@ fn first_delay(category: ErrorCategory) -> Option<Duration> {
         ErrorCategory::Conflict => Some(Duration::from_millis(200)),
         // The API server asked us to slow down.
         ErrorCategory::Throttled => Some(Duration::from_secs(10)),
-        ErrorCategory::ApiError | ErrorCategory::InstanceUnreachable => {
+        ErrorCategory::ApiError | ErrorCategory::Forbidden | ErrorCategory::InstanceUnreachable => {
             Some(Duration::from_secs(1))
         }
         // Waits for a person to remove or rename a volume or Secret.

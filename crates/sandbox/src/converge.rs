@@ -191,10 +191,13 @@ pub async fn apply(client: &Client, documents: &[Value]) -> Result<Vec<Applied>,
 }
 
 /// Whether a kind reports its progress in `status` (so an object without
-/// one has not been acted on yet): pods, claims and custom resources.
+/// one has not been acted on yet): pods, claims, Deployments and custom
+/// resources.
 fn reports_status(resource: &ApiResource) -> bool {
-    matches!(resource.kind.as_str(), "Pod" | "PersistentVolumeClaim")
-        || (resource.group.contains('.') && !resource.group.ends_with("k8s.io"))
+    matches!(
+        resource.kind.as_str(),
+        "Pod" | "PersistentVolumeClaim" | "Deployment"
+    ) || (resource.group.contains('.') && !resource.group.ends_with("k8s.io"))
 }
 
 /// Why an object has not converged yet, or `None` when it has.
@@ -215,7 +218,10 @@ pub fn not_converged(object: &Value, reports_status: bool) -> Option<String> {
         return Some(format!("generation {generation} not observed yet"));
     }
     if let Some(conditions) = status.get("conditions").and_then(Value::as_array)
-        && let Some(ready) = conditions.iter().find(|c| c["type"] == "Ready")
+        && let Some(ready) = conditions
+            .iter()
+            .find(|c| c["type"] == "Ready")
+            .or_else(|| conditions.iter().find(|c| c["type"] == "Available"))
     {
         if ready["status"] == "True" {
             return None;
@@ -327,6 +333,16 @@ mod tests {
     #[test]
     fn readiness_and_phases_decide_convergence() {
         assert_eq!(not_converged(&json!({"kind": "Service"}), false), None);
+        // A Deployment without a Ready condition waits to be Available.
+        let deployment = |available: &str| {
+            json!({"metadata": {"generation": 1}, "status": {"observedGeneration": 1,
+                "conditions": [{"type": "Available", "status": available, "reason": "MinimumReplicasUnavailable"}]}})
+        };
+        assert_eq!(
+            not_converged(&deployment("False"), true),
+            Some("MinimumReplicasUnavailable".into())
+        );
+        assert_eq!(not_converged(&deployment("True"), true), None);
         assert_eq!(
             not_converged(&json!({"kind": "PostgresCluster"}), true),
             Some("no status yet".into())

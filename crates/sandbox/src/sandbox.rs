@@ -30,6 +30,7 @@ use crate::apiserver::state::{Api, ApiConfig};
 use crate::apiserver::storage::{ObjectKey, StorageError, Store};
 use crate::apiserver::tls::{self, TlsError};
 use crate::controllers;
+use crate::controllers::{kubernetes_service, root_ca};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
@@ -51,7 +52,7 @@ pub enum ServerError {
     Storage(#[from] StorageError),
     #[error(transparent)]
     Tokens(#[from] TokenError),
-    #[error("cannot create the built-in namespaces and RBAC policy: {0}")]
+    #[error("cannot create the built-in namespaces, RBAC policy and the kubernetes Service: {0}")]
     Bootstrap(ApiError),
 }
 
@@ -96,9 +97,10 @@ impl Sandbox {
             path: config.data_dir.clone(),
             source,
         })?;
-        let credentials = tls::load_or_create(&config.data_dir)?;
         let tokens = TokenSigner::load_or_create(&config.data_dir)?;
         let store = Store::open(&config.data_dir.join("state.db"), config.history_limit)?;
+        let service_ip = kubernetes_service::cluster_ip(&store, &config.data_dir);
+        let credentials = tls::load_or_create(&config.data_dir, service_ip)?;
         let registry = Registry::with_builtins();
         let (_, stored_crds) = store.list(crds::RESOURCE_KEY, None)?;
         for crd in stored_crds {
@@ -130,6 +132,8 @@ impl Sandbox {
             },
         });
         bootstrap(&api).map_err(ServerError::Bootstrap)?;
+        kubernetes_service::reconcile(&api, service_ip, address.port())
+            .map_err(ServerError::Bootstrap)?;
         let kubeconfig = config.data_dir.join("kubeconfig");
         let contents = tls::kubeconfig(
             &format!("https://{address}"),
@@ -142,6 +146,7 @@ impl Sandbox {
         })?;
         let (shutdown, shutdown_rx) = watch::channel(false);
         let gc = tokio::spawn(controllers::gc::run(api.clone()));
+        let root_ca = tokio::spawn(root_ca::run(api.clone(), credentials.ca_pem.clone()));
         let acceptor = TlsAcceptor::from(credentials.server_config);
         let server = tokio::spawn(server::serve(listener, acceptor, api.clone(), shutdown_rx));
         Ok(Self {
@@ -149,7 +154,7 @@ impl Sandbox {
             kubeconfig,
             faults,
             api,
-            tasks: vec![gc, server],
+            tasks: vec![gc, root_ca, server],
             shutdown,
         })
     }

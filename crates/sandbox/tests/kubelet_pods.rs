@@ -50,7 +50,7 @@ async fn an_init_container_runs_to_completion_before_the_main_container() {
                     "name": "main",
                     "image": SHELL,
                     "command": ["/bin/sh", "-c"],
-                    "args": ["cat /work/state; cat /etc/creds/password; echo; echo \"$POD $NS $IP $PASSWORD\"; test -f \"$KUBECONFIG\" && echo kubeconfig; exec sleep 600"],
+                    "args": ["cat /work/state; cat /etc/creds/password; echo; echo \"$POD $NS $IP $PASSWORD\"; test -z \"$KUBECONFIG\" && echo no-kubeconfig; exec sleep 600"],
                     "env": [
                         {"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
                         {"name": "NS", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
@@ -84,7 +84,7 @@ async fn an_init_container_runs_to_completion_before_the_main_container() {
         .to_owned();
     assert!(ip.starts_with("127.2."), "{ip}");
     let log = node.log(&pod, "main", 0);
-    let expected = format!("prepared\ns3cret\nweb default {ip} s3cret\nkubeconfig\n");
+    let expected = format!("prepared\ns3cret\nweb default {ip} s3cret\nno-kubeconfig\n");
     eventually("the main container's output", WAIT, || async {
         (support::log_text(&log)? == expected).then_some(())
     })

@@ -10,6 +10,7 @@ pub mod operator;
 pub mod promote;
 pub mod sandbox;
 pub mod sandbox_node;
+pub mod sandbox_operator;
 pub mod validate;
 
 /// Why a command could not run (as opposed to input it checked and refused).

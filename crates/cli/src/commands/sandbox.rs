@@ -11,6 +11,7 @@ use std::process::ExitCode;
 use tusk_sandbox::{Config, Sandbox};
 
 use super::CommandError;
+use super::sandbox_operator::OperatorMode;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -36,9 +37,14 @@ pub struct UpArgs {
     /// Do not run pods (API server only).
     #[arg(long)]
     pub no_kubelet: bool,
-    /// Do not run the operator in process.
-    #[arg(long)]
+    /// Do not run the operator.
+    #[arg(long, conflicts_with = "operator_in_process")]
     pub no_operator: bool,
+    /// Run the operator inside `tusk sandbox up` with the admin credentials
+    /// (for debugging) instead of installing it as a Deployment; implied by
+    /// --no-kubelet, which runs no pods.
+    #[arg(long)]
+    pub operator_in_process: bool,
     /// Apply this manifest once the sandbox is up, and show its progress
     /// (repeatable).
     #[arg(long, value_name = "FILE")]
@@ -82,7 +88,13 @@ fn run_up(args: &UpArgs) -> Result<ExitCode, CommandError> {
         let options = super::sandbox_node::NodeOptions {
             apply: args.apply.clone(),
             kubelet: !args.no_kubelet,
-            operator: !args.no_operator,
+            operator: if args.no_operator {
+                OperatorMode::None
+            } else if args.operator_in_process || args.no_kubelet {
+                OperatorMode::InProcess
+            } else {
+                OperatorMode::Pod
+            },
         };
         let outcome = super::sandbox_node::run(&data_dir, sandbox.kubeconfig_path(), options).await;
         sandbox.stop();

@@ -1,6 +1,7 @@
 //! The node side of `tusk sandbox up`: once the API server serves, install
-//! the CRDs, start the kubelet, endpoints controller and Service proxy and
-//! the operator in process, apply the given manifests, show what they
+//! the CRDs, start the kubelet, the built-in controllers and Service proxy,
+//! install the operator (or start it in process, see
+//! [`super::sandbox_operator`]), apply the given manifests, show what they
 //! wait for, and on Ctrl-C stop every process that was started.
 
 use std::io::IsTerminal;
@@ -9,18 +10,17 @@ use std::time::Duration;
 
 use kube::Client;
 use tokio::sync::watch;
-use tusk_operator::config::OperatorConfig;
-use tusk_operator::run::{Settings, run as run_operator};
 use tusk_sandbox::converge;
 use tusk_sandbox::node::Node;
 
 use super::CommandError;
+use super::sandbox_operator::{self, OperatorMode};
 
 /// What to run beside the API server.
 pub struct NodeOptions {
     pub apply: Vec<PathBuf>,
     pub kubelet: bool,
-    pub operator: bool,
+    pub operator: OperatorMode,
 }
 
 fn failed(error: impl std::fmt::Display) -> CommandError {
@@ -48,27 +48,16 @@ pub async fn run(
         None
     };
     let (stop_operator, stop_signal) = watch::channel(false);
-    let operator = if options.operator {
-        let (uid, gid) = tusk_sandbox::kubelet::postgres_identity().ok_or_else(|| {
-            failed("running as root needs a `postgres` user for PostgreSQL pods (scripts/setup installs PostgreSQL)")
-        })?;
-        let settings = Settings {
-            config: OperatorConfig {
-                postgres_uid: i64::from(uid),
-                postgres_gid: i64::from(gid),
-                ..OperatorConfig::default()
-            },
-            ..Settings::default()
-        };
-        Some(tokio::spawn(run_operator(
-            client.clone(),
-            settings,
-            stop_signal,
-        )))
-    } else {
-        None
-    };
     let mut applied = Vec::new();
+    let operator = match options.operator {
+        OperatorMode::InProcess => Some(sandbox_operator::start_in_process(&client, stop_signal)?),
+        OperatorMode::Pod => {
+            applied.extend(sandbox_operator::install_operator(&client).await?);
+            println!("installed the operator (deployment tusk-system/tusk-operator)");
+            None
+        }
+        OperatorMode::None => None,
+    };
     for path in &options.apply {
         let documents = converge::read_manifests(path).map_err(failed)?;
         applied.extend(converge::apply(&client, &documents).await.map_err(failed)?);

@@ -1,5 +1,8 @@
 //! The full sandbox (API server, kubelet, Service proxy) with the operator
-//! in process, for end-to-end tests with real PostgreSQL.
+//! in process, for end-to-end tests with real PostgreSQL. The operator
+//! runs as its ServiceAccount `tusk-system/tusk-operator` under the
+//! ClusterRole and leader-election Role of deploy/install.yaml, so every
+//! test also exercises those permissions.
 
 #![allow(dead_code)]
 
@@ -47,6 +50,22 @@ pub struct World {
     pub dir: tempfile::TempDir,
 }
 
+/// Applies the operator's namespace, ServiceAccount and RBAC from the
+/// install objects and returns a client authenticated as that
+/// ServiceAccount.
+async fn operator_client(sandbox: &Sandbox, admin: &Client) -> Client {
+    let identity = tusk_operator::install::identity_manifests().expect("install objects");
+    tusk_sandbox::converge::apply(admin, &identity)
+        .await
+        .expect("the operator's identity and RBAC apply");
+    testing::client_for_service_account(
+        sandbox,
+        tusk_operator::install::NAMESPACE,
+        tusk_operator::install::NAME,
+    )
+    .await
+}
+
 impl World {
     /// Starts the sandbox and the operator. With RUST_LOG set, their logs
     /// go to the test's output (e.g. `RUST_LOG=tusk_operator=info` shows
@@ -78,7 +97,7 @@ impl World {
             config,
             ..Settings::default()
         };
-        let operator_client = client.clone();
+        let operator_client = operator_client(&sandbox, &client).await;
         let operator = tokio::spawn(async move {
             if let Err(error) = run(operator_client, settings, stop_rx).await {
                 panic!("operator failed: {error}");

@@ -61,3 +61,52 @@ fn meta(name: &str, namespace: Option<&str>) -> ObjectMeta {
         ..ObjectMeta::default()
     }
 }
+
+/// The objects that give the operator its identity and permissions, in the
+/// order to apply them: namespace, ServiceAccount, ClusterRole and
+/// binding, leader-election Role and binding (what deploy/install.yaml
+/// holds besides the CRDs and the Deployment).
+pub fn identity_manifests() -> Result<Vec<serde_json::Value>, serde_json::Error> {
+    Ok(vec![
+        serde_json::to_value(namespace())?,
+        serde_json::to_value(service_account())?,
+        serde_json::to_value(cluster_role())?,
+        serde_json::to_value(cluster_role_binding())?,
+        serde_json::to_value(leader_role())?,
+        serde_json::to_value(leader_role_binding())?,
+    ])
+}
+
+/// Every installed object but the CRDs, in the order to apply them: the
+/// identity, then the Deployment and its metrics Service.
+pub fn manifests() -> Result<Vec<serde_json::Value>, serde_json::Error> {
+    let mut all = identity_manifests()?;
+    all.push(serde_json::to_value(deployment())?);
+    all.push(serde_json::to_value(metrics_service())?);
+    Ok(all)
+}
+
+#[cfg(test)]
+mod manifest_tests {
+    #[test]
+    fn manifests_carry_their_kinds_in_apply_order() {
+        let kinds: Vec<String> = super::manifests()
+            .expect("manifests")
+            .iter()
+            .map(|m| m["kind"].as_str().unwrap_or_default().to_owned())
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                "Namespace",
+                "ServiceAccount",
+                "ClusterRole",
+                "ClusterRoleBinding",
+                "Role",
+                "RoleBinding",
+                "Deployment",
+                "Service"
+            ]
+        );
+    }
+}

@@ -4,6 +4,7 @@
 //! policies and restarts (R7-R16).
 
 mod children;
+mod permissions;
 mod resilience;
 mod spec_changes;
 mod support;

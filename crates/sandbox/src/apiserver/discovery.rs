@@ -169,6 +169,17 @@ pub fn resources(registry: &Registry, group: &str, version: &str) -> Option<Valu
                 "verbs": ["get", "patch", "update"],
             }));
         }
+        if resource.has_scale() {
+            list.push(json!({
+                "name": format!("{}/scale", resource.plural),
+                "singularName": "",
+                "namespaced": resource.namespaced,
+                "group": "autoscaling",
+                "version": "v1",
+                "kind": "Scale",
+                "verbs": ["get", "patch", "update"],
+            }));
+        }
     }
     if version == "v1" {
         list.extend(review_resources(group));

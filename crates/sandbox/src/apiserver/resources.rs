@@ -93,8 +93,20 @@ impl Resource {
         self.custom
             || matches!(
                 self.kind.as_str(),
-                "CustomResourceDefinition" | "PodDisruptionBudget" | "Pod"
+                "CustomResourceDefinition"
+                    | "PodDisruptionBudget"
+                    | "Pod"
+                    | "Deployment"
+                    | "ReplicaSet"
             )
+    }
+
+    /// Whether the kind has a `scale` subresource (`autoscaling/v1` Scale
+    /// over `spec.replicas`), as Deployments and ReplicaSets do.
+    pub fn has_scale(&self) -> bool {
+        !self.custom
+            && self.group == "apps"
+            && matches!(self.kind.as_str(), "Deployment" | "ReplicaSet")
     }
 }
 
@@ -161,6 +173,24 @@ const BUILTINS: &[Builtin] = &[
         true,
         true,
         &["pdb"],
+    ),
+    b(
+        "apps",
+        "v1",
+        "deployments",
+        "Deployment",
+        true,
+        true,
+        &["deploy"],
+    ),
+    b(
+        "apps",
+        "v1",
+        "replicasets",
+        "ReplicaSet",
+        true,
+        true,
+        &["rs"],
     ),
     b(
         "coordination.k8s.io",

@@ -1,11 +1,17 @@
 //! Transport security and credentials: a CA generated on first start, a
-//! server certificate for 127.0.0.1 and localhost signed by it, a bearer
-//! token, and the kubeconfig that ties them together.
+//! server certificate signed by it for the names and addresses clients use
+//! (127.0.0.1, localhost, the `kubernetes` Service's cluster IP and its DNS
+//! names), a bearer token, and the kubeconfig that ties them together.
 //!
 //! They are kept in the data directory, so a restarted sandbox keeps the
-//! same identity and an existing kubeconfig keeps working.
+//! same identity and an existing kubeconfig keeps working. The server
+//! certificate's names are recorded beside it (`server.sans`); when the set
+//! changes (the Service's address moved) the certificate is issued again
+//! by the same CA (`ca.key`). A data directory from before the CA key was
+//! kept gets a new CA.
 
 use std::fs;
+use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -61,18 +67,51 @@ fn write(path: &Path, contents: &str) -> Result<(), TlsError> {
     Ok(())
 }
 
-/// Loads the credentials in `dir`, creating them on first use.
-pub fn load_or_create(dir: &Path) -> Result<Credentials, TlsError> {
+/// The DNS names in-cluster clients use for the API server.
+pub const SERVICE_DNS_NAMES: [&str; 4] = [
+    "kubernetes",
+    "kubernetes.default",
+    "kubernetes.default.svc",
+    "kubernetes.default.svc.cluster.local",
+];
+
+/// The names and addresses the server certificate must carry.
+fn subject_names(service_ip: Ipv4Addr) -> Vec<String> {
+    let mut names = vec!["localhost".to_owned()];
+    names.extend(SERVICE_DNS_NAMES.iter().map(|n| (*n).to_owned()));
+    names.push("127.0.0.1".to_owned());
+    names.push(service_ip.to_string());
+    names
+}
+
+/// Loads the credentials in `dir`, creating them on first use, with a
+/// server certificate valid for `service_ip` (the `kubernetes` Service).
+pub fn load_or_create(dir: &Path, service_ip: Ipv4Addr) -> Result<Credentials, TlsError> {
     let ca_path = dir.join("ca.crt");
+    let ca_key_path = dir.join("ca.key");
     let cert_path = dir.join("server.crt");
     let key_path = dir.join("server.key");
+    let sans_path = dir.join("server.sans");
     let token_path = dir.join("token");
-    if !(ca_path.exists() && cert_path.exists() && key_path.exists() && token_path.exists()) {
-        let (ca, cert, key) = generate()?;
-        write(&ca_path, &ca)?;
+    if !token_path.exists() {
+        write(&token_path, &uuid::Uuid::new_v4().simple().to_string())?;
+    }
+    let names = subject_names(service_ip);
+    let recorded = fs::read_to_string(&sans_path).unwrap_or_default();
+    let current = cert_path.exists() && key_path.exists() && recorded.trim() == names.join(",");
+    if !current {
+        let ca = if ca_path.exists() && ca_key_path.exists() {
+            (read(&ca_path)?, read(&ca_key_path)?)
+        } else {
+            let (cert, key) = generate_ca()?;
+            write(&ca_path, &cert)?;
+            write(&ca_key_path, &key)?;
+            (cert, key)
+        };
+        let (cert, key) = generate_server(&ca.1, &names)?;
         write(&cert_path, &cert)?;
         write(&key_path, &key)?;
-        write(&token_path, &uuid::Uuid::new_v4().simple().to_string())?;
+        write(&sans_path, &names.join(","))?;
     }
     let ca_pem = read(&ca_path)?;
     let token = read(&token_path)?.trim().to_owned();
@@ -103,27 +142,42 @@ pub fn load_or_create(dir: &Path) -> Result<Credentials, TlsError> {
     })
 }
 
-/// A CA and a server certificate for the loopback interface (PEM: CA
-/// certificate, server certificate, server key).
-fn generate() -> Result<(String, String, String), TlsError> {
-    let ca_key = KeyPair::generate()?;
-    let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
-    ca_params
+fn ca_params() -> Result<CertificateParams, TlsError> {
+    let mut params = CertificateParams::new(Vec::<String>::new())?;
+    params
         .distinguished_name
         .push(DnType::CommonName, "tusk-sandbox-ca");
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    let ca_cert = ca_params.self_signed(&ca_key)?;
-    let issuer = Issuer::new(ca_params, ca_key);
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    Ok(params)
+}
+
+/// A new CA (PEM: certificate, key).
+fn generate_ca() -> Result<(String, String), TlsError> {
+    let key = KeyPair::generate()?;
+    let cert = ca_params()?.self_signed(&key)?;
+    Ok((cert.pem(), key.serialize_pem()))
+}
+
+/// A server certificate for `names` (DNS names and IP addresses) signed by
+/// the CA's key (PEM: certificate, key).
+fn generate_server(ca_key_pem: &str, names: &[String]) -> Result<(String, String), TlsError> {
+    let ca_key = KeyPair::from_pem(ca_key_pem)?;
+    // The CA's name and key are all an issuer needs; its parameters are
+    // the same every time.
+    let issuer = Issuer::new(ca_params()?, ca_key);
     let server_key = KeyPair::generate()?;
-    let mut params = CertificateParams::new(vec!["localhost".to_owned()])?;
-    params
-        .subject_alt_names
-        .push(SanType::IpAddress(std::net::IpAddr::from([127, 0, 0, 1])));
+    let mut params = CertificateParams::new(Vec::<String>::new())?;
+    for name in names {
+        params.subject_alt_names.push(match name.parse::<IpAddr>() {
+            Ok(ip) => SanType::IpAddress(ip),
+            Err(_) => SanType::DnsName(name.clone().try_into()?),
+        });
+    }
     params
         .distinguished_name
         .push(DnType::CommonName, "tusk-sandbox");
     let server_cert = params.signed_by(&server_key, &issuer)?;
-    Ok((ca_cert.pem(), server_cert.pem(), server_key.serialize_pem()))
+    Ok((server_cert.pem(), server_key.serialize_pem()))
 }
 
 /// The kubeconfig that kube-rs and kubectl use as it is.
@@ -150,4 +204,37 @@ contexts:
 current-context: tusk-sandbox
 "
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_new_service_address_reissues_the_server_certificate_from_the_same_ca() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let first = load_or_create(dir.path(), Ipv4Addr::new(127, 1, 7, 1)).expect("first");
+        let cert = |dir: &Path| fs::read_to_string(dir.join("server.crt")).expect("cert");
+        let issued = cert(dir.path());
+        let again = load_or_create(dir.path(), Ipv4Addr::new(127, 1, 7, 1)).expect("again");
+        assert_eq!(
+            cert(dir.path()),
+            issued,
+            "the same names keep the certificate"
+        );
+        assert_eq!(again.token, first.token);
+        let moved = load_or_create(dir.path(), Ipv4Addr::new(127, 1, 8, 1)).expect("moved");
+        assert_ne!(
+            cert(dir.path()),
+            issued,
+            "a new address gets a new certificate"
+        );
+        assert_eq!(moved.ca_pem, first.ca_pem, "from the same CA");
+        let names = fs::read_to_string(dir.path().join("server.sans")).expect("names");
+        assert!(names.ends_with(",127.0.0.1,127.1.8.1"), "{names}");
+        assert!(
+            names.contains("kubernetes.default.svc.cluster.local"),
+            "{names}"
+        );
+    }
 }

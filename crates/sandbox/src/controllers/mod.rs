@@ -1,9 +1,16 @@
 //! The built-in controllers: what Kubernetes's controller manager would do
 //! for the kinds the operator relies on.
 //!
-//! [`gc`] runs inside the API server process on its storage (owner
-//! references, namespace deletion, a deleted CRD's objects); [`endpoints`]
-//! runs beside the node through a client, as the real one does.
+//! [`gc`] (owner references, namespace deletion, a deleted CRD's objects),
+//! [`root_ca`] (the `kube-root-ca.crt` ConfigMaps) and
+//! [`kubernetes_service`] (the `kubernetes` Service, reconciled at start)
+//! run inside the API server process on its storage; [`endpoints`],
+//! [`deployment`] and [`replicaset`] run beside the node through a client,
+//! as kube-controller-manager's do.
 
+pub mod deployment;
 pub mod endpoints;
 pub mod gc;
+pub mod kubernetes_service;
+pub mod replicaset;
+pub mod root_ca;

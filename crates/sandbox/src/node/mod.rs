@@ -1,5 +1,6 @@
 //! The node side of the sandbox, started and stopped together: the
-//! kubelet, the endpoints controller and the Service proxy.
+//! kubelet, the endpoints, Deployment and ReplicaSet controllers and the
+//! Service proxy.
 //!
 //! `tusk sandbox up` and tests start the API server first and hand this
 //! module a client for it; stopping the node stops every process the
@@ -45,6 +46,8 @@ impl Node {
         let kubelet = kubelet::start(client.clone(), config)?;
         let controllers = vec![
             tokio::spawn(crate::controllers::endpoints::run(client.clone())),
+            tokio::spawn(crate::controllers::deployment::run(client.clone())),
+            tokio::spawn(crate::controllers::replicaset::run(client.clone())),
             tokio::spawn(crate::node::proxy::run(client)),
         ];
         Ok(Self {

@@ -10,6 +10,10 @@ pub use tusk_sandbox::testing::{
     TestSandbox, WAIT, client_for, eventually, install_tusk_crds, wait_for,
 };
 
+/// The ConfigMap the root CA publisher keeps in every namespace, which
+/// lists of ConfigMaps include as on any cluster.
+pub const ROOT_CA: &str = "kube-root-ca.crt";
+
 pub fn config_map(name: &str, data: Value) -> ConfigMap {
     serde_json::from_value(json!({
         "apiVersion": "v1",

@@ -14,6 +14,7 @@ mod faults;
 mod kubectl;
 mod lifecycle;
 mod patch;
+mod pod_identity;
 mod rbac;
 mod rbac_escalation;
 mod rbac_kubectl;

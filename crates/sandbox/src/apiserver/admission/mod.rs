@@ -10,6 +10,8 @@
 
 pub mod defaults;
 mod pods;
+pub mod service_account;
+pub mod workloads;
 
 use k8s_openapi::api;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -197,6 +199,8 @@ fn normalize(resource: &Resource, object: &Value) -> Result<Value, String> {
         ("policy", "PodDisruptionBudget") => {
             round_trip::<api::policy::v1::PodDisruptionBudget>(object)
         }
+        ("apps", "Deployment") => round_trip::<api::apps::v1::Deployment>(object),
+        ("apps", "ReplicaSet") => round_trip::<api::apps::v1::ReplicaSet>(object),
         ("coordination.k8s.io", "Lease") => round_trip::<api::coordination::v1::Lease>(object),
         ("rbac.authorization.k8s.io", "Role") => round_trip::<api::rbac::v1::Role>(object),
         ("rbac.authorization.k8s.io", "RoleBinding") => {
@@ -285,6 +289,14 @@ fn admit_builtin(
             if object.pointer("/spec/resources/requests/storage").is_none() {
                 causes.push(Cause::invalid("spec.resources[storage]", "Required value"));
             }
+        }
+        "Deployment" if resource.group == "apps" => {
+            workloads::deployment(&mut object);
+            workloads::validate(&resource.kind, &object, &mut causes);
+        }
+        "ReplicaSet" if resource.group == "apps" => {
+            workloads::replica_set(&mut object);
+            workloads::validate(&resource.kind, &object, &mut causes);
         }
         _ => {}
     }

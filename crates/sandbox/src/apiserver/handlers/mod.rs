@@ -16,6 +16,7 @@ mod pod_streams;
 mod read;
 mod request;
 mod response;
+mod scale;
 mod watch;
 mod write;
 
@@ -168,6 +169,9 @@ async fn resource_request(
         None => false,
         Some("status") if resource.has_status(&path.version) => true,
         Some("finalize") if resource.kind == "Namespace" => false,
+        Some("scale") if resource.has_scale() && path.name.is_some() => {
+            return scale::scale_request(api, &resource, &path, &request, verb);
+        }
         Some("token") if resource.kind == "ServiceAccount" && verb == "create" => {
             return token_request(api, &path, &request);
         }

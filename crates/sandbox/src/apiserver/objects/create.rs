@@ -268,7 +268,7 @@ pub fn valid_name(resource: &Resource, name: &str) -> Option<String> {
     None
 }
 
-fn random_suffix() -> String {
+pub(crate) fn random_suffix() -> String {
     const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
     let bytes = uuid::Uuid::new_v4().into_bytes();
     bytes

@@ -11,7 +11,7 @@
 //! What differs by kind is in [`kinds`], one entry per kind, called at
 //! fixed points of [`create()`], [`update()`] and [`delete()`].
 
-mod create;
+pub(crate) mod create;
 mod delete;
 pub mod kinds;
 mod meta;

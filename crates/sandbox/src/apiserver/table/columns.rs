@@ -4,6 +4,7 @@
 use serde_json::{Value, json};
 
 use crate::apiserver::table::cells::text;
+use crate::apiserver::table::workloads;
 
 pub struct Column {
     pub name: &'static str,
@@ -23,6 +24,8 @@ pub fn builtin_columns(kind: &str) -> &'static [Column] {
         "ConfigMap" => CONFIG_MAP,
         "Secret" => SECRET,
         "CustomResourceDefinition" => CUSTOM_RESOURCE_DEFINITION,
+        "Deployment" => workloads::DEPLOYMENT,
+        "ReplicaSet" => workloads::REPLICA_SET,
         _ => &[],
     }
 }

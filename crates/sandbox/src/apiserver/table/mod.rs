@@ -5,6 +5,7 @@
 
 mod cells;
 mod columns;
+mod workloads;
 
 use serde_json::{Value, json};
 

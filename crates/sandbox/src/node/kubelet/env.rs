@@ -99,14 +99,16 @@ fn lossy(bytes: &[u8]) -> String {
 }
 
 /// The container's variables in order (later ones win), before path
-/// translation.
+/// translation: `services` (the service links) first, so the container's
+/// own variables override them and can refer to them.
 pub fn container_env(
     pod: &Pod,
     container: &Container,
     inputs: &PodInputs,
+    services: &[(String, String)],
 ) -> Result<Vec<(String, String)>, InputError> {
-    let mut vars: Vec<(String, String)> = Vec::new();
-    let mut defined: BTreeMap<String, String> = BTreeMap::new();
+    let mut vars: Vec<(String, String)> = services.to_vec();
+    let mut defined: BTreeMap<String, String> = services.iter().cloned().collect();
     let set = |vars: &mut Vec<(String, String)>,
                defined: &mut BTreeMap<String, String>,
                name: String,
@@ -214,7 +216,7 @@ mod tests {
             BTreeMap::from([("mode".into(), b"fast".to_vec())]),
         );
         let container = &pod.spec.as_ref().expect("spec").containers[0];
-        let env: BTreeMap<String, String> = container_env(&pod, container, &inputs)
+        let env: BTreeMap<String, String> = container_env(&pod, container, &inputs, &[])
             .expect("env")
             .into_iter()
             .collect();
@@ -238,7 +240,7 @@ mod tests {
             .config_maps
             .insert("settings".into(), BTreeMap::new());
         let container = &pod.spec.as_ref().expect("spec").containers[0];
-        let error = container_env(&pod, container, &inputs).expect_err("missing key");
+        let error = container_env(&pod, container, &inputs, &[]).expect_err("missing key");
         assert!(matches!(error, InputError::KeyNotFound { ref key, .. } if key == "password"));
     }
 }

@@ -11,6 +11,8 @@ use std::path::PathBuf;
 use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod, Secret};
 use kube::{Api, Client};
 
+use super::identity::{KubernetesService, Token, request_token};
+
 #[derive(Debug, thiserror::Error)]
 pub enum InputError {
     #[error("secret {0:?} not found")]
@@ -29,6 +31,8 @@ pub enum InputError {
     UnsupportedField(String),
     #[error("cannot read from the API server: {0}")]
     Api(#[from] kube::Error),
+    #[error("cannot get a token for service account {account:?}: {message}")]
+    Token { account: String, message: String },
 }
 
 /// The objects a pod refers to, by name, as bytes.
@@ -38,6 +42,11 @@ pub struct PodInputs {
     pub config_maps: BTreeMap<String, BTreeMap<String, Vec<u8>>>,
     /// Claim name to the host directory of its bound volume.
     pub claims: BTreeMap<String, PathBuf>,
+    /// The `kubernetes` Service, for the variables every container gets.
+    pub kubernetes: Option<KubernetesService>,
+    /// Tokens of `serviceAccountToken` projections, by volume name and
+    /// path.
+    pub tokens: BTreeMap<(String, String), Token>,
 }
 
 impl PodInputs {
@@ -63,6 +72,14 @@ impl PodInputs {
             None if optional => Ok(BTreeMap::new()),
             None => Err(InputError::ConfigMapNotFound(name.to_owned())),
         }
+    }
+
+    /// The `kubernetes` Service's variables (none before it exists).
+    pub fn service_env(&self) -> Vec<(String, String)> {
+        self.kubernetes
+            .as_ref()
+            .map(KubernetesService::env)
+            .unwrap_or_default()
     }
 
     pub fn claim_dir(&self, name: &str) -> Result<PathBuf, InputError> {
@@ -123,6 +140,18 @@ impl PodInputs {
                 inputs.claims.insert(name, volume_dir(&volume));
             }
         }
+        inputs.kubernetes = KubernetesService::fetch(client).await?;
+        for volume in pod.spec.iter().flat_map(|s| s.volumes.iter().flatten()) {
+            let sources = volume
+                .projected
+                .iter()
+                .flat_map(|p| p.sources.iter().flatten());
+            for projection in sources.filter_map(|s| s.service_account_token.as_ref()) {
+                let token = request_token(client, pod, projection).await?;
+                let key = (volume.name.clone(), projection.path.clone());
+                inputs.tokens.insert(key, token);
+            }
+        }
         Ok(inputs)
     }
 }
@@ -141,6 +170,18 @@ fn referenced(pod: &Pod) -> (BTreeSet<String>, BTreeSet<String>, BTreeSet<String
         }
         if let Some(config_map) = &volume.config_map {
             config_maps.insert(config_map.name.clone());
+        }
+        for source in volume
+            .projected
+            .iter()
+            .flat_map(|p| p.sources.iter().flatten())
+        {
+            if let Some(secret) = &source.secret {
+                secrets.insert(secret.name.clone());
+            }
+            if let Some(config_map) = &source.config_map {
+                config_maps.insert(config_map.name.clone());
+            }
         }
         if let Some(claim) = &volume.persistent_volume_claim {
             claims.insert(claim.claim_name.clone());

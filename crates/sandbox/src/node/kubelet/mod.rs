@@ -8,7 +8,9 @@
 //! (`logs`); the kubelet's endpoint (`server`) serves them and exec
 //! sessions to the API server for the pods workers register (`served`).
 //! The contract a pod's programs see (images, volumes as translated paths,
-//! one loopback address per pod, users) is described in `docs/sandbox.md`.
+//! one loopback address per pod, users, the ServiceAccount token at its
+//! fixed path through a mount namespace of each container's own:
+//! `identity`, `projected`, `isolation`) is described in `docs/sandbox.md`.
 
 mod addresses;
 mod backoff;
@@ -16,14 +18,17 @@ mod claims;
 mod container;
 mod env;
 mod faults;
+mod identity;
 mod images;
 mod inputs;
+mod isolation;
 mod logs;
 mod node;
 mod plan;
 mod pod;
 mod probes;
 mod process;
+mod projected;
 mod served;
 mod server;
 mod status;
@@ -81,7 +86,9 @@ pub struct KubeletConfig {
     pub tusk_binary: PathBuf,
     pub images: ImageMapping,
     pub backoff: Backoff,
-    /// The kubeconfig pods get (with their namespace as the default).
+    /// The sandbox's admin kubeconfig. Pods never get it (they reach the
+    /// API as their ServiceAccount); it is no longer read and will go with
+    /// the next change of this configuration's callers.
     pub kubeconfig: String,
     /// How often a pod's status is recomputed (written only on change).
     pub status_interval: Duration,

@@ -15,6 +15,7 @@ use super::container::ContainerPlan;
 use super::env::{container_env, expand};
 use super::images::ImageMapping;
 use super::inputs::PodInputs;
+use super::isolation::TOKEN_MOUNT_PATH;
 use super::probes::ProbePlan;
 use super::process::ProcessSpec;
 use super::volumes::Mounts;
@@ -79,6 +80,8 @@ pub struct ProcessBase {
     mounts: Mounts,
     working_dir: PathBuf,
     user: Option<(u32, u32)>,
+    token_dir: Option<PathBuf>,
+    root: bool,
 }
 
 impl ProcessBase {
@@ -124,6 +127,8 @@ impl ProcessBase {
             working_dir: self.working_dir.clone(),
             user: self.user,
             log,
+            token_dir: self.token_dir.clone(),
+            root: self.root,
         })
     }
 }
@@ -266,7 +271,8 @@ fn process_base(facts: PodFacts<'_>, container: &Container) -> Result<ProcessBas
     let root = pod_dir.join("root").join(&container.name);
     let mounts = Mounts::for_container(container, volume_dirs, &root).map_err(|e| e.to_string())?;
     let user = container_user(pod, container, ctx.root)?;
-    let vars = container_env(pod, container, inputs).map_err(|e| e.to_string())?;
+    let vars =
+        container_env(pod, container, inputs, &inputs.service_env()).map_err(|e| e.to_string())?;
     let mut env: Vec<(String, String)> = vec![
         (
             "PATH".into(),
@@ -274,10 +280,6 @@ fn process_base(facts: PodFacts<'_>, container: &Container) -> Result<ProcessBas
         ),
         ("HOSTNAME".into(), pod.name_any()),
         ("HOME".into(), pod_dir.to_string_lossy().into_owned()),
-        (
-            "KUBECONFIG".into(),
-            pod_dir.join("kubeconfig").to_string_lossy().into_owned(),
-        ),
         ("TUSK_SANDBOX_MOUNTS".into(), mounts.describe()),
     ];
     env.extend(vars.into_iter().map(|(k, v)| (k, mounts.translate(&v))));
@@ -292,5 +294,22 @@ fn process_base(facts: PodFacts<'_>, container: &Container) -> Result<ProcessBas
         mounts,
         working_dir,
         user,
+        token_dir: token_dir(container, volume_dirs),
+        root: ctx.root,
+    })
+}
+
+/// The host directory of what the container mounts at the ServiceAccount
+/// token path, if anything.
+fn token_dir(container: &Container, volume_dirs: &BTreeMap<String, PathBuf>) -> Option<PathBuf> {
+    let mount = container
+        .volume_mounts
+        .iter()
+        .flatten()
+        .find(|m| m.mount_path.trim_end_matches('/') == TOKEN_MOUNT_PATH)?;
+    let dir = volume_dirs.get(&mount.name)?;
+    Some(match mount.sub_path.as_deref().filter(|s| !s.is_empty()) {
+        Some(sub) => dir.join(sub),
+        None => dir.clone(),
     })
 }

@@ -16,6 +16,7 @@ use tokio::sync::watch;
 
 use super::Context;
 use super::container::{self, ContainerPlan, Outcome, Restart, Slot};
+use super::identity::{TokenFile, keep_fresh};
 use super::inputs::{InputError, PodInputs};
 use super::plan::{PodFacts, plan_container};
 use super::served::ServedPod;
@@ -33,8 +34,6 @@ pub enum PodError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("cannot write the pod's kubeconfig: {0}")]
-    Kubeconfig(String),
 }
 
 /// What the kubelet tells a pod's worker.
@@ -67,37 +66,37 @@ fn volume_owner(pod: &Pod, root: bool) -> Option<Owner> {
     Some(Owner { uid, gid })
 }
 
-/// Writes `<pod dir>/kubeconfig`: the sandbox's server and credentials with
-/// the pod's namespace as the default.
-fn write_kubeconfig(
-    base: &str,
-    namespace: &str,
-    path: &Path,
-    owner: Option<Owner>,
-) -> Result<(), PodError> {
-    let mut config: Value =
-        serde_yaml_ng::from_str(base).map_err(|e| PodError::Kubeconfig(e.to_string()))?;
-    if let Some(contexts) = config.get_mut("contexts").and_then(Value::as_array_mut) {
-        for context in contexts {
-            context["context"]["namespace"] = json!(namespace);
-        }
-    }
-    let text =
-        serde_yaml_ng::to_string(&config).map_err(|e| PodError::Kubeconfig(e.to_string()))?;
-    std::fs::write(path, text).map_err(dir_error(path))?;
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
-        .map_err(dir_error(path))?;
-    if let Some(owner) = owner {
-        std::os::unix::fs::chown(path, Some(owner.uid), Some(owner.gid))
-            .map_err(dir_error(path))?;
-    }
-    Ok(())
-}
-
 struct Prepared {
     init: Vec<ContainerPlan>,
     main: Vec<ContainerPlan>,
+    /// Token files to replace before they expire, and their owner.
+    tokens: Vec<TokenFile>,
+    owner: Option<Owner>,
+}
+
+/// The token files of the pod's projected volumes.
+fn token_files(pod: &Pod, volumes_dir: &Path, inputs: &PodInputs) -> Vec<TokenFile> {
+    let volumes = pod.spec.iter().flat_map(|s| s.volumes.iter().flatten());
+    let mut files = Vec::new();
+    for volume in volumes {
+        let Some(projected) = &volume.projected else {
+            continue;
+        };
+        let mode = projected.default_mode.map_or(0o644, |m| m as u32);
+        let sources = projected.sources.iter().flatten();
+        for projection in sources.filter_map(|s| s.service_account_token.as_ref()) {
+            let key = (volume.name.clone(), projection.path.clone());
+            if let Some(token) = inputs.tokens.get(&key) {
+                files.push(TokenFile {
+                    path: volumes_dir.join(&volume.name).join(&projection.path),
+                    projection: projection.clone(),
+                    mode,
+                    token: token.clone(),
+                });
+            }
+        }
+    }
+    files
 }
 
 async fn prepare(
@@ -133,13 +132,6 @@ async fn prepare(
                 .map_err(dir_error(claim))?;
         }
     }
-    let namespace = pod.namespace().unwrap_or_default();
-    write_kubeconfig(
-        &ctx.config.kubeconfig,
-        &namespace,
-        &pod_dir.join("kubeconfig"),
-        owner,
-    )?;
     let spec = pod.spec.clone().unwrap_or_default();
     let grace =
         Duration::from_secs(spec.termination_grace_period_seconds.unwrap_or(30).max(0) as u64);
@@ -156,6 +148,8 @@ async fn prepare(
     Ok(Prepared {
         init: spec.init_containers.iter().flatten().map(plan).collect(),
         main: spec.containers.iter().map(plan).collect(),
+        tokens: token_files(pod, &volumes_dir, &inputs),
+        owner,
     })
 }
 
@@ -185,6 +179,13 @@ async fn lifecycle(
     else {
         return;
     };
+    // Aborted with the lifecycle: tokens are refreshed while the pod runs.
+    let _tokens = container::AbortOnDrop(tokio::spawn(keep_fresh(
+        ctx.client.clone(),
+        pod.clone(),
+        prepared.tokens,
+        prepared.owner,
+    )));
     let owner = container::Owner {
         namespace: pod.namespace().unwrap_or_default(),
         pod: pod.name_any(),
@@ -196,32 +197,9 @@ async fn lifecycle(
     } else {
         Restart::OnFailure
     };
-    for (index, plan) in prepared.init.into_iter().enumerate() {
-        let slot = Slot {
-            state: state.clone(),
-            init: true,
-            index,
-        };
-        match container::run(
-            plan,
-            init_policy,
-            ctx.config.backoff,
-            slot,
-            owner.clone(),
-            stop.clone(),
-        )
-        .await
-        {
-            Outcome::Exited(exit) if exit.success() => {}
-            Outcome::Exited(_) => {
-                state
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .finished = true;
-                return;
-            }
-            Outcome::Stopped => return,
-        }
+    let init = run_init_containers(&ctx, prepared.init, init_policy, &state, &owner, &stop);
+    if !init.await {
+        return;
     }
     {
         let mut s = state.lock().unwrap_or_else(PoisonError::into_inner);
@@ -252,6 +230,38 @@ async fn lifecycle(
             .unwrap_or_else(PoisonError::into_inner)
             .finished = true;
     }
+}
+
+/// Runs the init containers one after another; false when one failed for
+/// good (the pod is finished) or the pod is stopping.
+async fn run_init_containers(
+    ctx: &Context,
+    plans: Vec<ContainerPlan>,
+    policy: Restart,
+    state: &Arc<Mutex<PodState>>,
+    owner: &container::Owner,
+    stop: &container::StopSignal,
+) -> bool {
+    for (index, plan) in plans.into_iter().enumerate() {
+        let slot = Slot {
+            state: state.clone(),
+            init: true,
+            index,
+        };
+        let backoff = ctx.config.backoff;
+        match container::run(plan, policy, backoff, slot, owner.clone(), stop.clone()).await {
+            Outcome::Exited(exit) if exit.success() => {}
+            Outcome::Exited(_) => {
+                state
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .finished = true;
+                return false;
+            }
+            Outcome::Stopped => return false,
+        }
+    }
+    true
 }
 
 /// Writes the pod's status whenever it changes, until `done`.

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 
+use super::isolation::{IsolationError, TOKEN_MOUNT_PATH, TokenMount};
 use super::logs::{LogSink, Stream, copy_output};
 
 #[derive(Debug, thiserror::Error)]
@@ -30,6 +31,13 @@ pub enum ProcessError {
     },
     #[error("{program} started without a process id")]
     NoPid { program: PathBuf },
+    #[error(transparent)]
+    Isolation(#[from] IsolationError),
+    #[error(
+        "cannot give the container its own view of {TOKEN_MOUNT_PATH} (a mount namespace{}): {source}",
+        if *root { "" } else { " inside a user namespace, which this machine may not allow unprivileged users" }
+    )]
+    Namespace { root: bool, source: std::io::Error },
 }
 
 /// What to run.
@@ -44,6 +52,12 @@ pub struct ProcessSpec {
     pub user: Option<(u32, u32)>,
     /// stdout and stderr are appended here, in the CRI log format.
     pub log: PathBuf,
+    /// The host directory shown at the ServiceAccount token path, in a
+    /// mount namespace of the process's own (see `isolation`).
+    pub token_dir: Option<PathBuf>,
+    /// Whether the sandbox runs as root (a user namespace is needed
+    /// otherwise).
+    pub root: bool,
 }
 
 /// How a process ended.
@@ -103,11 +117,14 @@ fn open_log(path: &Path) -> Result<std::fs::File, ProcessError> {
 }
 
 /// The command that runs `spec` the way a container's processes run: its
-/// program, arguments, whole environment, working directory, user, and a
-/// process group of its own. Container processes and `pods/exec` commands
-/// are both built here, so whatever isolation a container gets (a mount
-/// namespace, say) is joined by its exec sessions too.
-pub fn container_command(spec: &ProcessSpec) -> tokio::process::Command {
+/// program, arguments, whole environment, working directory, user, a
+/// process group of its own and, when it mounts the ServiceAccount token,
+/// a mount namespace of its own (see `isolation`). Container processes and
+/// `pods/exec` commands are both built here, so exec sessions see what the
+/// container sees. Also says whether the command is isolated.
+pub fn container_command(
+    spec: &ProcessSpec,
+) -> Result<(tokio::process::Command, bool), ProcessError> {
     let mut command = tokio::process::Command::new(&spec.program);
     command
         .args(&spec.args)
@@ -115,11 +132,26 @@ pub fn container_command(spec: &ProcessSpec) -> tokio::process::Command {
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
         .current_dir(&spec.working_dir)
         .process_group(0);
-    if let Some((uid, gid)) = spec.user {
-        // std drops supplementary groups when a root parent sets a uid.
-        command.uid(uid).gid(gid);
-    }
-    command
+    let isolated = match &spec.token_dir {
+        Some(dir) => {
+            let mount = TokenMount::new(dir, spec.user, spec.root)?;
+            // SAFETY: `enter` only makes system calls on values
+            // prepared before fork (no allocation, no locks).
+            #[allow(unsafe_code)]
+            unsafe {
+                command.pre_exec(move || mount.enter());
+            }
+            true
+        }
+        None => {
+            if let Some((uid, gid)) = spec.user {
+                // std drops supplementary groups when a root parent sets a uid.
+                command.uid(uid).gid(gid);
+            }
+            false
+        }
+    };
+    Ok((command, isolated))
 }
 
 impl Process {
@@ -127,14 +159,25 @@ impl Process {
     /// its CRI log file (see [`super::logs`]).
     pub fn spawn(spec: &ProcessSpec) -> Result<Self, ProcessError> {
         let sink = LogSink::new(open_log(&spec.log)?);
-        let mut command = container_command(spec);
+        let (mut command, isolated) = container_command(spec)?;
         command
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        let mut child = command.spawn().map_err(|source| ProcessError::Spawn {
-            program: spec.program.clone(),
-            source,
+        let mut child = command.spawn().map_err(|source| {
+            // With a program that exists, the error came from the child's
+            // setup before exec.
+            if isolated && spec.program.is_file() {
+                ProcessError::Namespace {
+                    root: spec.root,
+                    source,
+                }
+            } else {
+                ProcessError::Spawn {
+                    program: spec.program.clone(),
+                    source,
+                }
+            }
         })?;
         let pid = child
             .id()
@@ -348,6 +391,8 @@ mod tests {
             working_dir: dir.to_owned(),
             user: None,
             log: dir.join("logs/main/0.log"),
+            token_dir: None,
+            root: false,
         }
     }
 
@@ -463,6 +508,78 @@ mod tests {
         std::fs::write(&record_file, format!("{pid} 1\n")).expect("write");
         kill_recorded(&record_file).await;
         assert!(!record_file.exists());
+    }
+
+    /// Runs `script` with `dir/token` shown at the token path; its output.
+    async fn run_isolated(
+        dir: &Path,
+        user: Option<(u32, u32)>,
+        root: bool,
+        script: &str,
+    ) -> String {
+        let volume = dir.join("volume");
+        std::fs::create_dir_all(&volume).expect("volume");
+        std::fs::write(volume.join("token"), "t0ken").expect("token");
+        let mut spec = shell(script, dir);
+        spec.token_dir = Some(volume);
+        spec.user = user;
+        spec.root = root;
+        let mut process = Process::spawn(&spec).expect("spawn");
+        let exit = tokio::time::timeout(Duration::from_secs(10), process.wait())
+            .await
+            .expect("exits in time");
+        let log = std::fs::read_to_string(&spec.log).expect("log");
+        assert!(exit.success(), "{exit:?}: {log}");
+        log
+    }
+
+    const READ_TOKEN: &str = "cat /var/run/secrets/kubernetes.io/serviceaccount/token; echo; \
+        if echo x > /var/run/secrets/kubernetes.io/serviceaccount/token; then echo writable; else echo read-only; fi 2>/dev/null; \
+        id -u";
+
+    fn host_sees_the_mount() -> bool {
+        std::fs::read_to_string("/proc/self/mountinfo")
+            .expect("mountinfo")
+            .contains("kubernetes.io/serviceaccount")
+    }
+
+    #[tokio::test]
+    async fn a_process_sees_its_token_at_the_fixed_path_and_the_host_does_not() {
+        if !nix::unistd::geteuid().is_root() {
+            // Covered by the user namespace test below.
+            return;
+        }
+        let dir = tempfile::tempdir().expect("temp dir");
+        let nobody = nix::unistd::User::from_name("nobody")
+            .ok()
+            .flatten()
+            .map_or(65534, |u| u.uid.as_raw());
+        let log = run_isolated(dir.path(), Some((nobody, nobody)), true, READ_TOKEN).await;
+        assert_eq!(log, format!("t0ken\nread-only\n{nobody}\n"));
+        assert!(!host_sees_the_mount());
+        assert!(
+            !Path::new("/var/run/secrets/kubernetes.io/serviceaccount/token").exists(),
+            "nothing is left on the host's path"
+        );
+    }
+
+    #[tokio::test]
+    async fn without_root_a_user_namespace_gives_the_same_view() {
+        if !Path::new("/var/run/secrets").is_dir() {
+            // Only root can create it; as root, the other test does.
+            let _ = std::fs::create_dir_all("/var/run/secrets");
+        }
+        let dir = tempfile::tempdir().expect("temp dir");
+        let me = nix::unistd::geteuid().as_raw();
+        match TokenMount::new(&dir.path().join("volume"), None, false) {
+            Err(IsolationError::NoSecretsDir) => return,
+            Err(error) => panic!("{error}"),
+            Ok(_) => {}
+        }
+        let log = run_isolated(dir.path(), None, false, READ_TOKEN).await;
+        assert!(log.starts_with("t0ken\n"), "{log}");
+        assert!(log.ends_with(&format!("{me}\n")), "the same user: {log}");
+        assert!(!host_sees_the_mount());
     }
 
     async fn wait_for_log(path: &Path, text: &str) {

@@ -2,10 +2,11 @@
 //! a process at its `mountPath`.
 //!
 //! The sandbox must work for a non-root user on a laptop, where mount
-//! namespaces are not available, so it does not mount anything. Every
+//! namespaces may not be available, so volumes are not mounted (the one
+//! exception, the ServiceAccount token path, is `isolation`'s). Every
 //! volume is a directory on the host: a claim's persistent directory, or a
 //! per-pod directory `<data dir>/volumes/<pod uid>/<name>` holding an emptyDir or
-//! the files of a secret, configMap or downward API volume. A container
+//! the files of a secret, configMap, downward API or projected volume. A container
 //! sees a volume at its `mountPath` through translation: wherever a mount
 //! path appears as a whole path prefix in the container's command, args,
 //! env values or working directory, it is replaced by the host directory.
@@ -16,9 +17,12 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use k8s_openapi::api::core::v1::{Container, KeyToPath, Pod, Volume};
+use k8s_openapi::api::core::v1::{
+    Container, DownwardAPIVolumeSource, KeyToPath, Pod, ProjectedVolumeSource, Volume,
+};
 
 use super::inputs::{InputError, PodInputs};
+use super::projected::ProjectionError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum VolumeError {
@@ -94,7 +98,7 @@ fn write_files(
 
 /// The files of a secret or configMap volume: every key, or the listed
 /// items under their paths.
-fn key_files(
+pub(super) fn key_files(
     data: &BTreeMap<String, Vec<u8>>,
     items: Option<&Vec<KeyToPath>>,
     default_mode: u32,
@@ -113,6 +117,52 @@ fn key_files(
             .map(|(key, content)| (key.clone(), content.clone(), default_mode))
             .collect(),
     }
+}
+
+/// The files of a downwardAPI volume.
+fn downward_files(
+    pod: &Pod,
+    volume: &str,
+    downward: &DownwardAPIVolumeSource,
+) -> Result<Vec<(String, Vec<u8>, u32)>, VolumeError> {
+    let mode = downward.default_mode.map_or(0o644, |m| m as u32);
+    let mut files = Vec::new();
+    for item in downward.items.iter().flatten() {
+        let Some(field) = &item.field_ref else {
+            return Err(VolumeError::Unsupported {
+                volume: volume.to_owned(),
+                kind: "downwardAPI resourceFieldRef".into(),
+            });
+        };
+        let value = super::env::field_value(pod, &field.field_path).map_err(|source| {
+            VolumeError::Input {
+                volume: volume.to_owned(),
+                source,
+            }
+        })?;
+        let item_mode = item.mode.map_or(mode, |m| m as u32);
+        files.push((item.path.clone(), value.into_bytes(), item_mode));
+    }
+    Ok(files)
+}
+
+/// The files of a projected volume.
+fn projected_files(
+    pod: &Pod,
+    volume: &str,
+    projected: &ProjectedVolumeSource,
+    inputs: &PodInputs,
+) -> Result<Vec<(String, Vec<u8>, u32)>, VolumeError> {
+    super::projected::files(pod, volume, projected, inputs).map_err(|e| match e {
+        ProjectionError::Input(source) => VolumeError::Input {
+            volume: volume.to_owned(),
+            source,
+        },
+        ProjectionError::Unsupported(kind) => VolumeError::Unsupported {
+            volume: volume.to_owned(),
+            kind: kind.into(),
+        },
+    })
 }
 
 /// Prepares every volume of `pod` (its own ones under `volumes_dir`, claims
@@ -166,25 +216,20 @@ pub fn materialise(
             write_files(name, &dir, &files, owner)?;
             dir
         } else if let Some(downward) = &volume.downward_api {
-            let mode = downward.default_mode.map_or(0o644, |m| m as u32);
-            let mut files = Vec::new();
-            for item in downward.items.iter().flatten() {
-                let Some(field) = &item.field_ref else {
-                    return Err(VolumeError::Unsupported {
-                        volume: name.to_owned(),
-                        kind: "downwardAPI resourceFieldRef".into(),
-                    });
-                };
-                let value = super::env::field_value(pod, &field.field_path).map_err(input)?;
-                let item_mode = item.mode.map_or(mode, |m| m as u32);
-                files.push((item.path.clone(), value.into_bytes(), item_mode));
-            }
-            write_files(name, &dir, &files, owner)?;
+            write_files(name, &dir, &downward_files(pod, name, downward)?, owner)?;
+            dir
+        } else if let Some(projected) = &volume.projected {
+            write_files(
+                name,
+                &dir,
+                &projected_files(pod, name, projected, inputs)?,
+                owner,
+            )?;
             dir
         } else {
             return Err(VolumeError::Unsupported {
                 volume: name.to_owned(),
-                kind: "only persistentVolumeClaim, emptyDir, secret, configMap and downwardAPI"
+                kind: "only persistentVolumeClaim, emptyDir, secret, configMap, downwardAPI and projected"
                     .into(),
             });
         };

@@ -1,7 +1,8 @@
 //! What the write path does differently for some kinds, one entry per
 //! kind: the Namespace finalizer and default ServiceAccount, the Service
 //! cluster IP, the Pod's ServiceAccount check and graceful deletion, the
-//! PersistentVolumeClaim's immutable fields, and CRD registration.
+//! PersistentVolumeClaim's immutable fields, a Deployment's or ReplicaSet's
+//! selector, and CRD registration.
 //!
 //! The write path in [`super`] calls these hooks at fixed points; a kind
 //! that needs a new rule gets one [`KindRules`] implementation and one line
@@ -12,6 +13,7 @@ mod namespace;
 mod pod;
 mod pvc;
 mod service;
+mod workload;
 
 use serde_json::Value;
 
@@ -109,6 +111,8 @@ const RULES: &[(&str, &str, &dyn KindRules)] = &[
     ("", "Service", &service::Service),
     ("", "Pod", &pod::Pod),
     ("", "PersistentVolumeClaim", &pvc::PersistentVolumeClaim),
+    ("apps", "Deployment", &workload::Workload),
+    ("apps", "ReplicaSet", &workload::Workload),
     (
         "apiextensions.k8s.io",
         "CustomResourceDefinition",

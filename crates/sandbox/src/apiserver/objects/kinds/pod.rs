@@ -1,17 +1,40 @@
-//! Pods: an existing ServiceAccount (the ServiceAccount admission plugin),
-//! immutable fields, and graceful deletion through the kubelet.
+//! Pods: an existing ServiceAccount and its token volume (the
+//! ServiceAccount admission plugin), immutable fields, and graceful
+//! deletion through the kubelet.
 
 use serde_json::{Value, json};
 
 use super::KindRules;
-use crate::apiserver::admission::defaults;
+use crate::apiserver::admission::{defaults, service_account};
 use crate::apiserver::error::{ApiError, Cause};
+use crate::apiserver::objects::create::random_suffix;
 use crate::apiserver::objects::meta::{meta_mut, str_at};
 use crate::apiserver::storage::{ObjectKey, Transaction};
 
 pub struct Pod;
 
 impl KindRules for Pod {
+    /// The token volume, when the pod's ServiceAccount exists (a missing
+    /// one is refused in [`KindRules::admit_stored`]) and automounting is
+    /// not turned off.
+    fn created(
+        &self,
+        tx: &Transaction<'_>,
+        _name: &str,
+        _now: &str,
+        object: &mut Value,
+    ) -> Result<(), ApiError> {
+        let namespace = str_at(object, "/metadata/namespace").unwrap_or("default");
+        let account = str_at(object, "/spec/serviceAccountName").unwrap_or("default");
+        let key = ObjectKey::new("/serviceaccounts", namespace, account);
+        if let Some(account) = tx.get(&key)
+            && service_account::should_automount(object, &account)
+        {
+            service_account::mount_token(object, &random_suffix());
+        }
+        Ok(())
+    }
+
     /// A Pod must name an existing ServiceAccount.
     fn admit_stored(
         &self,

@@ -178,18 +178,20 @@ async fn session(
 /// Status to end the session with when it cannot start.
 fn spawn(spec: &ProcessSpec, streams: Streams) -> Result<Child, serde_json::Value> {
     let piped = |on: bool| if on { Stdio::piped() } else { Stdio::null() };
-    container_command(spec)
+    let failed = |error: &dyn std::fmt::Display| {
+        channel::failure_status(&format!(
+            "failed to exec in container: cannot start {}: {error}",
+            spec.program.display()
+        ))
+    };
+    let (mut command, _) = container_command(spec).map_err(|e| failed(&e))?;
+    command
         .stdin(piped(streams.stdin))
         .stdout(piped(streams.stdout))
         .stderr(piped(streams.stderr_channel().is_some()))
         .kill_on_drop(true)
         .spawn()
-        .map_err(|error| {
-            channel::failure_status(&format!(
-                "failed to exec in container: cannot start {}: {error}",
-                spec.program.display()
-            ))
-        })
+        .map_err(|error| failed(&error))
 }
 
 /// Runs the command, feeding stdin from the client and output to it, and
