@@ -4,13 +4,14 @@
 //! Each child kind is watched once (only objects carrying the cluster
 //! label); the same watch both triggers reconciles of the owning cluster
 //! and fills the cache reconciles read children from. What enters a cache
-//! is trimmed first to what reconciles read ([`Trim`]).
+//! is trimmed first to what reconciles read ([`Trim`]), and kept encoded
+//! ([`Packed`]).
 
 use std::fmt::Debug;
 use std::future::Future;
 use std::sync::Arc;
 
-use futures::{Stream, StreamExt};
+use futures::{Stream, StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret, Service, ServiceAccount};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
@@ -19,6 +20,7 @@ use kube::runtime::controller::Config;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{Controller, PredicateConfig, WatchStreamExt, watcher};
 use kube::{Api, Client, Resource};
+use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tusk_api::labels;
 use tusk_api::v1alpha1::PostgresCluster;
@@ -27,6 +29,7 @@ use crate::children::{Stores, Trim};
 use crate::config::OperatorConfig;
 use crate::context::Context;
 use crate::metrics::Metrics;
+use crate::packed::{Packed, pack_event};
 use crate::reconcile::{error_policy, reconcile};
 
 /// Options of one controller run.
@@ -52,23 +55,35 @@ fn child<K>(
     client: &Client,
     namespace: Option<&str>,
 ) -> (
-    Store<K>,
+    Store<Packed<K>>,
     impl Stream<Item = Result<K, watcher::Error>> + Send + 'static,
 )
 where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
-    K: Resource<Scope = k8s_openapi::NamespaceResourceScope> + Trim,
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Serialize + Debug + Send + Sync,
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope> + Trim + 'static,
 {
     let api = match namespace {
         Some(ns) => Api::<K>::namespaced(client.clone(), ns),
         None => Api::<K>::all(client.clone()),
     };
     let (store, writer) = reflector::store();
-    let stream = watcher(api, watcher::Config::default().labels(labels::CLUSTER))
+    let events = watcher(api, watcher::Config::default().labels(labels::CLUSTER))
         .default_backoff()
         .modify(K::trim)
-        .reflect(writer)
-        .touched_objects();
+        .map_ok(pack_event);
+    let stream = reflector::reflector(writer, events)
+        .touched_objects()
+        // The owner references that route the change to its cluster.
+        .filter_map(|entry| async move {
+            match entry.map(|packed| packed.unpack()) {
+                Ok(Ok(object)) => Some(Ok(object)),
+                Ok(Err(error)) => {
+                    tracing::warn!(%error, "a changed child cannot be routed to its cluster");
+                    None
+                }
+                Err(error) => Some(Err(error)),
+            }
+        });
     (store, stream)
 }
 

@@ -76,6 +76,8 @@ pub enum Error {
     Finalizer(String),
     #[error("the {0} cache has not synced yet")]
     CacheNotReady(String),
+    #[error("a cached object does not decode: {0}")]
+    CacheEntry(String),
 }
 
 impl Error {
@@ -94,7 +96,9 @@ impl Error {
                 kube::Error::Api(status) if status.code == 409 => ErrorCategory::Conflict,
                 _ => ErrorCategory::ApiError,
             },
-            Self::Finalizer(_) | Self::CacheNotReady(_) => ErrorCategory::ApiError,
+            Self::Finalizer(_) | Self::CacheNotReady(_) | Self::CacheEntry(_) => {
+                ErrorCategory::ApiError
+            }
         }
     }
 }

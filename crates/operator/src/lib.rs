@@ -25,6 +25,7 @@ pub mod leader;
 pub mod metrics;
 pub mod names;
 pub mod observe;
+pub mod packed;
 pub mod phase;
 pub mod plan;
 pub mod reconcile;
