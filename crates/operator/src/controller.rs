@@ -15,7 +15,6 @@ use futures::{Stream, StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret, Service, ServiceAccount};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
-use kube::core::DeserializeGuard;
 use kube::runtime::controller::Config;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{Controller, PredicateConfig, WatchStreamExt, watcher};
@@ -23,8 +22,8 @@ use kube::{Api, Client, Resource};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tusk_api::labels;
-use tusk_api::v1alpha1::PostgresCluster;
 
+use crate::cached_cluster::CachedCluster;
 use crate::children::{Stores, Trim};
 use crate::config::OperatorConfig;
 use crate::context::Context;
@@ -93,7 +92,7 @@ where
 /// included, do not: otherwise each status write (a WAL position moves
 /// with every commit) would set off the next reconcile in a tight loop.
 /// Children's changes, requeues and the periodic resync still trigger.
-fn worth_reconciling(cluster: &DeserializeGuard<PostgresCluster>) -> Option<u64> {
+fn worth_reconciling(cluster: &CachedCluster) -> Option<u64> {
     use std::hash::{Hash, Hasher};
     let meta = cluster.meta();
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
@@ -137,10 +136,10 @@ pub async fn run(
     };
     // A cluster object that does not decode (written under another
     // schema, say) is handed to reconcile as such, instead of failing the
-    // watch for every cluster.
+    // watch for every cluster; clusters are cached encoded.
     let clusters = match ns {
-        Some(ns) => Api::<DeserializeGuard<PostgresCluster>>::namespaced(client.clone(), ns),
-        None => Api::<DeserializeGuard<PostgresCluster>>::all(client.clone()),
+        Some(ns) => Api::<CachedCluster>::namespaced(client.clone(), ns),
+        None => Api::<CachedCluster>::all(client.clone()),
     };
     let ctx = Arc::new(Context::new(client, config, metrics.clone(), stores));
     let (cluster_store, cluster_writer) = reflector::store();

@@ -11,6 +11,7 @@
 
 pub mod apply;
 pub mod builders;
+pub mod cached_cluster;
 pub mod children;
 pub mod cleanup;
 pub mod config;
