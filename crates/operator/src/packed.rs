@@ -12,7 +12,8 @@
 //! no API request.
 //!
 //! What goes in is exactly what comes out: `unpack` returns the object
-//! `pack` was given (serde round trip of the k8s-openapi types).
+//! `pack` was given (serde round trip of the k8s-openapi types, with the
+//! namespace and name, kept beside the JSON, put back).
 
 use std::borrow::Cow;
 use std::marker::PhantomData;
@@ -28,22 +29,30 @@ use crate::error::Error;
 
 /// One cached object of kind `K`, encoded.
 pub struct Packed<K> {
-    name: Box<str>,
-    namespace: Option<Box<str>>,
-    /// The value of the cluster label, which selects a cluster's children.
-    cluster: Option<Box<str>>,
+    /// The namespace, the name and the cluster label's value, one after
+    /// the other: one allocation for the three. The JSON holds neither
+    /// namespace nor name.
+    names: Box<str>,
+    /// Where the name and the cluster label's value start in `names`.
+    name_at: u32,
+    cluster_at: u32,
+    /// Which of [`NAMESPACE`], [`NAME`] and [`CLUSTER`] the object has.
+    has: u8,
     json: Box<[u8]>,
     kind: PhantomData<fn() -> K>,
 }
 
+const NAMESPACE: u8 = 1;
+const NAME: u8 = 2;
+const CLUSTER: u8 = 4;
+
 impl<K> Clone for Packed<K> {
     fn clone(&self) -> Self {
         Self {
-            name: self.name.clone(),
-            namespace: self.namespace.clone(),
-            cluster: self.cluster.clone(),
+            names: self.names.clone(),
             json: self.json.clone(),
             kind: PhantomData,
+            ..*self
         }
     }
 }
@@ -55,20 +64,33 @@ where
     /// Encodes `object`. Serializing a k8s-openapi object cannot fail (its
     /// maps have string keys); if it ever did, the entry would be empty and
     /// its `unpack` would report the kind and name.
-    pub fn pack(object: &K) -> Self {
-        let meta = object.meta();
-        let json = serde_json::to_vec(object).unwrap_or_else(|error| {
-            tracing::warn!(%error, name = ?meta.name, "cannot encode a cached object");
+    pub fn pack(mut object: K) -> Self {
+        let meta = object.meta_mut();
+        let namespace = meta.namespace.take();
+        let name = meta.name.take();
+        let cluster = meta
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(labels::CLUSTER))
+            .cloned();
+        let json = serde_json::to_vec(&object).unwrap_or_else(|error| {
+            tracing::warn!(%error, ?name, "cannot encode a cached object");
             Vec::new()
         });
+        let mut names = String::new();
+        names.push_str(namespace.as_deref().unwrap_or_default());
+        let name_at = offset(&names);
+        names.push_str(name.as_deref().unwrap_or_default());
+        let cluster_at = offset(&names);
+        names.push_str(cluster.as_deref().unwrap_or_default());
+        let flag = |present: bool, flag: u8| if present { flag } else { 0 };
         Self {
-            name: meta.name.as_deref().unwrap_or_default().into(),
-            namespace: meta.namespace.as_deref().map(Into::into),
-            cluster: meta
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(labels::CLUSTER))
-                .map(|c| c.as_str().into()),
+            names: names.into_boxed_str(),
+            name_at,
+            cluster_at,
+            has: flag(namespace.is_some(), NAMESPACE)
+                | flag(name.is_some(), NAME)
+                | flag(cluster.is_some(), CLUSTER),
             json: json.into_boxed_slice(),
             kind: PhantomData,
         }
@@ -79,20 +101,50 @@ where
     where
         K::DynamicType: Default,
     {
-        serde_json::from_slice(&self.json).map_err(|error| {
+        let mut object: K = serde_json::from_slice(&self.json).map_err(|error| {
             Error::CacheEntry(format!(
                 "{} {}: {error}",
                 K::kind(&K::DynamicType::default()),
-                self.name
+                self.name_str().unwrap_or_default()
             ))
-        })
+        })?;
+        let meta = object.meta_mut();
+        meta.namespace = self.namespace_str().map(str::to_owned);
+        meta.name = self.name_str().map(str::to_owned);
+        Ok(object)
     }
 }
 
+/// Names are at most 253 bytes; a longer text could only make the lookup
+/// of the parts after it fail, never panic.
+fn offset(text: &str) -> u32 {
+    u32::try_from(text.len()).unwrap_or(u32::MAX)
+}
+
 impl<K> Packed<K> {
+    fn part(&self, flag: u8, from: u32, to: Option<u32>) -> Option<&str> {
+        if self.has & flag == 0 {
+            return None;
+        }
+        let from = from as usize;
+        match to {
+            Some(to) => self.names.get(from..to as usize),
+            None => self.names.get(from..),
+        }
+    }
+
+    fn namespace_str(&self) -> Option<&str> {
+        self.part(NAMESPACE, 0, Some(self.name_at))
+    }
+
+    fn name_str(&self) -> Option<&str> {
+        self.part(NAME, self.name_at, Some(self.cluster_at))
+    }
+
     /// Whether this is a child of cluster `cluster` in `namespace`.
     pub fn belongs_to(&self, namespace: &str, cluster: &str) -> bool {
-        self.namespace.as_deref() == Some(namespace) && self.cluster.as_deref() == Some(cluster)
+        self.namespace_str() == Some(namespace)
+            && self.part(CLUSTER, self.cluster_at, None) == Some(cluster)
     }
 
     /// Bytes of the encoded object.
@@ -123,11 +175,11 @@ impl<K: Resource> Lookup for Packed<K> {
     }
 
     fn name(&self) -> Option<Cow<'_, str>> {
-        Some(Cow::Borrowed(&self.name))
+        self.name_str().map(Cow::Borrowed)
     }
 
     fn namespace(&self) -> Option<Cow<'_, str>> {
-        self.namespace.as_deref().map(Cow::Borrowed)
+        self.namespace_str().map(Cow::Borrowed)
     }
 
     fn resource_version(&self) -> Option<Cow<'_, str>> {
@@ -145,10 +197,10 @@ where
     K: Resource + Serialize + DeserializeOwned,
 {
     match event {
-        watcher::Event::Apply(object) => watcher::Event::Apply(Packed::pack(&object)),
-        watcher::Event::Delete(object) => watcher::Event::Delete(Packed::pack(&object)),
+        watcher::Event::Apply(object) => watcher::Event::Apply(Packed::pack(object)),
+        watcher::Event::Delete(object) => watcher::Event::Delete(Packed::pack(object)),
         watcher::Event::Init => watcher::Event::Init,
-        watcher::Event::InitApply(object) => watcher::Event::InitApply(Packed::pack(&object)),
+        watcher::Event::InitApply(object) => watcher::Event::InitApply(Packed::pack(object)),
         watcher::Event::InitDone => watcher::Event::InitDone,
     }
 }
@@ -176,7 +228,7 @@ mod tests {
 
     #[test]
     fn an_unpacked_object_is_the_packed_one() {
-        let packed = Packed::pack(&service());
+        let packed = Packed::pack(service());
         assert_eq!(packed.unpack().expect("unpacked"), service());
         assert_eq!(packed.name().as_deref(), Some("db-rw"));
         assert_eq!(packed.namespace().as_deref(), Some("shop"));
@@ -184,18 +236,29 @@ mod tests {
 
     #[test]
     fn entries_belong_to_their_cluster_by_label_and_namespace() {
-        let packed = Packed::pack(&service());
+        let packed = Packed::pack(service());
         assert!(packed.belongs_to("shop", "db"));
         assert!(!packed.belongs_to("shop", "db2"));
         assert!(!packed.belongs_to("other", "db"));
         let mut unlabelled = service();
         unlabelled.metadata.labels = None;
-        assert!(!Packed::pack(&unlabelled).belongs_to("shop", "db"));
+        assert!(!Packed::pack(unlabelled).belongs_to("shop", "db"));
+    }
+
+    #[test]
+    fn an_object_without_namespace_or_label_comes_back_without() {
+        let mut object = service();
+        object.metadata.namespace = None;
+        object.metadata.labels = None;
+        let packed = Packed::pack(object.clone());
+        assert_eq!(packed.unpack().expect("unpacked"), object);
+        assert_eq!(packed.namespace(), None);
+        assert!(!packed.belongs_to("", "db"));
     }
 
     #[test]
     fn an_undecodable_entry_names_its_kind_and_object() {
-        let mut packed = Packed::pack(&service());
+        let mut packed = Packed::pack(service());
         packed.json = b"{\"spec\": 7}".to_vec().into_boxed_slice();
         let error = packed.unpack().expect_err("undecodable");
         assert!(error.to_string().contains("Service db-rw"), "{error}");
@@ -203,7 +266,7 @@ mod tests {
 
     #[test]
     fn an_entry_is_smaller_than_the_decoded_object() {
-        let packed = Packed::pack(&service());
+        let packed = Packed::pack(service());
         assert!(packed.encoded_len() < std::mem::size_of::<Service>());
     }
 }
