@@ -7,9 +7,10 @@
 //! makes the reconcile wait (bounded) instead of acting on an empty cache.
 //!
 //! The caches hold only what a reconcile reads ([`Trim`]): with a thousand
-//! clusters, whole pods and claims were most of the operator's memory.
+//! clusters, whole pods and claims were most of the operator's memory. They
+//! hold it encoded ([`Packed`]); a reconcile decodes its own cluster's
+//! children.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{
@@ -19,13 +20,17 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
 use kube::runtime::reflector::Store;
 use kube::{Resource, ResourceExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 use tusk_api::labels;
 use tusk_api::v1alpha1::PostgresCluster;
 
 use crate::error::Error;
+use crate::packed::Packed;
 
 /// How long a reconcile waits for the caches' first list.
 const CACHE_SYNC_TIMEOUT: Duration = Duration::from_secs(30);
@@ -33,14 +38,14 @@ const CACHE_SYNC_TIMEOUT: Duration = Duration::from_secs(30);
 /// Caches of every child kind, filled by the controller's watches.
 #[derive(Clone)]
 pub struct Stores {
-    pub pods: Store<Pod>,
-    pub volumes: Store<PersistentVolumeClaim>,
-    pub secrets: Store<Secret>,
-    pub services: Store<Service>,
-    pub service_accounts: Store<ServiceAccount>,
-    pub roles: Store<Role>,
-    pub role_bindings: Store<RoleBinding>,
-    pub pdbs: Store<PodDisruptionBudget>,
+    pub pods: Store<Packed<Pod>>,
+    pub volumes: Store<Packed<PersistentVolumeClaim>>,
+    pub secrets: Store<Packed<Secret>>,
+    pub services: Store<Packed<Service>>,
+    pub service_accounts: Store<Packed<ServiceAccount>>,
+    pub roles: Store<Packed<Role>>,
+    pub role_bindings: Store<Packed<RoleBinding>>,
+    pub pdbs: Store<Packed<PodDisruptionBudget>>,
 }
 
 /// Every child of one cluster.
@@ -103,9 +108,13 @@ pub fn volume_belongs(volume: &PersistentVolumeClaim, uid: &str) -> bool {
     !uid.is_empty() && made_for && !retained
 }
 
-async fn select<K>(store: &Store<K>, namespace: &str, cluster: &str) -> Result<Vec<K>, Error>
+async fn select<K>(
+    store: &Store<Packed<K>>,
+    namespace: &str,
+    cluster: &str,
+) -> Result<Vec<K>, Error>
 where
-    K: Resource<DynamicType = ()> + Clone + 'static,
+    K: Resource<DynamicType = ()> + Serialize + DeserializeOwned + 'static,
 {
     if tokio::time::timeout(CACHE_SYNC_TIMEOUT, store.wait_until_ready())
         .await
@@ -114,22 +123,33 @@ where
     {
         return Err(Error::CacheNotReady(K::kind(&()).into_owned()));
     }
-    Ok(store
-        .state_filter(|object| {
-            object.namespace().as_deref() == Some(namespace)
-                && object.labels().get(labels::CLUSTER).map(String::as_str) == Some(cluster)
-        })
-        .into_iter()
-        .map(|object: Arc<K>| (*object).clone())
-        .collect())
+    store
+        .state_filter(|entry| entry.belongs_to(namespace, cluster))
+        .iter()
+        .map(|entry| entry.unpack())
+        .collect()
 }
 
 /// Cuts a watched child down to what reconciles read before it enters the
-/// cache. Metadata stays whole except managedFields: owner references map
-/// events to clusters, labels and names select children, and deletion
-/// timestamps mark pods on their way out.
+/// cache. Of metadata, what reconciles and the controller read stays:
+/// owner references map events to clusters, labels and names select
+/// children and are compared with the desired ones, annotations are kept
+/// for the same comparison, and deletion timestamps mark pods on their way
+/// out.
 pub trait Trim {
     fn trim(&mut self);
+}
+
+/// Drops the metadata no reconcile reads from a child: managedFields, and
+/// the uid, resourceVersion, creation time and generation (children are
+/// applied by name without preconditions, and the desired objects set none
+/// of them, so the drift comparison never looks at them).
+fn trim_meta(meta: &mut ObjectMeta) {
+    meta.managed_fields = None;
+    meta.uid = None;
+    meta.resource_version = None;
+    meta.creation_timestamp = None;
+    meta.generation = None;
 }
 
 /// Pods are created once and never compared with a desired pod, so their
@@ -137,7 +157,7 @@ pub trait Trim {
 /// status's waiting reasons read.
 impl Trim for Pod {
     fn trim(&mut self) {
-        self.metadata.managed_fields = None;
+        trim_meta(&mut self.metadata);
         self.spec = None;
         self.status = self.status.take().map(|status| PodStatus {
             conditions: status.conditions.map(|conditions| {
@@ -188,7 +208,7 @@ fn trim_containers(statuses: Vec<ContainerStatus>) -> Vec<ContainerStatus> {
 /// Of a claim, only the requested size (storage growth compares it).
 impl Trim for PersistentVolumeClaim {
     fn trim(&mut self) {
-        self.metadata.managed_fields = None;
+        trim_meta(&mut self.metadata);
         self.status = None;
         self.spec = self.spec.take().map(|spec| PersistentVolumeClaimSpec {
             resources: spec.resources.map(|r| VolumeResourceRequirements {
@@ -204,7 +224,7 @@ impl Trim for PersistentVolumeClaim {
 /// a reconcile needs, and the passwords stay out of the operator's memory.
 impl Trim for Secret {
     fn trim(&mut self) {
-        self.metadata.managed_fields = None;
+        trim_meta(&mut self.metadata);
         self.data = None;
         self.string_data = None;
     }
@@ -215,32 +235,32 @@ impl Trim for Secret {
 /// few hundred bytes each. Status is never compared.
 impl Trim for ServiceAccount {
     fn trim(&mut self) {
-        self.metadata.managed_fields = None;
+        trim_meta(&mut self.metadata);
     }
 }
 
 impl Trim for Role {
     fn trim(&mut self) {
-        self.metadata.managed_fields = None;
+        trim_meta(&mut self.metadata);
     }
 }
 
 impl Trim for RoleBinding {
     fn trim(&mut self) {
-        self.metadata.managed_fields = None;
+        trim_meta(&mut self.metadata);
     }
 }
 
 impl Trim for Service {
     fn trim(&mut self) {
-        self.metadata.managed_fields = None;
+        trim_meta(&mut self.metadata);
         self.status = None;
     }
 }
 
 impl Trim for PodDisruptionBudget {
     fn trim(&mut self) {
-        self.metadata.managed_fields = None;
+        trim_meta(&mut self.metadata);
         self.status = None;
     }
 }
@@ -323,6 +343,36 @@ mod tests {
             .expect("waiting");
         assert_eq!(waiting.reason.as_deref(), Some("CrashLoopBackOff"));
         assert_eq!(waiting.message.as_deref(), Some("back-off"));
+    }
+
+    #[test]
+    fn trimmed_metadata_keeps_what_selects_routes_and_compares_children() {
+        let mut role: Role = serde_json::from_value(json!({
+            "metadata": {
+                "name": "db-instance", "namespace": "shop", "uid": "u9", "resourceVersion": "41",
+                "generation": 2, "creationTimestamp": "2026-12-01T10:00:00Z",
+                "deletionTimestamp": "2026-12-01T11:00:00Z",
+                "labels": {"tusk.dev/cluster": "db"}, "annotations": {"a": "b"},
+                "ownerReferences": [{"apiVersion": "postgres.tusk.dev/v1alpha1", "kind": "PostgresCluster",
+                                     "name": "db", "uid": "u1", "controller": true}],
+                "managedFields": [{"manager": "tusk-operator", "operation": "Apply"}]
+            },
+            "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]
+        }))
+        .expect("role");
+        let whole = role.clone();
+        role.trim();
+        let meta = &role.metadata;
+        assert!(meta.uid.is_none() && meta.resource_version.is_none());
+        assert!(meta.creation_timestamp.is_none() && meta.generation.is_none());
+        assert!(meta.managed_fields.is_none());
+        assert_eq!(meta.name, whole.metadata.name);
+        assert_eq!(meta.namespace, whole.metadata.namespace);
+        assert_eq!(meta.labels, whole.metadata.labels);
+        assert_eq!(meta.annotations, whole.metadata.annotations);
+        assert_eq!(meta.owner_references, whole.metadata.owner_references);
+        assert_eq!(meta.deletion_timestamp, whole.metadata.deletion_timestamp);
+        assert_eq!(role.rules, whole.rules);
     }
 
     #[test]

@@ -4,29 +4,31 @@
 //! Each child kind is watched once (only objects carrying the cluster
 //! label); the same watch both triggers reconciles of the owning cluster
 //! and fills the cache reconciles read children from. What enters a cache
-//! is trimmed first to what reconciles read ([`Trim`]).
+//! is trimmed first to what reconciles read ([`Trim`]), and kept encoded
+//! ([`Packed`]).
 
 use std::fmt::Debug;
 use std::future::Future;
 use std::sync::Arc;
 
-use futures::{Stream, StreamExt};
+use futures::{Stream, StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret, Service, ServiceAccount};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
-use kube::core::DeserializeGuard;
 use kube::runtime::controller::Config;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{Controller, PredicateConfig, WatchStreamExt, watcher};
 use kube::{Api, Client, Resource};
+use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tusk_api::labels;
-use tusk_api::v1alpha1::PostgresCluster;
 
+use crate::cached_cluster::CachedCluster;
 use crate::children::{Stores, Trim};
 use crate::config::OperatorConfig;
 use crate::context::Context;
 use crate::metrics::Metrics;
+use crate::packed::{Packed, pack_event};
 use crate::reconcile::{error_policy, reconcile};
 
 /// Options of one controller run.
@@ -52,23 +54,35 @@ fn child<K>(
     client: &Client,
     namespace: Option<&str>,
 ) -> (
-    Store<K>,
+    Store<Packed<K>>,
     impl Stream<Item = Result<K, watcher::Error>> + Send + 'static,
 )
 where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
-    K: Resource<Scope = k8s_openapi::NamespaceResourceScope> + Trim,
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Serialize + Debug + Send + Sync,
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope> + Trim + 'static,
 {
     let api = match namespace {
         Some(ns) => Api::<K>::namespaced(client.clone(), ns),
         None => Api::<K>::all(client.clone()),
     };
     let (store, writer) = reflector::store();
-    let stream = watcher(api, watcher::Config::default().labels(labels::CLUSTER))
+    let events = watcher(api, watcher::Config::default().labels(labels::CLUSTER))
         .default_backoff()
         .modify(K::trim)
-        .reflect(writer)
-        .touched_objects();
+        .map_ok(pack_event);
+    let stream = reflector::reflector(writer, events)
+        .touched_objects()
+        // The owner references that route the change to its cluster.
+        .filter_map(|entry| async move {
+            match entry.map(|packed| packed.unpack()) {
+                Ok(Ok(object)) => Some(Ok(object)),
+                Ok(Err(error)) => {
+                    tracing::warn!(%error, "a changed child cannot be routed to its cluster");
+                    None
+                }
+                Err(error) => Some(Err(error)),
+            }
+        });
     (store, stream)
 }
 
@@ -78,7 +92,7 @@ where
 /// included, do not: otherwise each status write (a WAL position moves
 /// with every commit) would set off the next reconcile in a tight loop.
 /// Children's changes, requeues and the periodic resync still trigger.
-fn worth_reconciling(cluster: &DeserializeGuard<PostgresCluster>) -> Option<u64> {
+fn worth_reconciling(cluster: &CachedCluster) -> Option<u64> {
     use std::hash::{Hash, Hasher};
     let meta = cluster.meta();
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
@@ -122,10 +136,10 @@ pub async fn run(
     };
     // A cluster object that does not decode (written under another
     // schema, say) is handed to reconcile as such, instead of failing the
-    // watch for every cluster.
+    // watch for every cluster; clusters are cached encoded.
     let clusters = match ns {
-        Some(ns) => Api::<DeserializeGuard<PostgresCluster>>::namespaced(client.clone(), ns),
-        None => Api::<DeserializeGuard<PostgresCluster>>::all(client.clone()),
+        Some(ns) => Api::<CachedCluster>::namespaced(client.clone(), ns),
+        None => Api::<CachedCluster>::all(client.clone()),
     };
     let ctx = Arc::new(Context::new(client, config, metrics.clone(), stores));
     let (cluster_store, cluster_writer) = reflector::store();

@@ -96,6 +96,8 @@ pub enum Error {
     VolumeConflict(String),
     #[error("{0}")]
     SecretConflict(String),
+    #[error("a cached object does not decode: {0}")]
+    CacheEntry(String),
 }
 
 /// An API error as people read it: the API server's message and reason
@@ -126,7 +128,9 @@ impl Error {
                 kube::Error::Api(status) if status.code == 403 => ErrorCategory::Forbidden,
                 _ => ErrorCategory::ApiError,
             },
-            Self::Finalizer(_) | Self::CacheNotReady(_) => ErrorCategory::ApiError,
+            Self::Finalizer(_) | Self::CacheNotReady(_) | Self::CacheEntry(_) => {
+                ErrorCategory::ApiError
+            }
             Self::VolumeConflict(_) => ErrorCategory::VolumeConflict,
             Self::SecretConflict(_) => ErrorCategory::SecretConflict,
         }

@@ -11,6 +11,7 @@
 
 pub mod apply;
 pub mod builders;
+pub mod cached_cluster;
 pub mod children;
 pub mod cleanup;
 pub mod config;
@@ -25,6 +26,7 @@ pub mod leader;
 pub mod metrics;
 pub mod names;
 pub mod observe;
+pub mod packed;
 pub mod phase;
 pub mod plan;
 pub mod reconcile;

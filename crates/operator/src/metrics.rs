@@ -6,7 +6,6 @@
 use std::sync::{Mutex, OnceLock};
 use std::time::Instant;
 
-use kube::core::DeserializeGuard;
 use kube::runtime::reflector::Store;
 use tusk_api::conditions;
 use tusk_api::v1alpha1::{ClusterPhase, PostgresCluster};
@@ -19,6 +18,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use crate::cached_cluster::CachedCluster;
 use crate::error::ErrorCategory;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -65,7 +65,7 @@ pub struct Metrics {
     clusters_by_phase: Family<PhaseLabels, Gauge>,
     clusters_by_condition: Family<ConditionLabels, Gauge>,
     /// The controller's cache of clusters, counted at each scrape.
-    clusters: OnceLock<Store<DeserializeGuard<PostgresCluster>>>,
+    clusters: OnceLock<Store<CachedCluster>>,
     generation_observed_seconds: Histogram,
     instance_poll_seconds: Histogram,
 }
@@ -145,7 +145,7 @@ impl Metrics {
 
     /// Counts clusters from the controller's cache at every scrape, so the
     /// gauges are right after a restart and never drift.
-    pub fn count_clusters_of(&self, store: Store<DeserializeGuard<PostgresCluster>>) {
+    pub fn count_clusters_of(&self, store: Store<CachedCluster>) {
         let _ = self.clusters.set(store);
     }
 
@@ -154,28 +154,32 @@ impl Metrics {
         self.clusters_by_phase.clear();
         self.clusters_by_condition.clear();
         for cluster in clusters {
-            let status = cluster.status.as_ref();
-            self.clusters_by_phase
-                .get_or_create(&PhaseLabels {
-                    phase: phase_label(status.and_then(|s| s.phase)),
+            self.count_cluster(cluster);
+        }
+    }
+
+    fn count_cluster(&self, cluster: &PostgresCluster) {
+        let status = cluster.status.as_ref();
+        self.clusters_by_phase
+            .get_or_create(&PhaseLabels {
+                phase: phase_label(status.and_then(|s| s.phase)),
+            })
+            .inc();
+        for condition in status.map(|s| s.conditions.as_slice()).unwrap_or_default() {
+            let Some(type_) = CONDITION_TYPES.iter().find(|t| **t == condition.type_) else {
+                continue;
+            };
+            let status = match condition.status.as_str() {
+                "True" => "True",
+                "False" => "False",
+                _ => "Unknown",
+            };
+            self.clusters_by_condition
+                .get_or_create(&ConditionLabels {
+                    condition: type_,
+                    status,
                 })
                 .inc();
-            for condition in status.map(|s| s.conditions.as_slice()).unwrap_or_default() {
-                let Some(type_) = CONDITION_TYPES.iter().find(|t| **t == condition.type_) else {
-                    continue;
-                };
-                let status = match condition.status.as_str() {
-                    "True" => "True",
-                    "False" => "False",
-                    _ => "Unknown",
-                };
-                self.clusters_by_condition
-                    .get_or_create(&ConditionLabels {
-                        condition: type_,
-                        status,
-                    })
-                    .inc();
-            }
         }
     }
 
@@ -191,8 +195,14 @@ impl Metrics {
     /// The text exposition format.
     pub fn encode(&self) -> String {
         if let Some(store) = self.clusters.get() {
-            let cached = store.state();
-            self.count_clusters(cached.iter().filter_map(|guard| guard.0.as_ref().ok()));
+            // Decoded one at a time: the cache holds them encoded.
+            self.clusters_by_phase.clear();
+            self.clusters_by_condition.clear();
+            for cached in store.state() {
+                if let Ok(cluster) = cached.unpack().0 {
+                    self.count_cluster(&cluster);
+                }
+            }
         }
         let mut out = String::new();
         let registry = match self.registry.lock() {

@@ -85,12 +85,17 @@ async fn credentials(
 async fn cached_soon(ctx: &Context, valid: &ValidatedCluster, name: &str) -> bool {
     let key = kube::runtime::reflector::ObjectRef::new(name).within(&valid.namespace);
     for _ in 0..10 {
-        let ours = ctx.stores.secrets.get(&key).is_some_and(|secret| {
-            secret
-                .owner_references()
-                .iter()
-                .any(|o| o.uid == valid.owner.uid)
-        });
+        let ours = ctx
+            .stores
+            .secrets
+            .get(&key)
+            .and_then(|packed| packed.unpack().ok())
+            .is_some_and(|secret| {
+                secret
+                    .owner_references()
+                    .iter()
+                    .any(|o| o.uid == valid.owner.uid)
+            });
         if ours {
             return true;
         }

@@ -25,13 +25,13 @@ use std::time::Instant;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::Api;
-use kube::core::DeserializeGuard;
 use kube::runtime::controller::Action;
 use kube::runtime::finalizer::{Event as Finalizer, finalizer};
 use kube::{ResourceExt, runtime};
 use tracing::Instrument;
 use tusk_api::v1alpha1::PostgresCluster;
 
+use crate::cached_cluster::CachedCluster;
 use crate::cleanup;
 use crate::context::Context;
 use crate::error::Error;
@@ -77,14 +77,11 @@ async fn converge(cluster: &PostgresCluster, ctx: &Context) -> Result<Action, Er
 }
 
 /// Entry point used by the controller.
-pub async fn reconcile(
-    guard: Arc<DeserializeGuard<PostgresCluster>>,
-    ctx: Arc<Context>,
-) -> Result<Action, Error> {
-    match &guard.0 {
-        Ok(cluster) => reconcile_cluster(Arc::new(cluster.clone()), ctx).await,
+pub async fn reconcile(cached: Arc<CachedCluster>, ctx: Arc<Context>) -> Result<Action, Error> {
+    match cached.unpack().0 {
+        Ok(cluster) => reconcile_cluster(Arc::new(cluster), ctx).await,
         Err(invalid) => {
-            report_undecodable(invalid, &ctx).await;
+            report_undecodable(&invalid, &ctx).await;
             Ok(Action::await_change())
         }
     }
@@ -145,11 +142,7 @@ fn finalizer_error(error: runtime::finalizer::Error<Error>) -> Error {
 /// Back-off by category (see [`crate::retry`]): permanent errors wait for
 /// a spec change (the status already says what to fix), transient ones
 /// retry after a delay that doubles with each failure in a row.
-pub fn error_policy(
-    cluster: Arc<DeserializeGuard<PostgresCluster>>,
-    error: &Error,
-    ctx: Arc<Context>,
-) -> Action {
+pub fn error_policy(cluster: Arc<CachedCluster>, error: &Error, ctx: Arc<Context>) -> Action {
     let failures = ctx.failures.failed(&cluster_key(cluster.as_ref()));
     let category = error.category();
     match crate::retry::delay(category, failures) {
