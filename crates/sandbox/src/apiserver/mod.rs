@@ -19,6 +19,7 @@ pub mod handlers;
 pub mod objects;
 pub mod openapi;
 pub mod patch;
+pub mod protobuf;
 pub mod resources;
 pub mod routing;
 pub mod selectors;
