@@ -18,7 +18,7 @@ fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-fn kubectl_command(t: &TestSandbox, args: &[&str]) -> Command {
+pub fn kubectl_command(t: &TestSandbox, args: &[&str]) -> Command {
     let mut command = Command::new("kubectl");
     command
         .args(args)
@@ -30,11 +30,11 @@ fn kubectl_command(t: &TestSandbox, args: &[&str]) -> Command {
     command
 }
 
-fn kubectl(t: &TestSandbox, args: &[&str]) -> Output {
+pub fn kubectl(t: &TestSandbox, args: &[&str]) -> Output {
     kubectl_command(t, args).output().expect("kubectl runs")
 }
 
-fn text(output: &Output) -> String {
+pub fn text(output: &Output) -> String {
     format!(
         "{}{}",
         String::from_utf8_lossy(&output.stdout),
@@ -42,7 +42,7 @@ fn text(output: &Output) -> String {
     )
 }
 
-fn succeed(t: &TestSandbox, args: &[&str]) -> String {
+pub fn succeed(t: &TestSandbox, args: &[&str]) -> String {
     let output = kubectl(t, args);
     assert!(
         output.status.success(),
@@ -161,26 +161,9 @@ async fn kubectl_get_watch_prints_new_objects() {
     assert!(seen, "kubectl get -w printed the new ConfigMap");
 }
 
-/// `kubectl create namespace` sends protobuf, which the sandbox refuses
-/// with 415; apply sends JSON.
+/// `kubectl create namespace` sends the Namespace in protobuf.
 fn create_namespace(t: &TestSandbox, name: &str) {
-    let refused = kubectl(t, &["create", "namespace", name]);
-    assert!(!refused.status.success());
-    assert!(
-        text(&refused).contains("JSON and YAML request bodies only"),
-        "{}",
-        text(&refused)
-    );
-    let manifest = t.dir.path().join(format!("{name}.yaml"));
-    std::fs::write(
-        &manifest,
-        format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {name}\n"),
-    )
-    .expect("manifest written");
-    succeed(
-        t,
-        &["apply", "--server-side", "-f", &manifest.to_string_lossy()],
-    );
+    succeed(t, &["create", "namespace", name]);
 }
 
 fn expectations(path: &Path) -> Vec<String> {

@@ -12,6 +12,7 @@ mod crud;
 mod defaults;
 mod faults;
 mod kubectl;
+mod kubectl_protobuf;
 mod lifecycle;
 mod patch;
 mod watch;

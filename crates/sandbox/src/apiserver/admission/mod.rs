@@ -275,6 +275,7 @@ fn admit_builtin(
                 causes.push(Cause::invalid("spec.containers", "Required value"));
             }
         }
+        "Secret" => defaults::secret(&mut object),
         "PersistentVolumeClaim" => {
             defaults::pvc(&mut object);
             if object

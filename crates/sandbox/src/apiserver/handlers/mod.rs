@@ -63,7 +63,9 @@ async fn dispatch(api: &Arc<Api>, request: Request) -> Result<Response, ApiError
         );
         return Ok(response);
     }
-    if !accepts_json(&accept) {
+    // Resources negotiate protobuf per kind in `resource_request`.
+    let negotiated_later = matches!(route, Route::Resource(_)) && accept.contains("protobuf");
+    if !negotiated_later && !accepts_json(&accept) {
         return Err(ApiError::NotAcceptable {
             message: format!("only JSON is served; not acceptable: {accept}"),
         });
@@ -163,7 +165,11 @@ async fn resource_request(
             });
         }
     };
-    match verb {
+    let format = response::negotiate(
+        &request.accept,
+        request::has_protobuf_form(&resource, &path.version),
+    )?;
+    let answer = match verb {
         "get" => read::get(api, &resource, &path, &request),
         "list" => read::list(api, &resource, &path, &request),
         "watch" => watch::watch_request(api, resource, &path, &request),
@@ -175,5 +181,6 @@ async fn resource_request(
         _ => Err(ApiError::MethodNotAllowed {
             message: "the server does not allow this method on the requested resource".into(),
         }),
-    }
+    };
+    Ok(answer.unwrap_or_else(|error| response::error_response(error, format)))
 }

@@ -83,7 +83,7 @@ fn custom_resources_have_no_protobuf_form() {
 
 #[test]
 fn a_body_without_the_prefix_is_refused_naming_it() {
-    let error = decode(b"{\"kind\":\"Namespace\"}", "v1", "Namespace").unwrap_err();
+    let error = decode(b"{\"kind\":\"Namespace\"}", "v1", "Namespace").expect_err("refused");
     assert_eq!(
         error,
         ProtobufError::Magic {
@@ -95,7 +95,7 @@ fn a_body_without_the_prefix_is_refused_naming_it() {
 
 #[test]
 fn a_broken_envelope_is_refused() {
-    let error = decode(b"k8s\0\x0a\xff\xff", "v1", "Namespace").unwrap_err();
+    let error = decode(b"k8s\0\x0a\xff\xff", "v1", "Namespace").expect_err("refused");
     assert!(matches!(error, ProtobufError::Envelope(_)), "{error:?}");
     assert!(error.to_string().contains("runtime.Unknown"), "{error}");
 }
@@ -108,7 +108,7 @@ fn an_envelope_naming_an_unknown_kind_is_refused() {
         .position(|w| w == b"Namespace")
         .expect("kind in the envelope");
     body[position..position + 9].copy_from_slice(b"Namezpace");
-    let error = decode(&body, "v1", "Namespace").unwrap_err();
+    let error = decode(&body, "v1", "Namespace").expect_err("refused");
     assert_eq!(
         error,
         ProtobufError::NoMessage {
