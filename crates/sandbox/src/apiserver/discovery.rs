@@ -153,6 +153,17 @@ pub fn resources(registry: &Registry, group: &str, version: &str) -> Option<Valu
                 "verbs": ["get", "patch", "update"],
             }));
         }
+        if served.scale.is_some() {
+            list.push(json!({
+                "name": format!("{}/scale", resource.plural),
+                "singularName": "",
+                "namespaced": resource.namespaced,
+                "group": "autoscaling",
+                "version": "v1",
+                "kind": "Scale",
+                "verbs": ["get", "patch", "update"],
+            }));
+        }
     }
     if list.is_empty() {
         return None;

@@ -32,6 +32,17 @@ pub struct Version {
     pub schema: Option<Value>,
     pub printer_columns: Vec<PrinterColumn>,
     pub status_subresource: bool,
+    /// The scale subresource a custom resource version declares.
+    pub scale: Option<ScalePaths>,
+}
+
+/// Where a custom resource keeps what its scale subresource shows: JSON
+/// paths (`.spec.replicas`) as the CRD's `subresources.scale` gives them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScalePaths {
+    pub spec_replicas: String,
+    pub status_replicas: String,
+    pub label_selector: Option<String>,
 }
 
 /// A kind the server serves.
@@ -63,6 +74,10 @@ impl Resource {
 
     pub fn version(&self, name: &str) -> Option<&Version> {
         self.versions.iter().find(|v| v.name == name && v.served)
+    }
+
+    pub fn scale(&self, version: &str) -> Option<&ScalePaths> {
+        self.version(version).and_then(|v| v.scale.as_ref())
     }
 
     pub fn has_status(&self, version: &str) -> bool {
@@ -267,6 +282,7 @@ impl Registry {
                     schema: None,
                     printer_columns: Vec::new(),
                     status_subresource: builtin.status,
+                    scale: None,
                 }],
                 custom: false,
                 key: key(builtin.group, builtin.plural),

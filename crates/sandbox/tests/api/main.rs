@@ -13,6 +13,7 @@ mod defaults;
 mod faults;
 mod kubectl;
 mod kubectl_protobuf;
+mod kubectl_scale;
 mod lifecycle;
 mod patch;
 mod watch;

@@ -14,6 +14,7 @@ mod patch;
 mod read;
 mod request;
 mod response;
+mod scale;
 mod watch;
 mod write;
 
@@ -154,6 +155,11 @@ async fn resource_request(
     } else {
         resource
     };
+    if path.subresource.as_deref() == Some("scale")
+        && let Some(paths) = resource.scale(&path.version)
+    {
+        return scale::scale_request(api, &resource, &path, &request, paths, verb);
+    }
     let status = match path.subresource.as_deref() {
         None => false,
         Some("status") if resource.has_status(&path.version) => true,
