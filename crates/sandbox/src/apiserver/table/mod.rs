@@ -5,12 +5,27 @@
 
 mod cells;
 mod columns;
+mod kinds;
+mod nodes;
+mod pods;
 
 use serde_json::{Value, json};
 
 use crate::apiserver::resources::{PrinterColumn, Resource};
 use cells::age;
-use columns::builtin_columns;
+use columns::{Column, builtin_columns};
+
+const AGE: Column = Column {
+    name: "Age",
+    type_: "string",
+    format: "",
+    priority: 0,
+    cell: |o| {
+        age(o
+            .pointer("/metadata/creationTimestamp")
+            .and_then(Value::as_str))
+    },
+};
 
 /// Whether the client asked for a Table (`Accept: ...;as=Table;...`).
 pub fn wanted(accept: &str) -> bool {
@@ -116,7 +131,8 @@ pub fn render(
             push_cells(objects.iter().map(|o| custom_cell(column, o)).collect());
         }
     } else {
-        for column in builtin_columns(&resource.kind) {
+        let layout = builtin_columns(&resource.kind);
+        let mut add = |column: &Column| {
             columns.push(definition(
                 column.name,
                 column.type_,
@@ -125,18 +141,12 @@ pub fn render(
                 "",
             ));
             push_cells(objects.iter().map(column.cell).collect());
+        };
+        layout.before_age.iter().for_each(&mut add);
+        if layout.age {
+            add(&AGE);
         }
-        columns.push(definition("Age", "string", "", 0, "CreationTimestamp is a timestamp representing the server time when this object was created."));
-        push_cells(
-            objects
-                .iter()
-                .map(|o| {
-                    age(o
-                        .pointer("/metadata/creationTimestamp")
-                        .and_then(Value::as_str))
-                })
-                .collect(),
-        );
+        layout.after_age.iter().for_each(&mut add);
     }
     json!({
         "kind": "Table",
@@ -150,6 +160,88 @@ pub fn render(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn column_names(key: &str) -> Vec<String> {
+        let registry = crate::apiserver::resources::Registry::with_builtins();
+        let resource = registry.by_key(key).expect("a built-in kind");
+        let table = render(&resource, "v1", &[], json!({}), "None");
+        table["columnDefinitions"]
+            .as_array()
+            .expect("columns")
+            .iter()
+            .map(|c| {
+                let name = c["name"].as_str().unwrap_or("").to_owned();
+                if c["priority"] == 1 {
+                    format!("{name}*")
+                } else {
+                    name
+                }
+            })
+            .collect()
+    }
+
+    /// Columns in kube-apiserver's order; `*` marks the `-o wide` ones.
+    #[test]
+    fn built_in_kinds_have_kube_apiservers_columns() {
+        let cases: [(&str, &[&str]); 5] = [
+            (
+                "/nodes",
+                &[
+                    "Name",
+                    "Status",
+                    "Roles",
+                    "Age",
+                    "Version",
+                    "Internal-IP*",
+                    "External-IP*",
+                    "OS-Image*",
+                    "Kernel-Version*",
+                    "Container-Runtime*",
+                ],
+            ),
+            (
+                "/pods",
+                &[
+                    "Name",
+                    "Ready",
+                    "Status",
+                    "Restarts",
+                    "Age",
+                    "IP*",
+                    "Node*",
+                    "Nominated Node*",
+                    "Readiness Gates*",
+                ],
+            ),
+            (
+                "/services",
+                &[
+                    "Name",
+                    "Type",
+                    "Cluster-IP",
+                    "External-IP",
+                    "Port(s)",
+                    "Age",
+                    "Selector*",
+                ],
+            ),
+            (
+                "rbac.authorization.k8s.io/rolebindings",
+                &[
+                    "Name",
+                    "Role",
+                    "Age",
+                    "Users*",
+                    "Groups*",
+                    "ServiceAccounts*",
+                ],
+            ),
+            ("rbac.authorization.k8s.io/roles", &["Name", "Created At"]),
+        ];
+        for (key, expected) in cases {
+            assert_eq!(column_names(key), expected, "{key}");
+        }
+    }
 
     #[test]
     fn printer_column_paths_read_nested_fields() {
