@@ -14,6 +14,7 @@ mod faults;
 mod kubectl;
 mod kubectl_protobuf;
 mod kubectl_scale;
+mod kubectl_tables;
 mod lifecycle;
 mod patch;
 mod watch;
