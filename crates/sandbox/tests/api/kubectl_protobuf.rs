@@ -211,3 +211,91 @@ async fn protobuf_bodies_without_the_prefix_or_for_custom_resources_are_refused(
         "{error}"
     );
 }
+
+/// The other typed create commands of kubectl, each sending its kind in
+/// protobuf; the objects read back as JSON with their fields intact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_typed_create_commands_round_trip_their_objects() {
+    let t = TestSandbox::start().await;
+    let commands: [&[&str]; 6] = [
+        &[
+            "run",
+            "web",
+            "--image=postgres:17",
+            "--restart=Never",
+            "--port=5432",
+            "--labels=app=web",
+        ],
+        &["create", "serviceaccount", "robot"],
+        &[
+            "create",
+            "role",
+            "reader",
+            "--verb=get,list",
+            "--resource=pods",
+        ],
+        &[
+            "create",
+            "rolebinding",
+            "robot-reads",
+            "--role=reader",
+            "--serviceaccount=default:robot",
+        ],
+        &["create", "service", "clusterip", "db", "--tcp=5432:5432"],
+        &[
+            "create",
+            "poddisruptionbudget",
+            "web",
+            "--selector=app=web",
+            "--min-available=50%",
+        ],
+    ];
+    for command in commands {
+        let out = succeed(&t, command);
+        assert!(out.contains("created"), "{command:?}: {out}");
+    }
+    let read = |args: &[&str]| succeed(&t, args);
+    assert_eq!(
+        read(&[
+            "get",
+            "pod",
+            "web",
+            "-o",
+            "jsonpath={.spec.containers[0].ports[0].containerPort} {.metadata.labels.app}"
+        ]),
+        "5432 web"
+    );
+    assert_eq!(
+        read(&["get", "role", "reader", "-o", "jsonpath={.rules[0].verbs}"]),
+        "[\"get\",\"list\"]"
+    );
+    assert_eq!(
+        read(&[
+            "get",
+            "rolebinding",
+            "robot-reads",
+            "-o",
+            "jsonpath={.subjects[0].namespace}/{.subjects[0].name}"
+        ]),
+        "default/robot"
+    );
+    assert_eq!(
+        read(&[
+            "get",
+            "service",
+            "db",
+            "-o",
+            "jsonpath={.spec.ports[0].targetPort}"
+        ]),
+        "5432"
+    );
+    assert_eq!(
+        read(&["get", "pdb", "web", "-o", "jsonpath={.spec.minAvailable}"]),
+        "50%"
+    );
+    let bindings = read(&["get", "rolebinding", "robot-reads", "-o", "wide"]);
+    assert!(
+        bindings.contains("Role/reader") && bindings.contains("default/robot"),
+        "{bindings}"
+    );
+}
