@@ -299,3 +299,34 @@ async fn kubectl_typed_create_commands_round_trip_their_objects() {
         "{bindings}"
     );
 }
+
+/// A client that prefers protobuf watches in protobuf frames: a length,
+/// then a WatchEvent around the object's protobuf body.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_preferring_protobuf_streams_length_prefixed_frames() {
+    use futures::AsyncReadExt as _;
+
+    let t = TestSandbox::start().await;
+    succeed(&t, &["create", "configmap", "framed", "--from-literal=a=1"]);
+    let request =
+        Request::get("/api/v1/namespaces/default/configmaps?watch=true&resourceVersion=0")
+            .header(
+                header::ACCEPT,
+                "application/vnd.kubernetes.protobuf, application/json",
+            )
+            .body(Vec::new())
+            .expect("request");
+    let stream = t.client.request_stream(request).await.expect("watching");
+    let mut stream = Box::pin(stream);
+    let mut length = [0u8; 4];
+    let read = tokio::time::timeout(WAIT, stream.read_exact(&mut length)).await;
+    read.expect("a frame in time").expect("a length");
+    let mut body = vec![0u8; u32::from_be_bytes(length) as usize];
+    stream.read_exact(&mut body).await.expect("the frame");
+    let (type_, object) =
+        tusk_sandbox::apiserver::protobuf::read_event(&body).expect("a WatchEvent");
+    assert_eq!(type_, "ADDED");
+    assert_eq!(object["kind"], "ConfigMap");
+    assert_eq!(object["metadata"]["name"], "framed");
+    assert_eq!(object["data"]["a"], "1");
+}

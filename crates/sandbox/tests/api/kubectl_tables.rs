@@ -28,7 +28,7 @@ async fn node_with_status(t: &TestSandbox) {
     let nodes: Api<Node> = Api::all(t.client.clone());
     let node = serde_json::from_value(json!({
         "metadata": {"name": "db-node", "labels": {"node-role.kubernetes.io/database": ""}},
-        "spec": {"unschedulable": true},
+        "spec": {},
     }))
     .expect("a Node");
     nodes
@@ -52,6 +52,11 @@ async fn node_with_status(t: &TestSandbox) {
 async fn kubectl_get_nodes_shows_status_roles_and_wide_node_info() {
     let t = TestSandbox::start().await;
     node_with_status(&t).await;
+    let ready = succeed(&t, &["get", "nodes"]);
+    assert_eq!(row(&ready, "db-node")[1], "Ready", "{ready}");
+    // kubectl cordon reads the Node through its typed client, in protobuf.
+    let cordoned = succeed(&t, &["cordon", "db-node"]);
+    assert!(cordoned.contains("node/db-node cordoned"), "{cordoned}");
     let table = succeed(&t, &["get", "nodes"]);
     let header = table.lines().next().unwrap_or_default();
     assert_eq!(

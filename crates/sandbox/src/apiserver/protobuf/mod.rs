@@ -12,6 +12,9 @@
 mod from_json;
 mod special;
 mod to_json;
+mod watch;
+
+pub use watch::{WATCH_MEDIA_TYPE, frame, read_event};
 
 use std::sync::OnceLock;
 
