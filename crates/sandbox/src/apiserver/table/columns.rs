@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 
 use crate::apiserver::table::cells::text;
-use crate::apiserver::table::{kinds, nodes, pods};
+use crate::apiserver::table::{events, kinds, nodes, pods};
 
 pub struct Column {
     pub name: &'static str,
@@ -16,6 +16,8 @@ pub struct Column {
 
 /// The columns of a built-in kind around NAME (always first) and AGE.
 pub struct Layout {
+    /// Whether NAME leads; an Event's name comes last, among the wide ones.
+    pub name_first: bool,
     pub before_age: &'static [Column],
     /// Kinds without a printer of their own show `Created At` instead.
     pub age: bool,
@@ -24,6 +26,7 @@ pub struct Layout {
 
 const fn layout(before_age: &'static [Column], after_age: &'static [Column]) -> Layout {
     Layout {
+        name_first: true,
         before_age,
         age: true,
         after_age,
@@ -45,7 +48,14 @@ pub fn builtin_columns(kind: &str) -> Layout {
         "Lease" => layout(LEASE, &[]),
         "PodDisruptionBudget" => layout(POD_DISRUPTION_BUDGET, &[]),
         "RoleBinding" | "ClusterRoleBinding" => layout(BINDING, BINDING_WIDE),
+        "Event" => Layout {
+            name_first: false,
+            before_age: events::COLUMNS,
+            age: false,
+            after_age: &[],
+        },
         "Role" | "ClusterRole" | "CustomResourceDefinition" => Layout {
+            name_first: true,
             before_age: CREATED_AT,
             age: false,
             after_age: &[],
@@ -54,7 +64,7 @@ pub fn builtin_columns(kind: &str) -> Layout {
     }
 }
 
-const fn string(name: &'static str, priority: i64, cell: fn(&Value) -> Value) -> Column {
+pub const fn string(name: &'static str, priority: i64, cell: fn(&Value) -> Value) -> Column {
     Column {
         name,
         type_: "string",

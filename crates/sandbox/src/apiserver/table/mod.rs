@@ -5,6 +5,7 @@
 
 mod cells;
 mod columns;
+mod events;
 mod kinds;
 mod nodes;
 mod pods;
@@ -94,18 +95,24 @@ pub fn render(
     list_meta: Value,
     include: &str,
 ) -> Value {
-    let mut columns = vec![definition(
-        "Name",
-        "string",
-        "name",
-        0,
-        "Name must be unique within a namespace.",
-    )];
+    let layout = builtin_columns(&resource.kind);
+    let name_first = resource.custom || layout.name_first;
+    let mut columns = Vec::new();
+    if name_first {
+        columns.push(definition(
+            "Name",
+            "string",
+            "name",
+            0,
+            "Name must be unique within a namespace.",
+        ));
+    }
     let mut rows: Vec<Value> = objects
         .iter()
         .map(|o| {
-            json!({"cells": [o.pointer("/metadata/name").cloned().unwrap_or(Value::Null)],
-                   "object": row_object(o, include)})
+            let name = o.pointer("/metadata/name").cloned().unwrap_or(Value::Null);
+            let cells = if name_first { vec![name] } else { Vec::new() };
+            json!({"cells": cells, "object": row_object(o, include)})
         })
         .collect();
     let printer = resource
@@ -131,7 +138,6 @@ pub fn render(
             push_cells(objects.iter().map(|o| custom_cell(column, o)).collect());
         }
     } else {
-        let layout = builtin_columns(&resource.kind);
         let mut add = |column: &Column| {
             columns.push(definition(
                 column.name,
@@ -183,7 +189,22 @@ mod tests {
     /// Columns in kube-apiserver's order; `*` marks the `-o wide` ones.
     #[test]
     fn built_in_kinds_have_kube_apiservers_columns() {
-        let cases: [(&str, &[&str]); 5] = [
+        let cases: [(&str, &[&str]); 6] = [
+            (
+                "/events",
+                &[
+                    "Last Seen",
+                    "Type",
+                    "Reason",
+                    "Object",
+                    "Subobject*",
+                    "Source*",
+                    "Message",
+                    "First Seen*",
+                    "Count*",
+                    "Name*",
+                ],
+            ),
             (
                 "/nodes",
                 &[
