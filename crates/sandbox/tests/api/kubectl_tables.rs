@@ -149,3 +149,44 @@ async fn kubectl_get_pods_wide_shows_status_restarts_ip_and_node() {
         "{wide}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_get_events_shows_last_seen_type_reason_object_and_message() {
+    let t = TestSandbox::start().await;
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::default_namespaced(t.client.clone());
+    let now = jiff::Timestamp::now().to_string();
+    let event = serde_json::from_value(json!({
+        "metadata": {"name": "small.1"},
+        "involvedObject": {"kind": "PostgresCluster", "name": "small", "namespace": "default"},
+        "type": "Warning", "reason": "FailoverBlocked", "message": "no standby is in sync",
+        "firstTimestamp": now, "lastTimestamp": now, "count": 3,
+        "source": {"component": "tusk-operator"},
+    }))
+    .expect("an Event");
+    events
+        .create(&PostParams::default(), &event)
+        .await
+        .expect("created");
+    let table = succeed(&t, &["get", "events"]);
+    let header = table.lines().next().unwrap_or_default();
+    assert_eq!(
+        columns(header),
+        ["LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"],
+        "{table}"
+    );
+    let line = table.lines().nth(1).unwrap_or_default();
+    let cells = columns(line);
+    assert_eq!(
+        cells[1..],
+        [
+            "Warning",
+            "FailoverBlocked",
+            "postgrescluster/small",
+            "no standby is in sync"
+        ],
+        "{table}"
+    );
+    let wide = succeed(&t, &["get", "events", "-o", "wide"]);
+    let cells = columns(wide.lines().nth(1).unwrap_or_default());
+    assert_eq!(cells[cells.len() - 2..], ["3", "small.1"], "{wide}");
+}
