@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 
 use crate::apiserver::table::cells::text;
-use crate::apiserver::table::{events, kinds, nodes, pods};
+use crate::apiserver::table::{events, kinds, nodes, pods, volumes};
 
 pub struct Column {
     pub name: &'static str,
@@ -40,7 +40,8 @@ pub fn builtin_columns(kind: &str) -> Layout {
         "Node" => layout(NODE, NODE_AFTER_AGE),
         "Service" => layout(SERVICE, SERVICE_WIDE),
         "Endpoints" => layout(ENDPOINTS, &[]),
-        "PersistentVolumeClaim" => layout(PERSISTENT_VOLUME_CLAIM, VOLUME_MODE),
+        "PersistentVolumeClaim" => layout(volumes::CLAIM, volumes::VOLUME_MODE),
+        "PersistentVolume" => layout(volumes::VOLUME, volumes::VOLUME_MODE),
         "Namespace" => layout(NAMESPACE, &[]),
         "ConfigMap" => layout(CONFIG_MAP, &[]),
         "Secret" => layout(SECRET, &[]),
@@ -165,14 +166,6 @@ const BINDING_WIDE: &[Column] = &[
 
 const SERVICE_WIDE: &[Column] = &[string("Selector", 1, |o| json!(kinds::selector(o)))];
 
-const VOLUME_MODE: &[Column] = &[string("VolumeMode", 1, |o| {
-    json!(
-        o.pointer("/spec/volumeMode")
-            .and_then(Value::as_str)
-            .unwrap_or("<unset>")
-    )
-})];
-
 const SERVICE: &[Column] = &[
     Column {
         name: "Type",
@@ -223,77 +216,6 @@ const SERVICE: &[Column] = &[
             })
         },
     },
-];
-
-const PERSISTENT_VOLUME_CLAIM: &[Column] = &[
-    Column {
-        name: "Status",
-        type_: "string",
-        format: "",
-        priority: 0,
-        cell: |o| text(o.pointer("/status/phase")),
-    },
-    Column {
-        name: "Volume",
-        type_: "string",
-        format: "",
-        priority: 0,
-        cell: |o| {
-            json!(
-                o.pointer("/spec/volumeName")
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-            )
-        },
-    },
-    Column {
-        name: "Capacity",
-        type_: "string",
-        format: "",
-        priority: 0,
-        cell: |o| {
-            json!(
-                o.pointer("/status/capacity/storage")
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-            )
-        },
-    },
-    Column {
-        name: "Access Modes",
-        type_: "string",
-        format: "",
-        priority: 0,
-        cell: |o| {
-            let modes: Vec<&str> = o
-                .pointer("/spec/accessModes")
-                .and_then(Value::as_array)
-                .map(|m| {
-                    m.iter()
-                        .filter_map(Value::as_str)
-                        .map(|m| match m {
-                            "ReadWriteOnce" => "RWO",
-                            "ReadOnlyMany" => "ROX",
-                            "ReadWriteMany" => "RWX",
-                            "ReadWriteOncePod" => "RWOP",
-                            other => other,
-                        })
-                        .collect()
-                })
-                .unwrap_or_default();
-            json!(modes.join(","))
-        },
-    },
-    Column {
-        name: "StorageClass",
-        type_: "string",
-        format: "",
-        priority: 0,
-        cell: |o| text(o.pointer("/spec/storageClassName")),
-    },
-    string("VolumeAttributesClass", 0, |o| {
-        text(o.pointer("/spec/volumeAttributesClassName"))
-    }),
 ];
 
 const NAMESPACE: &[Column] = &[Column {

@@ -9,6 +9,7 @@ mod events;
 mod kinds;
 mod nodes;
 mod pods;
+mod volumes;
 
 use serde_json::{Value, json};
 
@@ -189,7 +190,37 @@ mod tests {
     /// Columns in kube-apiserver's order; `*` marks the `-o wide` ones.
     #[test]
     fn built_in_kinds_have_kube_apiservers_columns() {
-        let cases: [(&str, &[&str]); 6] = [
+        let cases: [(&str, &[&str]); 8] = [
+            (
+                "/persistentvolumeclaims",
+                &[
+                    "Name",
+                    "Status",
+                    "Volume",
+                    "Capacity",
+                    "Access Modes",
+                    "StorageClass",
+                    "VolumeAttributesClass",
+                    "Age",
+                    "VolumeMode*",
+                ],
+            ),
+            (
+                "/persistentvolumes",
+                &[
+                    "Name",
+                    "Capacity",
+                    "Access Modes",
+                    "Reclaim Policy",
+                    "Status",
+                    "Claim",
+                    "StorageClass",
+                    "VolumeAttributesClass",
+                    "Reason",
+                    "Age",
+                    "VolumeMode*",
+                ],
+            ),
             (
                 "/events",
                 &[
