@@ -3,9 +3,11 @@
 //! top of [`crate::apiserver::objects`] and [`crate::apiserver::storage`].
 //!
 //! One module per concern: `auth` (the bearer token), `request` (what a
-//! resource request asks for and how its answer is shaped), `read` (get
-//! and list, with `pagination`), `watch`, `write` (create, update,
-//! delete), `patch` and `apply` (server-side apply).
+//! resource request asks for and how its answer is shaped), `response`
+//! (the media type negotiated from `Accept`: JSON, or protobuf for
+//! built-in kinds), `read` (get and list, with `pagination`), `watch`,
+//! `write` (create, update, delete), `patch`, `apply` (server-side apply)
+//! and `scale` (the scale subresource of custom resources).
 
 mod apply;
 mod auth;
