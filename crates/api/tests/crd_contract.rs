@@ -67,7 +67,10 @@ fn cluster_scale_subresource_maps_instances_ready_instances_and_selector() {
         .expect("PostgresCluster declares the scale subresource");
     assert_eq!(scale.spec_replicas_path, ".spec.instances");
     assert_eq!(scale.status_replicas_path, ".status.readyInstances");
-    assert_eq!(scale.label_selector_path.as_deref(), Some(".status.selector"));
+    assert_eq!(
+        scale.label_selector_path.as_deref(),
+        Some(".status.selector")
+    );
     let status = &schema("PostgresCluster")["properties"]["status"]["properties"];
     assert_eq!(status["selector"]["type"], "string");
     assert_eq!(status["readyInstances"]["type"], "integer");
