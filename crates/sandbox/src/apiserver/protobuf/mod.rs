@@ -2,8 +2,11 @@
 //!
 //! A protobuf body is the four bytes `k8s\0` followed by a
 //! `runtime.Unknown` envelope: the object's `apiVersion` and `kind`, and
-//! the typed message as raw bytes. The messages are described by the
-//! Kubernetes `.proto` files compiled by `build.rs`; [`to_json`] and
+//! the typed message as raw bytes. The messages are described by a
+//! descriptor set `build/` derives from the published `k8s-pb` crate
+//! (messages, field numbers and types) and `k8s-openapi` (the JSON
+//! spelling of each field, which Kubernetes uses as the proto field
+//! name), matching Kubernetes' `generated.proto` files; [`to_json`] and
 //! [`from_json`] walk a message by its descriptor, so every served
 //! built-in kind is covered without code per kind. Custom resources have
 //! no protobuf form: the real server reads and writes them as JSON only,
@@ -55,9 +58,9 @@ fn pool() -> &'static DescriptorPool {
     static POOL: OnceLock<DescriptorPool> = OnceLock::new();
     POOL.get_or_init(|| {
         let bytes = include_bytes!(concat!(env!("OUT_DIR"), "/kubernetes.descriptors"));
-        // The descriptors are compiled by build.rs from files in the
-        // repository; failing to read them is a build defect, not input.
-        DescriptorPool::decode(bytes.as_slice()).expect("descriptor set compiled by build.rs")
+        // The descriptors are derived by build/ from pinned dependencies;
+        // failing to read them is a build defect, not input.
+        DescriptorPool::decode(bytes.as_slice()).expect("descriptor set derived by build/")
     })
 }
 
@@ -165,5 +168,7 @@ fn non_empty(value: String, fallback: &str) -> String {
     }
 }
 
+#[cfg(test)]
+mod descriptors_tests;
 #[cfg(test)]
 mod tests;
