@@ -22,16 +22,17 @@ pub struct Sources {
 pub fn locate() -> Result<Sources, Box<dyn Error>> {
     let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR")?).join("Cargo.toml");
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    let output = Command::new(cargo)
-        .args([
-            "metadata",
-            "--format-version",
-            "1",
-            "--offline",
-            "--manifest-path",
-        ])
-        .arg(&manifest)
-        .output()?;
+    // Offline and for the platform being built: every package that needs
+    // is already downloaded by the build running this script.
+    let mut command = Command::new(cargo);
+    command
+        .args(["metadata", "--format-version", "1", "--offline"])
+        .arg("--manifest-path")
+        .arg(&manifest);
+    if let Ok(target) = std::env::var("TARGET") {
+        command.args(["--filter-platform", &target]);
+    }
+    let output = command.output()?;
     if !output.status.success() {
         return Err(format!(
             "cargo metadata failed: {}",
