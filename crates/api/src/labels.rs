@@ -20,6 +20,12 @@ pub const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
 /// Value of [`MANAGED_BY`].
 pub const MANAGED_BY_VALUE: &str = "tusk-operator";
 
+/// The selector of a cluster's pods in label-selector text, as the scale
+/// subresource reports it in `status.selector`.
+pub fn cluster_selector(cluster: &str) -> String {
+    format!("{CLUSTER}={cluster}")
+}
+
 /// Annotation on a cluster listing fenced instances (`*` for all): their
 /// PostgreSQL is stopped and stays stopped until removed from the list.
 pub const FENCED_INSTANCES: &str = "tusk.dev/fenced-instances";

@@ -54,6 +54,28 @@ fn names_scope_and_subresources_match_the_contract() {
     }
 }
 
+/// `kubectl scale pgc` and HorizontalPodAutoscalers drive `spec.instances`
+/// through the scale subresource, which reports ready instances and the
+/// pods' selector from status.
+#[test]
+fn cluster_scale_subresource_maps_instances_ready_instances_and_selector() {
+    let cluster = crd("PostgresCluster");
+    let scale = cluster.spec.versions[0]
+        .subresources
+        .as_ref()
+        .and_then(|s| s.scale.as_ref())
+        .expect("PostgresCluster declares the scale subresource");
+    assert_eq!(scale.spec_replicas_path, ".spec.instances");
+    assert_eq!(scale.status_replicas_path, ".status.readyInstances");
+    assert_eq!(
+        scale.label_selector_path.as_deref(),
+        Some(".status.selector")
+    );
+    let status = &schema("PostgresCluster")["properties"]["status"]["properties"];
+    assert_eq!(status["selector"]["type"], "string");
+    assert_eq!(status["readyInstances"]["type"], "integer");
+}
+
 #[test]
 fn cluster_printer_columns_show_phase_instances_ready_primary_version_age() {
     let cluster = crd("PostgresCluster");

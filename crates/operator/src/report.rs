@@ -37,7 +37,10 @@ pub async fn write(
         ..input.clone()
     };
     let previous = cluster.status.as_ref();
-    let new = status::compose(&input);
+    let new = PostgresClusterStatus {
+        selector: Some(tusk_api::labels::cluster_selector(&cluster.name_any())),
+        ..status::compose(&input)
+    };
     let Some(to_write) = status::to_write(previous, new.clone(), &input.now) else {
         return Ok(Written {
             status: new,

@@ -33,6 +33,11 @@ use super::status::PostgresClusterStatus;
     category = "tusk",
     namespaced,
     status = "PostgresClusterStatus",
+    scale(
+        spec_replicas_path = ".spec.instances",
+        status_replicas_path = ".status.readyInstances",
+        label_selector_path = ".status.selector"
+    ),
     derive = "PartialEq",
     doc = "A PostgreSQL cluster managed by Tusk: a primary with streaming replicas, their volumes, Services, backups and policies. Users declare intent in spec; the operator reports what it observes in status.",
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase", description = "Lifecycle phase"),

@@ -34,6 +34,12 @@ pub struct PostgresClusterStatus {
     #[serde(default)]
     pub ready_instances: i32,
 
+    /// The label selector of the cluster's pods as a string
+    /// (`tusk.dev/cluster=<name>`): the scale subresource reports it, so a
+    /// HorizontalPodAutoscaler can find the pods whose metrics it reads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<String>,
+
     /// Instance that reports itself as primary.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub current_primary: Option<String>,

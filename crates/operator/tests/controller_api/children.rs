@@ -28,6 +28,7 @@ async fn children_are_created_with_owner_references_and_status_is_reported() {
     let status = live.status.clone().expect("status");
     assert_eq!(status.target_primary.as_deref(), Some("orders-1"));
     assert_eq!(status.latest_instance_serial, 1);
+    assert_eq!(status.selector.as_deref(), Some("tusk.dev/cluster=orders"));
     assert_eq!(status.observed_generation, live.metadata.generation);
     assert!(
         live.finalizers()

@@ -7,7 +7,7 @@ mod validations;
 use serde_json::{Value, json};
 
 use crate::apiserver::error::Cause;
-use crate::apiserver::resources::{PrinterColumn, Resource, Version, key};
+use crate::apiserver::resources::{PrinterColumn, Resource, ScalePaths, Version, key};
 
 pub const RESOURCE_KEY: &str = "apiextensions.k8s.io/customresourcedefinitions";
 
@@ -161,6 +161,7 @@ pub fn resource(crd: &Value) -> Option<Resource> {
                     .map(|cols| cols.iter().filter_map(printer_column).collect())
                     .unwrap_or_default(),
                 status_subresource: v.pointer("/subresources/status").is_some(),
+                scale: v.pointer("/subresources/scale").and_then(scale_paths),
             })
         })
         .collect();
@@ -179,6 +180,16 @@ pub fn resource(crd: &Value) -> Option<Resource> {
         kind,
         versions,
         custom: true,
+    })
+}
+
+fn scale_paths(scale: &Value) -> Option<ScalePaths> {
+    let text = |name: &str| scale.get(name).and_then(Value::as_str).map(str::to_owned);
+    Some(ScalePaths {
+        spec_replicas: text("specReplicasPath")?,
+        status_replicas: text("statusReplicasPath")?,
+        label_selector: text("labelSelectorPath"),
+        spec_selector: false,
     })
 }
 

@@ -169,7 +169,7 @@ pub fn resources(registry: &Registry, group: &str, version: &str) -> Option<Valu
                 "verbs": ["get", "patch", "update"],
             }));
         }
-        if resource.has_scale() {
+        if served.scale.is_some() {
             list.push(json!({
                 "name": format!("{}/scale", resource.plural),
                 "singularName": "",

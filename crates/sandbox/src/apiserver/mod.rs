@@ -6,7 +6,8 @@
 //! defaults, schemas, CEL) -> [`storage`] (SQLite, resourceVersion,
 //! history) -> [`watch`]. Beside them: [`discovery`] and [`openapi`] for
 //! clients, [`table`] for kubectl's columns, [`patch`] and [`apply`] for
-//! PATCH bodies and field ownership, [`crds`] for custom kinds, and
+//! PATCH bodies and field ownership, [`crds`] for custom kinds,
+//! [`protobuf`] for Kubernetes protobuf bodies of built-in kinds, and
 //! [`faults`] for tests.
 
 pub mod admission;
@@ -22,6 +23,7 @@ pub mod kubelet_proxy;
 pub mod objects;
 pub mod openapi;
 pub mod patch;
+pub mod protobuf;
 pub mod resources;
 pub mod routing;
 pub mod selectors;

@@ -32,6 +32,34 @@ pub struct Version {
     pub schema: Option<Value>,
     pub printer_columns: Vec<PrinterColumn>,
     pub status_subresource: bool,
+    /// The scale subresource a custom resource version declares.
+    pub scale: Option<ScalePaths>,
+}
+
+/// Where an object keeps what its scale subresource shows: JSON paths
+/// (`.spec.replicas`) as a CRD's `subresources.scale` gives them, or those
+/// of the built-in workloads.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScalePaths {
+    pub spec_replicas: String,
+    pub status_replicas: String,
+    /// A path to the selector as a string (CRDs' `labelSelectorPath`).
+    pub label_selector: Option<String>,
+    /// The selector is the object's `spec.selector`, written out as a
+    /// string (Deployments and ReplicaSets).
+    pub spec_selector: bool,
+}
+
+impl ScalePaths {
+    /// What Deployments and ReplicaSets show.
+    pub fn workload() -> Self {
+        Self {
+            spec_replicas: ".spec.replicas".into(),
+            status_replicas: ".status.replicas".into(),
+            label_selector: None,
+            spec_selector: true,
+        }
+    }
 }
 
 /// A kind the server serves.
@@ -63,6 +91,10 @@ impl Resource {
 
     pub fn version(&self, name: &str) -> Option<&Version> {
         self.versions.iter().find(|v| v.name == name && v.served)
+    }
+
+    pub fn scale(&self, version: &str) -> Option<&ScalePaths> {
+        self.version(version).and_then(|v| v.scale.as_ref())
     }
 
     pub fn has_status(&self, version: &str) -> bool {
@@ -99,14 +131,6 @@ impl Resource {
                     | "Deployment"
                     | "ReplicaSet"
             )
-    }
-
-    /// Whether the kind has a `scale` subresource (`autoscaling/v1` Scale
-    /// over `spec.replicas`), as Deployments and ReplicaSets do.
-    pub fn has_scale(&self) -> bool {
-        !self.custom
-            && self.group == "apps"
-            && matches!(self.kind.as_str(), "Deployment" | "ReplicaSet")
     }
 }
 
@@ -297,6 +321,11 @@ impl Registry {
                     schema: None,
                     printer_columns: Vec::new(),
                     status_subresource: builtin.status,
+                    // Deployments and ReplicaSets have the scale
+                    // subresource.
+                    scale: (builtin.group == "apps"
+                        && matches!(builtin.kind, "Deployment" | "ReplicaSet"))
+                    .then(ScalePaths::workload),
                 }],
                 custom: false,
                 key: key(builtin.group, builtin.plural),

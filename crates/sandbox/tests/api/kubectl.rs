@@ -161,26 +161,9 @@ async fn kubectl_get_watch_prints_new_objects() {
     assert!(seen, "kubectl get -w printed the new ConfigMap");
 }
 
-/// `kubectl create namespace` sends protobuf, which the sandbox refuses
-/// with 415; apply sends JSON.
+/// `kubectl create namespace` sends the Namespace in protobuf.
 fn create_namespace(t: &TestSandbox, name: &str) {
-    let refused = kubectl(t, &["create", "namespace", name]);
-    assert!(!refused.status.success());
-    assert!(
-        text(&refused).contains("JSON and YAML request bodies only"),
-        "{}",
-        text(&refused)
-    );
-    let manifest = t.dir.path().join(format!("{name}.yaml"));
-    std::fs::write(
-        &manifest,
-        format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {name}\n"),
-    )
-    .expect("manifest written");
-    succeed(
-        t,
-        &["apply", "--server-side", "-f", &manifest.to_string_lossy()],
-    );
+    succeed(t, &["create", "namespace", name]);
 }
 
 fn expectations(path: &Path) -> Vec<String> {

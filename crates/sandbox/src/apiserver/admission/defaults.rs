@@ -197,6 +197,14 @@ pub fn service_needs_ip(service: &Value) -> bool {
     type_ != "ExternalName" && ip.is_none_or(str::is_empty)
 }
 
+/// A Secret without a type is `Opaque` (kubectl's `create secret generic`
+/// leaves the type to the server).
+pub fn secret(secret: &mut Value) {
+    if let Some(fields) = secret.as_object_mut() {
+        set_default(fields, "type", json!("Opaque"));
+    }
+}
+
 pub fn pvc(pvc: &mut Value) {
     if let Some(spec) = object_at(pvc, "spec") {
         set_default(spec, "volumeMode", json!("Filesystem"));
@@ -393,6 +401,16 @@ pub fn quantity(text: &str) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_secret_without_a_type_is_opaque() {
+        let mut untyped = json!({"data": {}});
+        secret(&mut untyped);
+        assert_eq!(untyped["type"], "Opaque");
+        let mut typed = json!({"type": "kubernetes.io/tls"});
+        secret(&mut typed);
+        assert_eq!(typed["type"], "kubernetes.io/tls");
+    }
 
     #[test]
     fn quantities_compare_across_suffixes() {

@@ -274,6 +274,7 @@ fn admit_builtin(
             defaults::pod(&mut object, true);
             pods::validate(&object, &mut causes);
         }
+        "Secret" => defaults::secret(&mut object),
         "PersistentVolumeClaim" => {
             defaults::pvc(&mut object);
             if object

@@ -3,11 +3,13 @@
 //! top of [`crate::apiserver::objects`] and [`crate::apiserver::storage`].
 //!
 //! Authentication and authorization are [`crate::apiserver::auth`]'s;
-//! here, one module per concern: `request` (what a
-//! resource request asks for and how its answer is shaped), `read` (get
-//! and list, with `pagination`), `watch`, `write` (create, update,
-//! delete), `patch` and `apply` (server-side apply), and `pod_streams`
-//! (`pods/log` and `pods/exec`, proxied to the kubelet).
+//! here, one module per concern: `request` (what a resource request asks
+//! for and how its answer is shaped), `response` (the media type
+//! negotiated from `Accept`: JSON, or protobuf for built-in kinds), `read`
+//! (get and list, with `pagination`), `watch`, `write` (create, update,
+//! delete), `patch`, `apply` (server-side apply), `scale` (the scale
+//! subresource) and `pod_streams` (`pods/log` and `pods/exec`, proxied to
+//! the kubelet).
 
 mod apply;
 mod pagination;
@@ -70,7 +72,9 @@ async fn dispatch(api: &Arc<Api>, request: Request) -> Result<Response, ApiError
         );
         return Ok(response);
     }
-    if !accepts_json(&accept) && !pod_streams::is_stream_route(&route) {
+    // Resources negotiate protobuf per kind in `resource_request`.
+    let negotiated_later = matches!(route, Route::Resource(_)) && accept.contains("protobuf");
+    if !negotiated_later && !accepts_json(&accept) && !pod_streams::is_stream_route(&route) {
         return Err(ApiError::NotAcceptable {
             message: format!("only JSON is served; not acceptable: {accept}"),
         });
@@ -165,13 +169,16 @@ async fn resource_request(
     } else {
         resource
     };
+    if path.subresource.as_deref() == Some("scale")
+        && path.name.is_some()
+        && let Some(paths) = resource.scale(&path.version)
+    {
+        return scale::scale_request(api, &resource, &path, &request, paths, verb);
+    }
     let status = match path.subresource.as_deref() {
         None => false,
         Some("status") if resource.has_status(&path.version) => true,
         Some("finalize") if resource.kind == "Namespace" => false,
-        Some("scale") if resource.has_scale() && path.name.is_some() => {
-            return scale::scale_request(api, &resource, &path, &request, verb);
-        }
         Some("token") if resource.kind == "ServiceAccount" && verb == "create" => {
             return token_request(api, &path, &request);
         }
@@ -182,7 +189,11 @@ async fn resource_request(
             });
         }
     };
-    match verb {
+    let format = response::negotiate(
+        &request.accept,
+        request::has_protobuf_form(&resource, &path.version),
+    )?;
+    let answer = match verb {
         "get" => read::get(api, &resource, &path, &request),
         "list" => read::list(api, &resource, &path, &request),
         "watch" => watch::watch_request(api, resource, &path, &request),
@@ -194,7 +205,8 @@ async fn resource_request(
         _ => Err(ApiError::MethodNotAllowed {
             message: "the server does not allow this method on the requested resource".into(),
         }),
-    }
+    };
+    Ok(answer.unwrap_or_else(|error| response::error_response(error, format)))
 }
 
 /// `POST .../serviceaccounts/{name}/token`.
@@ -206,7 +218,7 @@ fn token_request(
     let body = if header_str(&request.headers, header::CONTENT_TYPE).contains("protobuf") {
         auth::protobuf::token_request_body(&request.body)?
     } else {
-        request.json_body()?
+        request.body_as("authentication.k8s.io/v1", "TokenRequest", false)?
     };
     let namespace = path.namespace.as_deref().unwrap_or("");
     let name = path.name.as_deref().unwrap_or("");
@@ -230,7 +242,7 @@ fn review(
     let body = if header_str(&request.headers, header::CONTENT_TYPE).contains("protobuf") {
         auth::protobuf::review_body(kind, &request.body)?
     } else {
-        request.json_body()?
+        request.body_as(&format!("{}/{}", path.group, path.version), kind, false)?
     };
     let namespace = path.namespace.as_deref();
     let answer = auth::reviews::create(&api.store, &request.user, kind, namespace, &body)?;

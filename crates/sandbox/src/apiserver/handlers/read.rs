@@ -9,7 +9,7 @@ use crate::apiserver::handlers::pagination::{Page, encode_continue, page};
 use crate::apiserver::handlers::request::{
     ResourceRequest, as_version, key_of, respond_object, selectors,
 };
-use crate::apiserver::handlers::response::json_response;
+use crate::apiserver::handlers::response::{body_response, json_response};
 use crate::apiserver::objects;
 use crate::apiserver::resources::Resource;
 use crate::apiserver::routing::ResourcePath;
@@ -82,7 +82,7 @@ pub fn list(
             &[],
         ));
     }
-    Ok(json_response(
+    Ok(body_response(
         StatusCode::OK,
         &json!({
             "kind": format!("{}List", resource.kind),
@@ -91,5 +91,6 @@ pub fn list(
             "items": selected,
         }),
         &[],
+        request.format(resource, &path.version),
     ))
 }

@@ -12,8 +12,11 @@ use crate::apiserver::admission::FieldValidation;
 use crate::apiserver::auth::UserInfo;
 use crate::apiserver::error::ApiError;
 use crate::apiserver::events;
-use crate::apiserver::handlers::response::{header_str, json_response};
+use crate::apiserver::handlers::response::{
+    Format, body_response, header_str, json_response, negotiate,
+};
 use crate::apiserver::objects::{self, Manage, WriteOptions};
+use crate::apiserver::protobuf;
 use crate::apiserver::resources::Resource;
 use crate::apiserver::routing::ResourcePath;
 use crate::apiserver::selectors::{FieldSelector, LabelSelector};
@@ -81,12 +84,35 @@ impl ResourceRequest {
         })
     }
 
-    pub fn json_body(&self) -> Result<Value, ApiError> {
+    /// The response format for objects of `resource`, from `Accept`.
+    pub fn format(&self, resource: &Resource, version: &str) -> Format {
+        negotiate(&self.accept, has_protobuf_form(resource, version)).unwrap_or(Format::Json)
+    }
+
+    /// The object in the body of a create or update of `resource`: JSON,
+    /// YAML, or protobuf for built-in kinds.
+    pub fn object_body(&self, resource: &Resource, version: &str) -> Result<Value, ApiError> {
+        let protobuf = has_protobuf_form(resource, version);
+        self.body_as(&resource.api_version(version), &resource.kind, protobuf)
+    }
+
+    /// The body as JSON, decoding protobuf as `api_version` and `kind`
+    /// when `protobuf` allows it.
+    pub fn body_as(
+        &self,
+        api_version: &str,
+        kind: &str,
+        protobuf: bool,
+    ) -> Result<Value, ApiError> {
         let content_type = header_str(&self.headers, header::CONTENT_TYPE);
+        if content_type.starts_with(protobuf::MEDIA_TYPE) && protobuf {
+            return protobuf::decode(&self.body, api_version, kind)
+                .map_err(|e| ApiError::bad_request(e.to_string()));
+        }
         if content_type.contains("protobuf") || content_type.contains("cbor") {
             return Err(ApiError::UnsupportedMediaType {
                 message: format!(
-                    "the sandbox reads JSON and YAML request bodies only, not {content_type}; with kubectl, use apply"
+                    "the body of the request was in an unknown format ({content_type}) - {kind} of {api_version} accepts application/json and application/yaml"
                 ),
             });
         }
@@ -97,6 +123,12 @@ impl ResourceRequest {
         serde_json::from_slice(&self.body)
             .map_err(|e| ApiError::bad_request(format!("the body is not valid JSON: {e}")))
     }
+}
+
+/// Whether objects of `resource` are read and written in protobuf too:
+/// built-in kinds are, custom resources are JSON only.
+pub fn has_protobuf_form(resource: &Resource, version: &str) -> bool {
+    !resource.custom && protobuf::serves(&resource.api_version(version), &resource.kind)
 }
 
 pub fn key_of(resource: &Resource, path: &ResourcePath) -> ObjectKey {
@@ -144,7 +176,12 @@ pub fn respond_object(
         let rendered = table::render(resource, &path.version, &[object], json!({}), include);
         return json_response(code, &rendered, warnings);
     }
-    json_response(code, &object, warnings)
+    body_response(
+        code,
+        &object,
+        warnings,
+        request.format(resource, &path.version),
+    )
 }
 
 pub fn selectors(

@@ -8,8 +8,15 @@ use axum::body::Body;
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 
+use std::convert::Infallible;
+
+use axum::body::Bytes;
+use futures::{Stream, StreamExt};
+
 use crate::apiserver::error::ApiError;
 use crate::apiserver::handlers::request::{ResourceRequest, is_events_v1, selectors};
+use crate::apiserver::handlers::response::Format;
+use crate::apiserver::protobuf;
 use crate::apiserver::resources::Resource;
 use crate::apiserver::routing::ResourcePath;
 use crate::apiserver::state::Api;
@@ -41,6 +48,8 @@ pub fn watch_request(
             .unwrap_or("Metadata")
             .to_owned()
     });
+    let protobuf_wanted =
+        table.is_none() && request.format(&resource, &path.version) == Format::Protobuf;
     let stream = watch::stream(
         api.clone(),
         WatchRequest {
@@ -57,10 +66,33 @@ pub fn watch_request(
             table,
         },
     )?;
+    if protobuf_wanted {
+        return Ok(protobuf_stream(stream));
+    }
     let mut response = Body::from_stream(stream).into_response();
     response.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
     );
     Ok(response)
+}
+
+/// The JSON event lines as protobuf frames (each line is one event).
+fn protobuf_stream(
+    events: impl Stream<Item = Result<Bytes, Infallible>> + Send + 'static,
+) -> Response {
+    let frames = events.map(|line| {
+        line.map(|line| {
+            serde_json::from_slice::<serde_json::Value>(&line)
+                .ok()
+                .and_then(|event| protobuf::frame(&event))
+                .map_or_else(Bytes::new, Bytes::from)
+        })
+    });
+    let mut response = Body::from_stream(frames).into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(protobuf::WATCH_MEDIA_TYPE),
+    );
+    response
 }

@@ -11,7 +11,7 @@ use crate::apiserver::error::ApiError;
 use crate::apiserver::handlers::request::{
     ResourceRequest, as_version, check_type, from_version, key_of, respond_object, selectors,
 };
-use crate::apiserver::handlers::response::json_response;
+use crate::apiserver::handlers::response::body_response;
 use crate::apiserver::objects::{self, DeleteOptions, Manage};
 use crate::apiserver::resources::Resource;
 use crate::apiserver::routing::ResourcePath;
@@ -29,7 +29,7 @@ pub fn create(
             message: "POST is not allowed on a named object".into(),
         });
     }
-    let object = from_version(path, request.json_body()?);
+    let object = from_version(path, request.object_body(resource, &path.version)?);
     check_type(resource, &path.version, &object)?;
     if let (Some(url_ns), Some(body_ns)) = (
         &path.namespace,
@@ -71,7 +71,7 @@ pub fn update(
     request: &ResourceRequest,
     status: bool,
 ) -> Result<Response, ApiError> {
-    let object = from_version(path, request.json_body()?);
+    let object = from_version(path, request.object_body(resource, &path.version)?);
     check_type(resource, &path.version, &object)?;
     let key = key_of(resource, path);
     let manager = request.manager();
@@ -127,7 +127,7 @@ fn delete_options(request: &ResourceRequest) -> Result<DeleteOptions, ApiError> 
     let body = if request.body.iter().all(u8::is_ascii_whitespace) {
         json!({})
     } else {
-        request.json_body()?
+        request.body_as("v1", "DeleteOptions", true)?
     };
     DeleteOptions::from_body(
         &body,
@@ -183,7 +183,7 @@ pub fn delete_collection(
         Ok::<_, ApiError>(deleted)
     })?;
     let rv = api.store.current_rv()?;
-    Ok(json_response(
+    Ok(body_response(
         StatusCode::OK,
         &json!({
             "kind": format!("{}List", resource.kind),
@@ -192,5 +192,6 @@ pub fn delete_collection(
             "items": deleted,
         }),
         &[],
+        request.format(resource, &path.version),
     ))
 }

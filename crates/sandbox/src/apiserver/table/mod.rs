@@ -5,13 +5,30 @@
 
 mod cells;
 mod columns;
+mod events;
+mod kinds;
+mod nodes;
+mod pods;
+mod volumes;
 mod workloads;
 
 use serde_json::{Value, json};
 
 use crate::apiserver::resources::{PrinterColumn, Resource};
 use cells::age;
-use columns::builtin_columns;
+use columns::{Column, builtin_columns};
+
+const AGE: Column = Column {
+    name: "Age",
+    type_: "string",
+    format: "",
+    priority: 0,
+    cell: |o| {
+        age(o
+            .pointer("/metadata/creationTimestamp")
+            .and_then(Value::as_str))
+    },
+};
 
 /// Whether the client asked for a Table (`Accept: ...;as=Table;...`).
 pub fn wanted(accept: &str) -> bool {
@@ -80,18 +97,24 @@ pub fn render(
     list_meta: Value,
     include: &str,
 ) -> Value {
-    let mut columns = vec![definition(
-        "Name",
-        "string",
-        "name",
-        0,
-        "Name must be unique within a namespace.",
-    )];
+    let layout = builtin_columns(&resource.kind);
+    let name_first = resource.custom || layout.name_first;
+    let mut columns = Vec::new();
+    if name_first {
+        columns.push(definition(
+            "Name",
+            "string",
+            "name",
+            0,
+            "Name must be unique within a namespace.",
+        ));
+    }
     let mut rows: Vec<Value> = objects
         .iter()
         .map(|o| {
-            json!({"cells": [o.pointer("/metadata/name").cloned().unwrap_or(Value::Null)],
-                   "object": row_object(o, include)})
+            let name = o.pointer("/metadata/name").cloned().unwrap_or(Value::Null);
+            let cells = if name_first { vec![name] } else { Vec::new() };
+            json!({"cells": cells, "object": row_object(o, include)})
         })
         .collect();
     let printer = resource
@@ -117,7 +140,7 @@ pub fn render(
             push_cells(objects.iter().map(|o| custom_cell(column, o)).collect());
         }
     } else {
-        for column in builtin_columns(&resource.kind) {
+        let mut add = |column: &Column| {
             columns.push(definition(
                 column.name,
                 column.type_,
@@ -126,18 +149,12 @@ pub fn render(
                 "",
             ));
             push_cells(objects.iter().map(column.cell).collect());
+        };
+        layout.before_age.iter().for_each(&mut add);
+        if layout.age {
+            add(&AGE);
         }
-        columns.push(definition("Age", "string", "", 0, "CreationTimestamp is a timestamp representing the server time when this object was created."));
-        push_cells(
-            objects
-                .iter()
-                .map(|o| {
-                    age(o
-                        .pointer("/metadata/creationTimestamp")
-                        .and_then(Value::as_str))
-                })
-                .collect(),
-        );
+        layout.after_age.iter().for_each(&mut add);
     }
     json!({
         "kind": "Table",
@@ -151,6 +168,133 @@ pub fn render(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn column_names(key: &str) -> Vec<String> {
+        let registry = crate::apiserver::resources::Registry::with_builtins();
+        let resource = registry.by_key(key).expect("a built-in kind");
+        let table = render(&resource, "v1", &[], json!({}), "None");
+        table["columnDefinitions"]
+            .as_array()
+            .expect("columns")
+            .iter()
+            .map(|c| {
+                let name = c["name"].as_str().unwrap_or("").to_owned();
+                if c["priority"] == 1 {
+                    format!("{name}*")
+                } else {
+                    name
+                }
+            })
+            .collect()
+    }
+
+    /// Columns in kube-apiserver's order; `*` marks the `-o wide` ones.
+    #[test]
+    fn built_in_kinds_have_kube_apiservers_columns() {
+        let cases: [(&str, &[&str]); 8] = [
+            (
+                "/persistentvolumeclaims",
+                &[
+                    "Name",
+                    "Status",
+                    "Volume",
+                    "Capacity",
+                    "Access Modes",
+                    "StorageClass",
+                    "VolumeAttributesClass",
+                    "Age",
+                    "VolumeMode*",
+                ],
+            ),
+            (
+                "/persistentvolumes",
+                &[
+                    "Name",
+                    "Capacity",
+                    "Access Modes",
+                    "Reclaim Policy",
+                    "Status",
+                    "Claim",
+                    "StorageClass",
+                    "VolumeAttributesClass",
+                    "Reason",
+                    "Age",
+                    "VolumeMode*",
+                ],
+            ),
+            (
+                "/events",
+                &[
+                    "Last Seen",
+                    "Type",
+                    "Reason",
+                    "Object",
+                    "Subobject*",
+                    "Source*",
+                    "Message",
+                    "First Seen*",
+                    "Count*",
+                    "Name*",
+                ],
+            ),
+            (
+                "/nodes",
+                &[
+                    "Name",
+                    "Status",
+                    "Roles",
+                    "Age",
+                    "Version",
+                    "Internal-IP*",
+                    "External-IP*",
+                    "OS-Image*",
+                    "Kernel-Version*",
+                    "Container-Runtime*",
+                ],
+            ),
+            (
+                "/pods",
+                &[
+                    "Name",
+                    "Ready",
+                    "Status",
+                    "Restarts",
+                    "Age",
+                    "IP*",
+                    "Node*",
+                    "Nominated Node*",
+                    "Readiness Gates*",
+                ],
+            ),
+            (
+                "/services",
+                &[
+                    "Name",
+                    "Type",
+                    "Cluster-IP",
+                    "External-IP",
+                    "Port(s)",
+                    "Age",
+                    "Selector*",
+                ],
+            ),
+            (
+                "rbac.authorization.k8s.io/rolebindings",
+                &[
+                    "Name",
+                    "Role",
+                    "Age",
+                    "Users*",
+                    "Groups*",
+                    "ServiceAccounts*",
+                ],
+            ),
+            ("rbac.authorization.k8s.io/roles", &["Name", "Created At"]),
+        ];
+        for (key, expected) in cases {
+            assert_eq!(column_names(key), expected, "{key}");
+        }
+    }
 
     #[test]
     fn printer_column_paths_read_nested_fields() {
