@@ -530,10 +530,8 @@ mod tests {
             .expect("exits in time");
         let log = std::fs::read_to_string(&spec.log).expect("log");
         assert!(exit.success(), "{exit:?}: {log}");
-        // The content of each CRI log line (`<time> <stream> <tag> <text>`).
-        log.lines()
-            .map(|line| format!("{}\n", line.splitn(4, ' ').nth(3).unwrap_or_default()))
-            .collect()
+        let text = |line: &str| line.splitn(4, ' ').nth(3).map(|t| format!("{t}\n")); // CRI
+        log.lines().filter_map(text).collect()
     }
 
     const READ_TOKEN: &str = "cat /var/run/secrets/kubernetes.io/serviceaccount/token; echo; \
