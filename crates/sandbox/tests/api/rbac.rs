@@ -455,3 +455,45 @@ async fn subject_access_reviews_answer_about_another_user_for_those_allowed() {
         ("authorization.k8s.io", "subjectaccessreviews", ""),
     );
 }
+
+/// The status of a GET on `pods/web/exec` as a WebSocket exec opens it.
+async fn exec_get_status(client: &Client) -> u16 {
+    let request = axum::http::Request::get("/api/v1/namespaces/default/pods/web/exec?command=true")
+        .body(Vec::new())
+        .expect("request");
+    match client.request_text(request).await {
+        Ok(_) => 200,
+        Err(kube::Error::Api(status)) => status.code,
+        Err(other) => panic!("{other}"),
+    }
+}
+
+#[tokio::test]
+async fn a_websocket_exec_needs_create_as_well_as_get() {
+    let t = TestSandbox::start().await;
+    let client = reader(&t).await;
+    let only_get = json!([{"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["get"]}]);
+    role(&t.client, "default", "exec", only_get)
+        .await
+        .expect("role");
+    role_binding(&t.client, "default", "exec", "Role/exec", "default/reader")
+        .await
+        .expect("binding");
+    assert_eq!(
+        exec_get_status(&client).await,
+        403,
+        "get alone runs nothing"
+    );
+    let with_create =
+        json!([{"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["get", "create"]}]);
+    Api::<k8s_openapi::api::rbac::v1::Role>::default_namespaced(t.client.clone())
+        .patch(
+            "exec",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"rules": with_create})),
+        )
+        .await
+        .expect("grant create");
+    // Authorized now: the pod does not exist.
+    assert_eq!(exec_get_status(&client).await, 404);
+}

@@ -59,5 +59,27 @@ pub fn authorize_request(
         return Ok(());
     }
     let attributes = Attributes::of_request(method, path, route, query);
-    authorizer::authorize(&api.store, user, &attributes)
+    authorizer::authorize(&api.store, user, &attributes)?;
+    // A WebSocket exec, attach or port-forward opens with a GET, which
+    // kube-apiserver (AuthorizePodWebsocketUpgradeCreatePermission, on by
+    // default since 1.31) also authorizes as `create`, as the POST it
+    // replaces: `get` on pods/exec alone does not run commands.
+    if let Some(create) = upgrade_as_create(&attributes) {
+        authorizer::authorize(&api.store, user, &create)?;
+    }
+    Ok(())
+}
+
+/// The `create` a GET on `pods/exec`, `attach` or `portforward` also needs.
+fn upgrade_as_create(attributes: &Attributes) -> Option<Attributes> {
+    let target = attributes.resource()?;
+    let streams = matches!(
+        target.subresource.as_str(),
+        "exec" | "attach" | "portforward"
+    );
+    (attributes.verb == "get" && target.group.is_empty() && target.resource == "pods" && streams)
+        .then(|| Attributes {
+            verb: "create".to_owned(),
+            target: attributes.target.clone(),
+        })
 }

@@ -6,8 +6,9 @@
 //! `log` or `exec`, the pod's name and namespace), so authorization sees
 //! the attributes kube-apiserver gives them: `get` on `pods/log`; `create`
 //! on `pods/exec` for a POST, and for the GET that opens a WebSocket
-//! (kubectl 1.30 and later) `get`, where kube-apiserver 1.30+ also requires
-//! `create` (the `AuthorizePodWebsocketUpgradeCreatePermission` gate).
+//! (kubectl 1.30 and later) `get` and also `create`, as kube-apiserver's
+//! `AuthorizePodWebsocketUpgradeCreatePermission` gate asks (see
+//! `auth::authorize_request`).
 //!
 //! SPDY is not served: kubectl 1.32 opens exec over WebSocket
 //! (`v5.channel.k8s.io`) and falls back to SPDY only when the upgrade is
