@@ -51,7 +51,7 @@ async fn a_pod_finds_its_token_ca_and_namespace_at_the_fixed_path() {
     let log = node.log(&pod, "main", 0);
     let expected = format!("default\nca\ntoken\n{ip}:443 443\nnone\n");
     let output = eventually("the pod's output", WAIT, || async {
-        let output = std::fs::read_to_string(&log).ok()?;
+        let output = support::log_text(&log)?;
         output.ends_with("none\n").then_some(output)
     })
     .await;
@@ -116,7 +116,7 @@ async fn kubectl_in_a_pod_reaches_the_api_through_the_kubernetes_service() {
         .await;
     let log = node.log(&pod, "main", 0);
     let output = eventually("kubectl's answer", WAIT, || async {
-        let output = std::fs::read_to_string(&log).ok()?;
+        let output = support::log_text(&log)?;
         output.contains("exit ").then_some(output)
     })
     .await;
@@ -155,7 +155,7 @@ async fn a_container_without_a_token_mount_runs_without_a_namespace_of_its_own()
         .await;
     let log = node.log(&pod, "main", 0);
     let output = eventually("the pod's output", WAIT, || async {
-        let output = std::fs::read_to_string(&log).ok()?;
+        let output = support::log_text(&log)?;
         output.ends_with('\n').then_some(output)
     })
     .await;
