@@ -22,11 +22,13 @@ pub struct Sources {
 pub fn locate() -> Result<Sources, Box<dyn Error>> {
     let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR")?).join("Cargo.toml");
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    // Offline and for the platform being built: every package that needs
-    // is already downloaded by the build running this script.
+    // For the platform being built, with the lock file as it is. Not
+    // offline: the metadata covers the whole workspace (other members and
+    // dev-dependencies too), which a build of one package may not have
+    // downloaded yet on a fresh machine.
     let mut command = Command::new(cargo);
     command
-        .args(["metadata", "--format-version", "1", "--offline"])
+        .args(["metadata", "--format-version", "1", "--locked"])
         .arg("--manifest-path")
         .arg(&manifest);
     if let Ok(target) = std::env::var("TARGET") {
