@@ -110,6 +110,41 @@ impl LabelSelector {
         Ok(Self(requirements))
     }
 
+    /// The selector an object states as `matchLabels` and
+    /// `matchExpressions` (a Deployment's `spec.selector`); `None` for an
+    /// operator Kubernetes does not know, which selects nothing.
+    pub fn from_object(selector: &Value) -> Option<Self> {
+        let text = |value: &Value| value.as_str().unwrap_or_default().to_owned();
+        let mut requirements: Vec<Requirement> = selector
+            .get("matchLabels")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+            .map(|(key, value)| Requirement::Equals(key.clone(), text(value)))
+            .collect();
+        for expression in selector
+            .get("matchExpressions")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let key = expression.get("key").map(text).unwrap_or_default();
+            let values: Vec<String> = expression
+                .get("values")
+                .and_then(Value::as_array)
+                .map(|v| v.iter().filter(|v| v.is_string()).map(text).collect())
+                .unwrap_or_default();
+            requirements.push(match expression.get("operator").and_then(Value::as_str) {
+                Some("In") => Requirement::In(key, values),
+                Some("NotIn") => Requirement::NotIn(key, values),
+                Some("Exists") => Requirement::Exists(key),
+                Some("DoesNotExist") => Requirement::NotExists(key),
+                _ => return None,
+            });
+        }
+        Some(Self(requirements))
+    }
+
     pub fn matches(&self, object: &Value) -> bool {
         let labels = object.pointer("/metadata/labels");
         let label = |key: &str| labels.and_then(|l| l.get(key)).and_then(Value::as_str);
@@ -121,6 +156,27 @@ impl LabelSelector {
             Requirement::Exists(k) => label(k).is_some(),
             Requirement::NotExists(k) => label(k).is_none(),
         })
+    }
+}
+
+/// The string form (`app=web,tier in (db,cache),!gone`), requirements in
+/// sorted order, as a Scale's `status.selector` carries it.
+impl std::fmt::Display for LabelSelector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut parts: Vec<String> = self
+            .0
+            .iter()
+            .map(|requirement| match requirement {
+                Requirement::Equals(k, v) => format!("{k}={v}"),
+                Requirement::NotEquals(k, v) => format!("{k}!={v}"),
+                Requirement::In(k, vs) => format!("{k} in ({})", vs.join(",")),
+                Requirement::NotIn(k, vs) => format!("{k} notin ({})", vs.join(",")),
+                Requirement::Exists(k) => k.clone(),
+                Requirement::NotExists(k) => format!("!{k}"),
+            })
+            .collect();
+        parts.sort();
+        f.write_str(&parts.join(","))
     }
 }
 

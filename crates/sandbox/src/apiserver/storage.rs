@@ -90,6 +90,20 @@ struct State {
     db: Connection,
 }
 
+impl State {
+    /// The objects of `resource` (in `namespace`, or in all), in key order.
+    fn objects_of(&self, resource: &str, namespace: Option<&str>) -> Vec<Arc<Value>> {
+        let start = ObjectKey::new(resource, namespace.unwrap_or(""), "");
+        self.objects
+            .range(start..)
+            .take_while(|(key, _)| {
+                key.resource == resource && namespace.is_none_or(|ns| key.namespace == ns)
+            })
+            .map(|(_, value)| value.clone())
+            .collect()
+    }
+}
+
 pub struct Store {
     state: Mutex<State>,
     changes: broadcast::Sender<Arc<Change>>,
@@ -184,15 +198,7 @@ impl Store {
         namespace: Option<&str>,
     ) -> Result<(u64, Vec<Arc<Value>>), StorageError> {
         let state = self.lock()?;
-        let start = ObjectKey::new(resource, namespace.unwrap_or(""), "");
-        let items = state
-            .objects
-            .range(start..)
-            .take_while(|(key, _)| {
-                key.resource == resource && namespace.is_none_or(|ns| key.namespace == ns)
-            })
-            .map(|(_, value)| value.clone())
-            .collect();
+        let items = state.objects_of(resource, namespace);
         Ok((state.rv, items))
     }
 
@@ -305,15 +311,7 @@ impl Store {
         namespace: Option<&str>,
     ) -> Result<Snapshot, StorageError> {
         let state = self.lock()?;
-        let start = ObjectKey::new(resource, namespace.unwrap_or(""), "");
-        let items = state
-            .objects
-            .range(start..)
-            .take_while(|(key, _)| {
-                key.resource == resource && namespace.is_none_or(|ns| key.namespace == ns)
-            })
-            .map(|(_, value)| value.clone())
-            .collect();
+        let items = state.objects_of(resource, namespace);
         Ok((state.rv, items, self.changes.subscribe()))
     }
 }

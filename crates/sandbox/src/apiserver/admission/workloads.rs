@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 
 use crate::apiserver::admission::defaults;
 use crate::apiserver::error::Cause;
+use crate::apiserver::selectors::LabelSelector;
 
 fn set_default(map: &mut serde_json::Map<String, Value>, key: &str, value: Value) {
     if map.get(key).is_none_or(Value::is_null) {
@@ -84,32 +85,8 @@ pub fn replica_set(object: &mut Value) {
 /// Whether a label selector (matchLabels and matchExpressions) selects
 /// `labels`.
 pub fn selector_matches(selector: &Value, labels: &serde_json::Map<String, Value>) -> bool {
-    let label = |key: &str| labels.get(key).and_then(Value::as_str);
-    let exact = selector
-        .get("matchLabels")
-        .and_then(Value::as_object)
-        .is_none_or(|m| m.iter().all(|(k, v)| label(k) == v.as_str()));
-    let expressions = selector
-        .get("matchExpressions")
-        .and_then(Value::as_array)
-        .is_none_or(|list| {
-            list.iter().all(|e| {
-                let key = e.get("key").and_then(Value::as_str).unwrap_or_default();
-                let values: Vec<&str> = e
-                    .get("values")
-                    .and_then(Value::as_array)
-                    .map(|v| v.iter().filter_map(Value::as_str).collect())
-                    .unwrap_or_default();
-                match e.get("operator").and_then(Value::as_str) {
-                    Some("In") => label(key).is_some_and(|v| values.contains(&v)),
-                    Some("NotIn") => label(key).is_none_or(|v| !values.contains(&v)),
-                    Some("Exists") => label(key).is_some(),
-                    Some("DoesNotExist") => label(key).is_none(),
-                    _ => false,
-                }
-            })
-        });
-    exact && expressions
+    let object = serde_json::json!({"metadata": {"labels": labels}});
+    LabelSelector::from_object(selector).is_some_and(|s| s.matches(&object))
 }
 
 fn is_empty_selector(selector: &Value) -> bool {

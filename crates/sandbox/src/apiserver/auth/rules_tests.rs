@@ -32,12 +32,20 @@ fn target(group: &str, resource: &str, sub: &str, name: &str) -> Target {
     })
 }
 
+/// (what, rule, verb, target, allowed)
+type Case<'t> = (&'static str, PolicyRule, &'static str, &'t Target, bool);
+
+fn check(cases: &[Case<'_>]) {
+    for (what, rule, verb, target, expected) in cases {
+        assert_eq!(allows(rule, verb, target), *expected, "{what}");
+    }
+}
+
 #[test]
-fn resource_rules_match_as_kube_apiserver_matches_them() {
+fn verbs_and_groups_match_exactly_or_by_star() {
     let pods = target("", "pods", "", "web");
-    let status = target("", "pods", "status", "web");
     let deploy = target("apps", "deployments", "", "");
-    let cases: &[(&str, PolicyRule, &str, &Target, bool)] = &[
+    check(&[
         (
             "exact",
             rule(&["get"], &[""], &["pods"], &[]),
@@ -73,6 +81,15 @@ fn resource_rules_match_as_kube_apiserver_matches_them() {
             &deploy,
             true,
         ),
+        ("urls only", urls(&["get"], &["*"]), "get", &pods, false),
+    ]);
+}
+
+#[test]
+fn subresources_match_apart_from_their_resource() {
+    let pods = target("", "pods", "", "web");
+    let status = target("", "pods", "status", "web");
+    check(&[
         (
             "resource *",
             rule(&["get"], &[""], &["*"], &[]),
@@ -129,6 +146,14 @@ fn resource_rules_match_as_kube_apiserver_matches_them() {
             &status,
             false,
         ),
+    ]);
+}
+
+#[test]
+fn resource_names_restrict_requests_that_name_an_object() {
+    let pods = target("", "pods", "", "web");
+    let deploy = target("apps", "deployments", "", "");
+    check(&[
         (
             "name listed",
             rule(&["get"], &[""], &["pods"], &["web"]),
@@ -150,11 +175,7 @@ fn resource_rules_match_as_kube_apiserver_matches_them() {
             &deploy,
             false,
         ),
-        ("urls only", urls(&["get"], &["*"]), "get", &pods, false),
-    ];
-    for (what, rule, verb, target, expected) in cases {
-        assert_eq!(allows(rule, verb, target), *expected, "{what}");
-    }
+    ]);
 }
 
 #[test]

@@ -16,6 +16,7 @@ use crate::apiserver::objects::{self, Manage};
 use crate::apiserver::patch::{self, PatchType};
 use crate::apiserver::resources::{Resource, ScalePaths};
 use crate::apiserver::routing::ResourcePath;
+use crate::apiserver::selectors::LabelSelector;
 use crate::apiserver::state::Api;
 
 pub fn scale_request(
@@ -114,39 +115,10 @@ pub fn scale_of(object: &Value, paths: &ScalePaths) -> Value {
 
 /// A label selector in the string form a Scale's `status.selector` has.
 fn selector_string(selector: Option<&Value>) -> String {
-    let Some(selector) = selector else {
-        return String::new();
-    };
-    let mut parts: Vec<String> = selector
-        .get("matchLabels")
-        .and_then(Value::as_object)
-        .map(|m| {
-            m.iter()
-                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
-                .collect()
-        })
-        .unwrap_or_default();
-    for expression in selector
-        .get("matchExpressions")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        let key = expression.get("key").and_then(Value::as_str).unwrap_or("");
-        let values: Vec<&str> = expression
-            .get("values")
-            .and_then(Value::as_array)
-            .map(|v| v.iter().filter_map(Value::as_str).collect())
-            .unwrap_or_default();
-        parts.push(match expression.get("operator").and_then(Value::as_str) {
-            Some("In") => format!("{key} in ({})", values.join(",")),
-            Some("NotIn") => format!("{key} notin ({})", values.join(",")),
-            Some("DoesNotExist") => format!("!{key}"),
-            _ => key.to_owned(),
-        });
-    }
-    parts.sort();
-    parts.join(",")
+    selector
+        .and_then(LabelSelector::from_object)
+        .map(|s| s.to_string())
+        .unwrap_or_default()
 }
 
 fn patched_scale(current: &Value, request: &ResourceRequest) -> Result<Value, ApiError> {
