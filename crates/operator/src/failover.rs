@@ -46,8 +46,12 @@ pub struct FailoverCheck {
     pub blocked: Option<(String, u64)>,
     /// A failover or switchover decided in this reconcile.
     pub record: Option<tusk_api::v1alpha1::FailoverRecord>,
-    /// How long the failover delay still runs, while it runs.
+    /// How long the failover delay still runs, while it runs (or how long
+    /// the failed primary's lease may still be held).
     pub delay_left: Option<std::time::Duration>,
+    /// The primary lease version the new primary takes over (see
+    /// [`crate::primacy`]), with a failover decided in this reconcile.
+    pub lease_takeover: Option<String>,
 }
 
 /// The primary serves: its pod is ready and its manager reports it as the

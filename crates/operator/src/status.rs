@@ -38,6 +38,9 @@ pub struct StatusInput<'a> {
     pub failover_blocked: Option<(String, u64)>,
     /// A failover decided in this reconcile.
     pub last_failover: Option<tusk_api::v1alpha1::FailoverRecord>,
+    /// The primary lease version the new primary of that failover takes
+    /// over.
+    pub lease_takeover: Option<String>,
     pub now: Time,
 }
 
@@ -70,6 +73,7 @@ impl<'a> StatusInput<'a> {
             primary_available: None,
             failover_blocked: None,
             last_failover: None,
+            lease_takeover: None,
             now,
         }
     }
@@ -129,6 +133,9 @@ pub fn compose(input: &StatusInput<'_>) -> PostgresClusterStatus {
     set_failover_blocked(&mut status, input);
     if let Some(record) = &input.last_failover {
         status.last_failover = Some(record.clone());
+        status
+            .primary_lease_takeover
+            .clone_from(&input.lease_takeover);
     } else if let Some(record) = status.last_failover.as_mut() {
         promoted(
             record,

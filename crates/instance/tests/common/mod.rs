@@ -19,6 +19,7 @@ use tokio_postgres::{Client, NoTls};
 use tusk_api::instance::InstanceReport;
 use tusk_instance::context::InstanceContext;
 use tusk_instance::desired::DesiredState;
+use tusk_instance::primacy::Primacy;
 use tusk_instance::run::{RunError, run_instance};
 use tusk_instance::settings::{Credentials, Password, Settings, UserSecret};
 use tusk_instance::state::SharedState;
@@ -178,9 +179,15 @@ impl TestInstance {
         self.shutdown = Some(shutdown);
         self.state = SharedState::default();
         let state = self.state.clone();
-        self.task = Some(tokio::spawn(run_instance(ctx, receiver, state, async {
-            let _ = stopped.await;
-        })));
+        self.task = Some(tokio::spawn(run_instance(
+            ctx,
+            receiver,
+            state,
+            Primacy::unconditional(),
+            async {
+                let _ = stopped.await;
+            },
+        )));
     }
 
     pub fn set_desired(&self, desired: DesiredState) {

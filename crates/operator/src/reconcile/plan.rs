@@ -87,6 +87,7 @@ pub fn plan<'a>(
         primary_available: check.primary_available,
         failover_blocked: check.blocked.clone(),
         last_failover: check.record.clone(),
+        lease_takeover: check.lease_takeover.clone(),
         ..StatusInput::unplanned(
             cluster,
             &observed.children.pods,

@@ -18,6 +18,7 @@ use super::fetch::Observed;
 use crate::children::{named, not_ready_since, pod_ready};
 use crate::events::Note;
 use crate::failover::{self, Decision, FailoverCheck};
+use crate::primacy::{self, Verdict};
 use crate::switchover::{self, Request};
 use crate::validate::ValidatedCluster;
 
@@ -84,8 +85,33 @@ pub fn judge(
         valid.failover.data_durability,
         approval.is_some(),
     );
+    // Never a second primary: not while the failed one may hold its lease.
+    let takeover = match (&decision, &observed.lease) {
+        (Decision::Promote { .. }, Some(lease)) => {
+            let reports: Vec<_> = observed
+                .reports
+                .iter()
+                .map(|(n, r)| (n.as_str(), r))
+                .collect();
+            match primacy::verdict(lease, &reports) {
+                Verdict::Replace { takeover } => takeover,
+                Verdict::Wait(left) => {
+                    let waiting = FailoverCheck {
+                        delay_left: Some(left),
+                        ..unavailable()
+                    };
+                    return (waiting, None);
+                }
+            }
+        }
+        _ => None,
+    };
     let waited = now.duration_since(since).as_secs_f64();
-    act_on(decision, target, approval.map(String::as_str), waited, now)
+    let (mut check, note) = act_on(decision, target, approval.map(String::as_str), waited, now);
+    if check.record.is_some() {
+        check.lease_takeover = takeover;
+    }
+    (check, note)
 }
 
 fn unavailable() -> FailoverCheck {

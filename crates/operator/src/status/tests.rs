@@ -24,6 +24,7 @@ fn input<'a>(
         primary_available: None,
         failover_blocked: None,
         last_failover: None,
+        lease_takeover: None,
         now,
     }
 }
