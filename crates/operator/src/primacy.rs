@@ -173,7 +173,8 @@ mod tests {
             InstanceRole::Stopped,
             InstancePhase::WaitingForLease,
         );
-        let cases: Vec<(LeaseState, Vec<(&str, &InstanceReport)>, Verdict)> = vec![
+        type Reports<'a> = Vec<(&'a str, &'a InstanceReport)>;
+        let cases: Vec<(LeaseState, Reports, Verdict)> = vec![
             (LeaseState::Absent, vec![], replace(None)),
             (
                 LeaseState::Released {

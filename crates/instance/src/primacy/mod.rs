@@ -102,6 +102,7 @@ async fn hold(
     let mut held_until: Option<Instant> = None;
     // After a restart this manager may still be the holder: look once.
     let mut maybe_holder = true;
+    let mut failures = 0_u32;
     loop {
         let intent = intent_rx.borrow_and_update().clone();
         let sent = Instant::now();
@@ -110,27 +111,32 @@ async fn hold(
             let limit = (intent.timing.renew_every * 2).min(
                 held_until.map_or(Duration::MAX, |until| until.saturating_duration_since(sent)),
             );
-            match tokio::time::timeout(limit, client.round(&intent)).await {
-                Ok(Ok(Outcome::Held)) => {
-                    held_until = Some(sent + intent.timing.fence_after);
-                    maybe_holder = true;
-                }
-                Ok(Ok(Outcome::NotHeld)) => {
-                    if held_until.take().is_some() {
+            let round = match tokio::time::timeout(limit, client.round(&intent)).await {
+                Ok(result) => result.map_err(|error| error.to_string()),
+                Err(_) => Err(format!("no answer within {:.1} s", limit.as_secs_f64())),
+            };
+            match round {
+                Ok(outcome) => {
+                    if failures > 0 {
+                        tracing::info!(failures, "the primary lease can be written again");
+                        failures = 0;
+                    }
+                    let was_held = held_until.is_some();
+                    held_until =
+                        (outcome == Outcome::Held).then(|| sent + intent.timing.fence_after);
+                    maybe_holder = held_until.is_some();
+                    if was_held && held_until.is_none() {
                         fence(&state, "another instance holds the primary lease");
                     }
-                    maybe_holder = false;
                 }
-                Ok(Err(error)) => {
+                Err(error) => {
                     client.forget();
-                    tracing::warn!(%error, "cannot renew the primary lease");
-                }
-                Err(_) => {
-                    client.forget();
-                    tracing::warn!(
-                        seconds = limit.as_secs_f64(),
-                        "primary lease request timed out"
-                    );
+                    failures += 1;
+                    // The first failure of a run is a warning; the rest
+                    // would only repeat it.
+                    if failures == 1 {
+                        tracing::warn!(%error, "cannot write the primary lease; retrying");
+                    }
                 }
             }
         }
