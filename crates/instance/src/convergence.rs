@@ -445,6 +445,11 @@ impl<S: DesiredStateSource> Manager<S> {
                 "the former primary still streams WAL; promoting as the operator decided"
             );
         }
+        if !self.primacy.held() {
+            // Lost while waiting: promote only under a held lease.
+            self.state.set_phase(InstancePhase::WaitingForLease);
+            return Ok(());
+        }
         let started = Instant::now();
         let promoted: bool = client
             .query_one("SELECT pg_promote(true, 60)", &[])
