@@ -1,0 +1,317 @@
+//! `kubectl tusk` end to end on the full sandbox with real PostgreSQL:
+//! the built `tusk` binary, run directly and as the kubectl plugin
+//! `kubectl-tusk` found on PATH, reports a cluster's real status, says why
+//! it is not Ready, connects psql through `-rw`, prefixes every instance's
+//! log lines, and fences and unfences instances without losing other
+//! entries of the annotation.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::time::Duration;
+
+use common::{NS, World, wait_for};
+use kube::ResourceExt;
+use serde_json::{Value, json};
+use tusk_api::labels::FENCED_INSTANCES;
+
+const CLUSTER: &str = "tiny";
+
+/// Runs `program args` with the world's kubeconfig and `path` first on
+/// PATH, killed after a minute.
+async fn run_with(program: &str, args: &[&str], kubeconfig: &Path, path: &Path) -> Output {
+    let search = format!(
+        "{}:{}",
+        path.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut command = tokio::process::Command::new(program);
+    command
+        .args(args)
+        .env("KUBECONFIG", kubeconfig)
+        .env("PATH", search)
+        .env("PGCONNECT_TIMEOUT", "5")
+        .kill_on_drop(true);
+    tokio::time::timeout(Duration::from_secs(60), command.output())
+        .await
+        .unwrap_or_else(|_| panic!("{program} {args:?} did not finish within 60 s"))
+        .unwrap_or_else(|e| panic!("{program} {args:?} cannot run: {e}"))
+}
+
+struct Plugin {
+    kubeconfig: PathBuf,
+    /// Holds the `kubectl-tusk` symlink.
+    bin: tempfile::TempDir,
+}
+
+impl Plugin {
+    fn new(world: &World) -> Self {
+        let bin = tempfile::tempdir().expect("temp dir");
+        std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_tusk"), bin.path().join("kubectl-tusk"))
+            .expect("symlink kubectl-tusk");
+        Self {
+            kubeconfig: world.kubeconfig(),
+            bin,
+        }
+    }
+
+    /// `tusk args`, the binary itself.
+    async fn tusk(&self, args: &[&str]) -> Output {
+        run_with(
+            env!("CARGO_BIN_EXE_tusk"),
+            args,
+            &self.kubeconfig,
+            self.bin.path(),
+        )
+        .await
+    }
+
+    /// `kubectl tusk args`, through kubectl's plugin lookup.
+    async fn kubectl_tusk(&self, args: &[&str]) -> Output {
+        let mut all = vec!["tusk"];
+        all.extend_from_slice(args);
+        run_with("kubectl", &all, &self.kubeconfig, self.bin.path()).await
+    }
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// Stdout of a command that must succeed.
+fn success(what: &str, output: &Output) -> String {
+    assert!(
+        output.status.success(),
+        "{what} failed ({}): {}{}",
+        output.status,
+        stdout(output),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout(output)
+}
+
+async fn annotation(world: &World) -> Option<String> {
+    world
+        .clusters()
+        .get(CLUSTER)
+        .await
+        .expect("cluster")
+        .annotations()
+        .get(FENCED_INSTANCES)
+        .cloned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_tusk_reports_connects_and_fences_a_real_cluster() {
+    let world = World::start().await;
+    world
+        .create_cluster(
+            CLUSTER,
+            json!({"instances": 1, "postgres": {"version": 15, "parameters": {"shared_buffers": "16MB"}},
+                   "storage": {"size": "1Gi"}}),
+        )
+        .await;
+    world.wait_ready(CLUSTER, 1).await;
+    let plugin = Plugin::new(&world);
+
+    reports_the_real_status(&world, &plugin).await;
+    let why = success("tusk why", &plugin.tusk(&["why", CLUSTER]).await);
+    assert_eq!(why, "Ready\n");
+    connects_psql(&world, &plugin).await;
+
+    let logs = success(
+        "tusk logs",
+        &plugin.tusk(&["logs", CLUSTER, "-n", NS]).await,
+    );
+    assert!(logs.lines().count() > 0, "no log lines");
+    for line in logs.lines() {
+        assert!(line.starts_with("tiny-1 | "), "unprefixed line {line:?}");
+    }
+
+    fences_and_unfences(&world, &plugin).await;
+    world.shutdown().await;
+}
+
+/// `status -o json`, directly and through kubectl, says what the status
+/// says; the text names the same facts.
+async fn reports_the_real_status(world: &World, plugin: &Plugin) {
+    let status = world.status(CLUSTER).await;
+    for output in [
+        plugin.tusk(&["status", CLUSTER, "-o", "json"]).await,
+        plugin
+            .kubectl_tusk(&["status", CLUSTER, "-n", NS, "-o", "json"])
+            .await,
+    ] {
+        let text = success("status -o json", &output);
+        let report: Value = serde_json::from_str(&text).expect("JSON");
+        assert_eq!(report["cluster"], CLUSTER);
+        assert_eq!(report["namespace"], NS);
+        assert_eq!(report["phase"], "Ready");
+        assert_eq!(report["readyInstances"], status.ready_instances);
+        assert_eq!(report["instancesDeclared"], 1);
+        assert_eq!(
+            report["primary"]["current"].as_str(),
+            status.current_primary.as_deref()
+        );
+        assert_eq!(
+            report["primary"]["target"].as_str(),
+            status.target_primary.as_deref()
+        );
+        let instances = report["instances"].as_array().expect("instances");
+        assert_eq!(instances.len(), status.instances.len(), "{text}");
+        for (shown, real) in instances.iter().zip(&status.instances) {
+            assert_eq!(shown["name"], real.name.as_str());
+            assert_eq!(shown["role"], real.role.as_str());
+            assert_eq!(shown["ready"], real.ready);
+            assert_eq!(shown["podReady"], true, "{text}");
+            assert_eq!(shown["fenced"], false);
+            assert_eq!(shown["timeline"].as_i64(), real.timeline);
+        }
+        let ready = report["conditions"]
+            .as_array()
+            .expect("conditions")
+            .iter()
+            .find(|c| c["type"] == "Ready")
+            .cloned()
+            .expect("a Ready condition");
+        assert_eq!(ready["status"], "True", "{text}");
+    }
+    let text = success(
+        "kubectl tusk status",
+        &plugin.kubectl_tusk(&["status", CLUSTER]).await,
+    );
+    for expected in [
+        "Cluster     default/tiny",
+        "Phase       Ready  (1/1 instances ready)",
+        "tiny-1  primary  yes    ready",
+    ] {
+        assert!(text.contains(expected), "{expected:?} in:\n{text}");
+    }
+}
+
+/// `psql --print` names the `-rw` Service's address and hides the
+/// password; `psql -- -c ...` runs a real query as the app owner and as
+/// the superuser.
+async fn connects_psql(world: &World, plugin: &Plugin) {
+    let ip = world.service_ip("tiny-rw").await;
+    let line = success(
+        "psql --print",
+        &plugin.tusk(&["psql", CLUSTER, "--print"]).await,
+    );
+    assert!(
+        line.contains(&format!("psql 'host={ip} port=5432 user=app dbname=app'")),
+        "{line}"
+    );
+    let secret = world.conninfo("tiny-rw", CLUSTER).await;
+    let password = secret
+        .split(' ')
+        .find_map(|kv| kv.strip_prefix("password="))
+        .expect("a password");
+    assert!(!line.contains(password), "the password is shown: {line}");
+    let answer = success(
+        "kubectl tusk psql",
+        &plugin
+            .kubectl_tusk(&[
+                "psql",
+                CLUSTER,
+                "--",
+                "-tAc",
+                "select current_user || ' ' || (1 + 1)",
+            ])
+            .await,
+    );
+    assert_eq!(answer, "app 2\n");
+    let superuser = success(
+        "tusk psql --superuser",
+        &plugin
+            .tusk(&[
+                "psql",
+                CLUSTER,
+                "--superuser",
+                "--",
+                "-tAc",
+                "select current_user, pg_is_in_recovery()",
+            ])
+            .await,
+    );
+    assert_eq!(superuser, "postgres|f\n");
+    // The printed line runs as it is (kubectl reads the password).
+    let shell = success(
+        "the printed psql line",
+        &run_with(
+            "sh",
+            &["-c", &format!("{} -tAc 'select 1'", line.trim_end())],
+            &plugin.kubeconfig,
+            plugin.bin.path(),
+        )
+        .await,
+    );
+    assert_eq!(shell, "1\n");
+}
+
+/// Fencing adds to the annotation and keeps other entries; `why` then
+/// names the fenced instance; unfencing puts everything back.
+async fn fences_and_unfences(world: &World, plugin: &Plugin) {
+    success(
+        "kubectl annotate",
+        &run_with(
+            "kubectl",
+            &[
+                "annotate",
+                "postgrescluster",
+                CLUSTER,
+                &format!("{FENCED_INSTANCES}=tiny-9"),
+            ],
+            &plugin.kubeconfig,
+            plugin.bin.path(),
+        )
+        .await,
+    );
+    success(
+        "kubectl tusk fence",
+        &plugin.kubectl_tusk(&["fence", CLUSTER, "tiny-1"]).await,
+    );
+    assert_eq!(
+        annotation(world).await.as_deref(),
+        Some("[\"tiny-1\",\"tiny-9\"]")
+    );
+
+    wait_for(
+        "`tusk why` to say tiny-1 is fenced",
+        Duration::from_secs(120),
+        || async {
+            let output = plugin.tusk(&["why", CLUSTER]).await;
+            output.status.code() == Some(1) && stdout(&output).contains("tiny-1 is fenced")
+        },
+    )
+    .await;
+    let why = stdout(&plugin.tusk(&["why", CLUSTER]).await);
+    assert!(
+        why.starts_with("default/tiny is not Ready:\n- phase "),
+        "{why}"
+    );
+    let status: Value = serde_json::from_str(&stdout(
+        &plugin.tusk(&["status", CLUSTER, "-o", "json"]).await,
+    ))
+    .expect("JSON");
+    assert_eq!(status["instances"][0]["fenced"], true);
+
+    success(
+        "tusk unfence",
+        &plugin.tusk(&["unfence", CLUSTER, "tiny-1"]).await,
+    );
+    assert_eq!(annotation(world).await.as_deref(), Some("[\"tiny-9\"]"));
+    success(
+        "tusk unfence *",
+        &plugin.tusk(&["unfence", CLUSTER, "*"]).await,
+    );
+    assert_eq!(annotation(world).await, None);
+    world.wait_ready(CLUSTER, 1).await;
+    wait_for(
+        "`tusk why` to say Ready",
+        Duration::from_secs(60),
+        || async { stdout(&plugin.tusk(&["why", CLUSTER]).await) == "Ready\n" },
+    )
+    .await;
+}
