@@ -181,6 +181,7 @@ async fn reports_the_real_status(world: &World, plugin: &Plugin) {
         "kubectl tusk status",
         &plugin.kubectl_tusk(&["status", CLUSTER]).await,
     );
+    eprintln!("kubectl tusk status {CLUSTER}:\n{text}");
     for expected in [
         "Cluster     default/tiny",
         "Phase       Ready  (1/1 instances ready)",
@@ -287,6 +288,7 @@ async fn fences_and_unfences(world: &World, plugin: &Plugin) {
     )
     .await;
     let why = stdout(&plugin.tusk(&["why", CLUSTER]).await);
+    eprintln!("tusk why {CLUSTER}, fenced:\n{why}");
     assert!(
         why.starts_with("default/tiny is not Ready:\n- phase "),
         "{why}"

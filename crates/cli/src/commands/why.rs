@@ -14,6 +14,7 @@ use kube::ResourceExt;
 use kube::api::ListParams;
 use tusk_api::conditions;
 use tusk_api::v1alpha1::{ClusterPhase, PostgresCluster};
+use tusk_operator::failover::PRIMARY_AVAILABLE;
 
 use super::CommandError;
 use super::cluster_access::{Target, block_on, kubernetes};
@@ -99,13 +100,18 @@ pub fn warnings_about(cluster: &PostgresCluster, events: &[Event]) -> Vec<Warnin
     warnings
 }
 
-/// True for a condition that says something is wrong: `Ready` not True,
-/// or a problem condition (Degraded, FailoverBlocked, Unsupported) True.
+/// True for a condition that says something is wrong: one that must be
+/// True (`Ready`, `PrimaryAvailable`) and is not, or a problem condition
+/// (`Degraded`, `FailoverBlocked`, `Unsupported`) that is True. A type this
+/// version does not know counts when its status is `Unknown`.
 fn is_wrong(type_: &str, status: &str) -> bool {
     match type_ {
-        conditions::READY => status != "True",
+        conditions::READY | PRIMARY_AVAILABLE => status != "True",
+        conditions::DEGRADED | conditions::FAILOVER_BLOCKED | conditions::UNSUPPORTED => {
+            status == "True"
+        }
         conditions::PROGRESSING => false,
-        _ => status == "True",
+        _ => status == "Unknown",
     }
 }
 
@@ -198,7 +204,9 @@ mod tests {
                     {"type": "Progressing", "status": "True", "reason": "Creating",
                      "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"},
                     {"type": "FailoverBlocked", "status": "False", "reason": "NotBlocked",
-                     "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+                     "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"},
+                    {"type": "PrimaryAvailable", "status": ready, "reason": "PrimaryUnavailable",
+                     "message": "db-1 does not answer", "lastTransitionTime": "2026-01-01T00:00:00Z"}],
                 "instances": [{"name": "db-1", "role": "primary", "ready": true},
                               {"name": "db-2", "role": "replica", "ready": false}]}
         }))
@@ -269,6 +277,10 @@ mod tests {
         assert!(!chain.contains("Progressing"), "{chain}");
         assert!(!chain.contains("FailoverBlocked"), "{chain}");
         assert!(
+            chain.contains("PrimaryAvailable=False PrimaryUnavailable: db-1 does not answer"),
+            "{chain}"
+        );
+        assert!(
             chain.contains("db-2 is fenced (annotation tusk.dev/fenced-instances)"),
             "{chain}"
         );
@@ -284,7 +296,7 @@ mod tests {
             chain.contains("db-2 (replica) is not ready; it has no pod"),
             "{chain}"
         );
-        assert!(!chain.contains("db-1"), "{chain}");
+        assert!(!chain.contains("db-1 ("), "{chain}");
     }
 
     fn reasons_text(c: &PostgresCluster, warnings: &[Warning]) -> String {
