@@ -129,8 +129,77 @@ async fn kubectl_tusk_reports_connects_and_fences_a_real_cluster() {
         assert!(line.starts_with("tiny-1 | "), "unprefixed line {line:?}");
     }
 
+    refuses_what_it_cannot_do(&plugin).await;
     fences_and_unfences(&world, &plugin).await;
     world.shutdown().await;
+}
+
+/// Invoked by kubectl as `kubectl-tusk`, the binary speaks of `kubectl tusk`.
+#[tokio::test]
+async fn kubectl_runs_the_binary_as_its_tusk_plugin() {
+    let bin = tempfile::tempdir().expect("temp dir");
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_tusk"), bin.path().join("kubectl-tusk"))
+        .expect("symlink kubectl-tusk");
+    let kubeconfig = bin.path().join("no-kubeconfig");
+    let help = success(
+        "kubectl tusk --help",
+        &run_with("kubectl", &["tusk", "--help"], &kubeconfig, bin.path()).await,
+    );
+    assert!(help.contains("Usage: kubectl tusk <COMMAND>"), "{help}");
+    for command in ["status", "why", "psql", "logs", "fence", "unfence"] {
+        assert!(
+            help.contains(&format!("\n  {command} ")),
+            "{command} in {help}"
+        );
+    }
+    let direct = success(
+        "tusk --help",
+        &run_with(
+            env!("CARGO_BIN_EXE_tusk"),
+            &["--help"],
+            &kubeconfig,
+            bin.path(),
+        )
+        .await,
+    );
+    assert!(direct.contains("Usage: tusk <COMMAND>"), "{direct}");
+}
+
+/// A missing cluster is named; an instance name that is not one is refused
+/// before anything is written.
+async fn refuses_what_it_cannot_do(plugin: &Plugin) {
+    let missing = plugin.tusk(&["status", "absent", "-n", NS]).await;
+    assert_eq!(missing.status.code(), Some(2));
+    let error = String::from_utf8_lossy(&missing.stderr);
+    assert!(
+        error.contains("no PostgresCluster absent in namespace default"),
+        "{error}"
+    );
+    let refused = plugin.tusk(&["fence", CLUSTER, "tiny-1,tiny-2"]).await;
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("not an instance name"),
+        "{refused:?}"
+    );
+}
+
+/// A Warning event about the cluster, written through events.k8s.io/v1
+/// as the operator writes its events.
+async fn warn_about_cluster(world: &World, reason: &str, note: &str) {
+    let cluster = world.clusters().get(CLUSTER).await.expect("cluster");
+    let event: k8s_openapi::api::events::v1::Event = serde_json::from_value(json!({
+        "metadata": {"name": format!("{CLUSTER}.{}", reason.to_lowercase()), "namespace": NS},
+        "eventTime": "2026-01-01T00:00:00.000000Z",
+        "reportingController": "tusk.dev/operator", "reportingInstance": "tusk-operator",
+        "action": "Reconcile", "type": "Warning", "reason": reason, "note": note,
+        "regarding": {"apiVersion": "postgres.tusk.dev/v1alpha1", "kind": "PostgresCluster",
+                      "name": CLUSTER, "namespace": NS, "uid": cluster.uid()}
+    }))
+    .expect("an event");
+    kube::Api::<k8s_openapi::api::events::v1::Event>::namespaced(world.client.clone(), NS)
+        .create(&kube::api::PostParams::default(), &event)
+        .await
+        .expect("event created");
 }
 
 /// `status -o json`, directly and through kubectl, says what the status
@@ -287,7 +356,12 @@ async fn fences_and_unfences(world: &World, plugin: &Plugin) {
         },
     )
     .await;
+    warn_about_cluster(world, "VolumeSlow", "the volume of tiny-1 answers slowly").await;
     let why = stdout(&plugin.tusk(&["why", CLUSTER]).await);
+    assert!(
+        why.contains("VolumeSlow: the volume of tiny-1 answers slowly"),
+        "the cluster's Warning event: {why}"
+    );
     eprintln!("tusk why {CLUSTER}, fenced:\n{why}");
     assert!(
         why.starts_with("default/tiny is not Ready:\n- phase "),
