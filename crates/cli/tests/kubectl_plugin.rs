@@ -91,6 +91,16 @@ fn success(what: &str, output: &Output) -> String {
     stdout(output)
 }
 
+/// The instance that is not the primary.
+fn replica_of(status: &tusk_api::v1alpha1::PostgresClusterStatus) -> String {
+    status
+        .instances
+        .iter()
+        .find(|i| Some(&i.name) != status.current_primary.as_ref())
+        .map(|i| i.name.clone())
+        .expect("a replica")
+}
+
 async fn annotation(world: &World) -> Option<String> {
     world
         .clusters()
@@ -108,11 +118,11 @@ async fn kubectl_tusk_reports_connects_and_fences_a_real_cluster() {
     world
         .create_cluster(
             CLUSTER,
-            json!({"instances": 1, "postgres": {"version": 15, "parameters": {"shared_buffers": "16MB"}},
+            json!({"instances": 2, "postgres": {"version": 15, "parameters": {"shared_buffers": "16MB"}},
                    "storage": {"size": "1Gi"}}),
         )
         .await;
-    world.wait_ready(CLUSTER, 1).await;
+    world.wait_ready(CLUSTER, 2).await;
     let plugin = Plugin::new(&world);
 
     reports_the_real_status(&world, &plugin).await;
@@ -124,9 +134,18 @@ async fn kubectl_tusk_reports_connects_and_fences_a_real_cluster() {
         "tusk logs",
         &plugin.tusk(&["logs", CLUSTER, "-n", NS]).await,
     );
-    assert!(logs.lines().count() > 0, "no log lines");
+    for instance in ["tiny-1", "tiny-2"] {
+        let prefix = format!("{instance} | ");
+        assert!(
+            logs.lines().any(|l| l.starts_with(&prefix)),
+            "no {instance} lines"
+        );
+    }
     for line in logs.lines() {
-        assert!(line.starts_with("tiny-1 | "), "unprefixed line {line:?}");
+        assert!(
+            line.starts_with("tiny-1 | ") || line.starts_with("tiny-2 | "),
+            "unprefixed line {line:?}"
+        );
     }
 
     refuses_what_it_cannot_do(&plugin).await;
@@ -218,7 +237,7 @@ async fn reports_the_real_status(world: &World, plugin: &Plugin) {
         assert_eq!(report["namespace"], NS);
         assert_eq!(report["phase"], "Ready");
         assert_eq!(report["readyInstances"], status.ready_instances);
-        assert_eq!(report["instancesDeclared"], 1);
+        assert_eq!(report["instancesDeclared"], 2);
         assert_eq!(
             report["primary"]["current"].as_str(),
             status.current_primary.as_deref()
@@ -228,9 +247,13 @@ async fn reports_the_real_status(world: &World, plugin: &Plugin) {
             status.target_primary.as_deref()
         );
         let instances = report["instances"].as_array().expect("instances");
+        assert_eq!(instances[0]["role"], "primary", "the primary first: {text}");
         assert_eq!(instances.len(), status.instances.len(), "{text}");
-        for (shown, real) in instances.iter().zip(&status.instances) {
-            assert_eq!(shown["name"], real.name.as_str());
+        for real in &status.instances {
+            let shown = instances
+                .iter()
+                .find(|i| i["name"] == real.name.as_str())
+                .unwrap_or_else(|| panic!("{} in {text}", real.name));
             assert_eq!(shown["role"], real.role.as_str());
             assert_eq!(shown["ready"], real.ready);
             assert_eq!(shown["podReady"], true, "{text}");
@@ -246,17 +269,19 @@ async fn reports_the_real_status(world: &World, plugin: &Plugin) {
             .expect("a Ready condition");
         assert_eq!(ready["status"], "True", "{text}");
     }
+    let primary = status.current_primary.clone().expect("a primary");
     let text = success(
         "kubectl tusk status",
         &plugin.kubectl_tusk(&["status", CLUSTER]).await,
     );
     eprintln!("kubectl tusk status {CLUSTER}:\n{text}");
     for expected in [
-        "Cluster     default/tiny",
-        "Phase       Ready  (1/1 instances ready)",
-        "tiny-1  primary  yes    ready",
+        "Cluster     default/tiny".to_owned(),
+        "Phase       Ready  (2/2 instances ready)".to_owned(),
+        format!("{primary}  primary  yes    ready"),
+        format!("{}  replica  yes    ready", replica_of(&status)),
     ] {
-        assert!(text.contains(expected), "{expected:?} in:\n{text}");
+        assert!(text.contains(&expected), "{expected:?} in:\n{text}");
     }
 }
 
@@ -323,6 +348,7 @@ async fn connects_psql(world: &World, plugin: &Plugin) {
 /// Fencing adds to the annotation and keeps other entries; `why` then
 /// names the fenced instance; unfencing puts everything back.
 async fn fences_and_unfences(world: &World, plugin: &Plugin) {
+    let replica = replica_of(&world.status(CLUSTER).await);
     success(
         "kubectl annotate",
         &run_with(
@@ -340,26 +366,27 @@ async fn fences_and_unfences(world: &World, plugin: &Plugin) {
     );
     success(
         "kubectl tusk fence",
-        &plugin.kubectl_tusk(&["fence", CLUSTER, "tiny-1"]).await,
+        &plugin.kubectl_tusk(&["fence", CLUSTER, &replica]).await,
     );
     assert_eq!(
         annotation(world).await.as_deref(),
-        Some("[\"tiny-1\",\"tiny-9\"]")
+        Some(format!("[\"{replica}\",\"tiny-9\"]").as_str())
     );
 
     wait_for(
-        "`tusk why` to say tiny-1 is fenced",
+        &format!("`tusk why` to say {replica} is fenced"),
         Duration::from_secs(120),
         || async {
             let output = plugin.tusk(&["why", CLUSTER]).await;
-            output.status.code() == Some(1) && stdout(&output).contains("tiny-1 is fenced")
+            output.status.code() == Some(1)
+                && stdout(&output).contains(&format!("{replica} is fenced"))
         },
     )
     .await;
-    warn_about_cluster(world, "VolumeSlow", "the volume of tiny-1 answers slowly").await;
+    warn_about_cluster(world, "VolumeSlow", "a volume answers slowly").await;
     let why = stdout(&plugin.tusk(&["why", CLUSTER]).await);
     assert!(
-        why.contains("VolumeSlow: the volume of tiny-1 answers slowly"),
+        why.contains("VolumeSlow: a volume answers slowly"),
         "the cluster's Warning event: {why}"
     );
     eprintln!("tusk why {CLUSTER}, fenced:\n{why}");
@@ -371,11 +398,18 @@ async fn fences_and_unfences(world: &World, plugin: &Plugin) {
         &plugin.tusk(&["status", CLUSTER, "-o", "json"]).await,
     ))
     .expect("JSON");
-    assert_eq!(status["instances"][0]["fenced"], true);
+    let fenced: Vec<&str> = status["instances"]
+        .as_array()
+        .expect("instances")
+        .iter()
+        .filter(|i| i["fenced"] == true)
+        .filter_map(|i| i["name"].as_str())
+        .collect();
+    assert_eq!(fenced, [replica.as_str()]);
 
     success(
         "tusk unfence",
-        &plugin.tusk(&["unfence", CLUSTER, "tiny-1"]).await,
+        &plugin.tusk(&["unfence", CLUSTER, &replica]).await,
     );
     assert_eq!(annotation(world).await.as_deref(), Some("[\"tiny-9\"]"));
     success(
@@ -383,7 +417,7 @@ async fn fences_and_unfences(world: &World, plugin: &Plugin) {
         &plugin.tusk(&["unfence", CLUSTER, "*"]).await,
     );
     assert_eq!(annotation(world).await, None);
-    world.wait_ready(CLUSTER, 1).await;
+    world.wait_ready(CLUSTER, 2).await;
     wait_for(
         "`tusk why` to say Ready",
         Duration::from_secs(60),

@@ -48,6 +48,7 @@ pub struct Report {
     pub ready_instances: i32,
     pub primary: Primary,
     pub conditions: Vec<ConditionLine>,
+    /// The primary first, then by serial.
     pub instances: Vec<InstanceLine>,
     pub last_failover: Option<FailoverLine>,
     pub upgrade: Option<UpgradeStatus>,
@@ -141,9 +142,17 @@ pub fn report(cluster: &PostgresCluster, pods: &[Pod]) -> Report {
             .find(|p| p.metadata.name.as_deref() == Some(name))
             .map(pod_ready)
     };
-    let instances = status
-        .instances
-        .iter()
+    let mut ordered: Vec<&tusk_api::v1alpha1::InstanceStatus> = status.instances.iter().collect();
+    // The primary first, then by serial (`db-2` before `db-10`).
+    ordered.sort_by_key(|i| {
+        (
+            i.role != tusk_api::labels::role::PRIMARY,
+            i.name.len(),
+            i.name.clone(),
+        )
+    });
+    let instances = ordered
+        .into_iter()
         .map(|i| InstanceLine {
             name: i.name.clone(),
             role: i.role.clone(),

@@ -12,8 +12,8 @@ fn cluster() -> PostgresCluster {
             "conditions": [{"type": "Ready", "status": "False", "reason": "InstancesNotReady",
                             "message": "db-2: not streaming", "lastTransitionTime": "2026-01-01T00:00:00Z"}],
             "instances": [
-                {"name": "db-1", "role": "primary", "ready": true, "timeline": 2, "lsn": "0/3000148"},
-                {"name": "db-2", "role": "replica", "ready": false, "lagBytes": 4096, "syncState": "async"}
+                {"name": "db-2", "role": "replica", "ready": false, "lagBytes": 4096, "syncState": "async"},
+                {"name": "db-1", "role": "primary", "ready": true, "timeline": 2, "lsn": "0/3000148"}
             ],
             "lastFailover": {"time": "2026-01-01T00:00:05Z", "from": "db-2", "to": "db-1",
                              "reason": "Failover", "lsnGapBytes": 0, "durationSeconds": 3.25},
@@ -45,6 +45,27 @@ fn the_report_takes_status_pods_and_fencing() {
     assert_eq!(second.lag_bytes, Some(4096));
     let failover = report.last_failover.as_ref().expect("failover");
     assert_eq!(failover.time, "2026-01-01T00:00:05Z");
+}
+
+#[test]
+fn instances_are_listed_primary_first_then_by_serial() {
+    let mut c = cluster();
+    let status = c.status.as_mut().expect("status");
+    status.current_primary = Some("db-10".into());
+    status.instances = ["db-2", "db-10", "db-9"]
+        .iter()
+        .map(|n| tusk_api::v1alpha1::InstanceStatus {
+            name: (*n).to_owned(),
+            role: if *n == "db-10" { "primary" } else { "replica" }.to_owned(),
+            ..Default::default()
+        })
+        .collect();
+    let names: Vec<String> = report(&c, &[])
+        .instances
+        .into_iter()
+        .map(|i| i.name)
+        .collect();
+    assert_eq!(names, ["db-10", "db-2", "db-9"]);
 }
 
 #[test]
