@@ -9,7 +9,7 @@ mod manifests;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 #[derive(Parser)]
 #[command(
@@ -38,14 +38,46 @@ enum Command {
     /// Switch the primary over to an instance, or approve a blocked failover
     /// (`--accept-data-loss`).
     Promote(commands::promote::Args),
+    /// A cluster on one screen: phase, conditions, primary, instances,
+    /// last failover, backups.
+    Status(commands::status::Args),
+    /// Why a cluster is not Ready: conditions, instances and Warning events.
+    Why(commands::why::Args),
+    /// Run psql against the cluster's read-write Service.
+    Psql(commands::psql::Args),
+    /// The logs of every instance, each line prefixed with its name.
+    Logs(commands::logs::Args),
+    /// Fence an instance (`*`: all): its PostgreSQL stops and stays stopped.
+    Fence(commands::fence::Args),
+    /// Unfence an instance (`*`: all) fenced by `tusk fence`.
+    Unfence(commands::fence::Args),
     /// Copy this binary into a PostgreSQL pod (its init container runs this).
     InstallManager(commands::install_manager::Args),
     /// A Kubernetes-compatible control plane on this machine.
     Sandbox(commands::sandbox::Args),
 }
 
+/// The name kubectl runs a plugin by: `kubectl tusk ...` runs
+/// `kubectl-tusk ...` from PATH, which is this binary under another name.
+const KUBECTL_PLUGIN: &str = "kubectl-tusk";
+
+/// Parses the arguments; invoked as `kubectl-tusk`, help and errors speak
+/// of `kubectl tusk`.
+fn parse() -> Cli {
+    let invoked_as = std::env::args_os()
+        .next()
+        .map(std::path::PathBuf::from)
+        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()));
+    let mut command = Cli::command();
+    if invoked_as.as_deref() == Some(KUBECTL_PLUGIN) {
+        command = command.bin_name("kubectl tusk");
+    }
+    let matches = command.get_matches();
+    Cli::from_arg_matches(&matches).unwrap_or_else(|error| error.exit())
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = parse();
     let outcome = match cli.command {
         Command::Crds(args) => commands::crds::run(&args),
         Command::Install(args) => commands::install::run(&args),
@@ -53,6 +85,12 @@ fn main() -> ExitCode {
         Command::Instance(args) => commands::instance::run(&args),
         Command::Operator(args) => commands::operator::run(&args),
         Command::Promote(args) => commands::promote::run(&args),
+        Command::Status(args) => commands::status::run(&args),
+        Command::Why(args) => commands::why::run(&args),
+        Command::Psql(args) => commands::psql::run(&args),
+        Command::Logs(args) => commands::logs::run(&args),
+        Command::Fence(args) => commands::fence::run(&args, true),
+        Command::Unfence(args) => commands::fence::run(&args, false),
         Command::InstallManager(args) => commands::install_manager::run(&args),
         Command::Sandbox(args) => commands::sandbox::run(&args),
     };

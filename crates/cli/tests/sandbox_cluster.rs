@@ -219,12 +219,50 @@ fn example(name: &str) -> PathBuf {
         .join(name)
 }
 
+/// Once the cluster is ready, `sandbox up` prints how to connect: the
+/// plugin command and a psql line that runs as it is.
+fn says_how_to_connect(up: &Up, data_dir: &Path) {
+    up.wait_for_line("kubectl tusk psql small", Duration::from_secs(30));
+    let line = up.wait_for_line("psql 'host=", Duration::from_secs(5));
+    assert!(!line.contains(&secret_password(data_dir)), "{line}");
+    let output = Command::new("sh")
+        .args([
+            "-c",
+            &format!("{} -X -tAc 'select current_user'", line.trim()),
+        ])
+        .env("KUBECONFIG", data_dir.join("kubeconfig"))
+        .env("HOME", data_dir)
+        .env("PGCONNECT_TIMEOUT", "5")
+        .output()
+        .expect("sh runs");
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout),
+        "app\n",
+        "the printed line connects: {line}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+fn secret_password(data_dir: &Path) -> String {
+    kubectl(
+        data_dir,
+        &[
+            "get",
+            "secret",
+            "small-app",
+            "-o",
+            "go-template={{.data.password | base64decode}}",
+        ],
+    )
+}
+
 #[test]
 fn a_cluster_applied_with_sandbox_up_serves_psql_and_survives_a_restart() {
     let dir = tempfile::tempdir().expect("temporary directory");
     let data_dir = dir.path();
     let mut up = Up::start(data_dir, Some(&example("small.yaml")));
     up.wait_for_line("converged", Duration::from_secs(180));
+    says_how_to_connect(&up, data_dir);
     assert_operator_runs_as_a_pod(data_dir);
     let answer = eventually_psql(
         data_dir,

@@ -1,17 +1,23 @@
 //! One module per subcommand.
 
+pub mod cluster_access;
 pub mod crds;
+pub mod fence;
 pub mod install;
 pub mod install_helm;
 pub mod install_manager;
 pub mod instance;
 pub mod logging;
+pub mod logs;
 pub mod operator;
 pub mod promote;
+pub mod psql;
 pub mod sandbox;
 pub mod sandbox_node;
 pub mod sandbox_operator;
+pub mod status;
 pub mod validate;
+pub mod why;
 
 /// Why a command could not run (as opposed to input it checked and refused).
 #[derive(Debug, thiserror::Error)]

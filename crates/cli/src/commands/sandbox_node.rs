@@ -33,6 +33,21 @@ async fn client_for(kubeconfig: &Path) -> Result<Client, CommandError> {
         .map_err(failed)
 }
 
+/// Once every applied object converged: how to connect to each applied
+/// PostgresCluster.
+async fn print_how_to_connect(client: &Client, applied: &[converge::Applied], kubeconfig: &Path) {
+    for target in applied
+        .iter()
+        .filter(|a| a.resource.kind == "PostgresCluster")
+    {
+        let namespace = target.namespace.as_deref().unwrap_or("default");
+        match super::psql::how_to_connect(client, namespace, &target.name, kubeconfig).await {
+            Ok(text) => println!("{text}"),
+            Err(error) => eprintln!("cannot tell how to connect to {}: {error}", target.name),
+        }
+    }
+}
+
 /// Runs the node side until Ctrl-C (or SIGTERM), then stops it.
 pub async fn run(
     data_dir: &Path,
@@ -77,6 +92,7 @@ pub async fn run(
         tokio::select! {
             shown = converge::show_progress(&client, &applied, &mut stdout, live) => {
                 shown.map_err(CommandError::Runtime)?;
+                print_how_to_connect(&client, &applied, kubeconfig).await;
             }
             () = &mut stop => stopped = true,
         }

@@ -1,0 +1,255 @@
+//! `tusk psql CLUSTER [--superuser] [-- PSQL ARGS]`: runs `psql` against
+//! the cluster's read-write Service (`<cluster>-rw`, its cluster IP, port
+//! 5432) as the application owner, or the superuser, with the password the
+//! operator keeps in the credentials Secret (`<cluster>-app`,
+//! `<cluster>-superuser`), read through the API and handed to psql in
+//! `PGPASSWORD`, never on the command line.
+//!
+//! `--print` prints the psql command instead, with the password replaced
+//! by the kubectl command that reads it, so the line can be run as it is.
+
+use std::process::ExitCode;
+
+use k8s_openapi::api::core::v1::{Secret, Service};
+use tusk_api::contract::{Credential, PASSWORD_KEY, POSTGRES_PORT, USERNAME_KEY};
+
+use super::CommandError;
+use super::cluster_access::{Target, block_on, kubernetes};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// The PostgresCluster.
+    pub cluster: String,
+    /// Namespace of the cluster [default: the kubeconfig's].
+    #[arg(short, long)]
+    pub namespace: Option<String>,
+    /// Connect as the PostgreSQL superuser instead of the application owner.
+    #[arg(long)]
+    pub superuser: bool,
+    /// Print the psql command (password hidden) instead of running it.
+    #[arg(long)]
+    pub print: bool,
+    /// The psql program.
+    #[arg(long, env = "TUSK_PSQL", default_value = "psql")]
+    pub psql: String,
+    /// Arguments passed on to psql (after `--`).
+    #[arg(last = true)]
+    pub extra: Vec<String>,
+}
+
+/// Where and as whom to connect.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Connection {
+    pub namespace: String,
+    pub host: String,
+    pub port: u16,
+    pub user: String,
+    pub dbname: String,
+    /// The Secret holding the password.
+    pub secret: String,
+    pub password: String,
+}
+
+impl Connection {
+    /// libpq connection settings, without the password.
+    pub fn conninfo(&self) -> String {
+        format!(
+            "host={} port={} user={} dbname={}",
+            self.host,
+            self.port,
+            conninfo_value(&self.user),
+            conninfo_value(&self.dbname)
+        )
+    }
+
+    /// A shell line running psql, with the password read by kubectl.
+    pub fn command_line(&self, psql: &str, extra: &[String]) -> String {
+        let mut line = format!(
+            "PGPASSWORD=\"$(kubectl get secret {} -n {} -o jsonpath='{{.data.{PASSWORD_KEY}}}' | base64 -d)\" {} {}",
+            self.secret,
+            self.namespace,
+            shell_quote(psql),
+            shell_quote(&self.conninfo())
+        );
+        for arg in extra {
+            line.push(' ');
+            line.push_str(&shell_quote(arg));
+        }
+        line
+    }
+}
+
+/// A libpq value, quoted when it needs to be.
+fn conninfo_value(value: &str) -> String {
+    if !value.is_empty()
+        && value
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b))
+    {
+        return value.to_owned();
+    }
+    format!("'{}'", value.replace('\\', "\\\\").replace('\'', "\\'"))
+}
+
+/// `value` as one shell word.
+pub fn shell_quote(value: &str) -> String {
+    if !value.is_empty()
+        && value
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_-./=:,@".contains(&b))
+    {
+        return value.to_owned();
+    }
+    format!("'{}'", value.replace('\'', "'\\''"))
+}
+
+fn secret_field(secret: &Secret, key: &str) -> Result<String, CommandError> {
+    let name = secret.metadata.name.clone().unwrap_or_default();
+    let bytes = secret
+        .data
+        .as_ref()
+        .and_then(|d| d.get(key))
+        .ok_or_else(|| CommandError::Kubernetes(format!("Secret {name} has no key {key}")))?;
+    String::from_utf8(bytes.0.clone())
+        .map_err(|_| CommandError::Kubernetes(format!("Secret {name}: {key} is not UTF-8")))
+}
+
+/// The connection to `cluster`'s read-write Service.
+pub async fn connection(
+    target: &Target,
+    cluster: &str,
+    superuser: bool,
+) -> Result<Connection, CommandError> {
+    let spec = target.cluster(cluster).await?.spec;
+    let service_name = format!("{cluster}-rw");
+    let service = target
+        .api::<Service>()
+        .get_opt(&service_name)
+        .await
+        .map_err(kubernetes)?
+        .ok_or_else(|| {
+            CommandError::Kubernetes(format!(
+                "no Service {service_name} in namespace {} (has the operator created the cluster yet?)",
+                target.namespace
+            ))
+        })?;
+    let host = service
+        .spec
+        .and_then(|s| s.cluster_ip)
+        .filter(|ip| !ip.is_empty() && ip != "None")
+        .ok_or_else(|| {
+            CommandError::Kubernetes(format!("Service {service_name} has no cluster IP"))
+        })?;
+    let credential = if superuser {
+        Credential::Superuser
+    } else {
+        Credential::App
+    };
+    let secret_name = credential.secret_name(cluster);
+    let secret = target
+        .api::<Secret>()
+        .get_opt(&secret_name)
+        .await
+        .map_err(kubernetes)?
+        .ok_or_else(|| {
+            CommandError::Kubernetes(format!(
+                "no Secret {secret_name} in namespace {}",
+                target.namespace
+            ))
+        })?;
+    Ok(Connection {
+        namespace: target.namespace.clone(),
+        host,
+        port: POSTGRES_PORT,
+        user: secret_field(&secret, USERNAME_KEY)?,
+        dbname: spec.initdb().database,
+        secret: secret_name,
+        password: secret_field(&secret, PASSWORD_KEY)?,
+    })
+}
+
+/// How to connect to `cluster`, for `tusk sandbox up` to print once the
+/// cluster is ready: the plugin command, then the psql line it runs.
+pub async fn how_to_connect(
+    client: &kube::Client,
+    namespace: &str,
+    cluster: &str,
+    kubeconfig: &std::path::Path,
+) -> Result<String, CommandError> {
+    let target = Target {
+        client: client.clone(),
+        namespace: namespace.to_owned(),
+    };
+    let connection = connection(&target, cluster, false).await?;
+    let exe =
+        std::env::current_exe().map_or_else(|_| "tusk".to_owned(), |p| p.display().to_string());
+    Ok(format!(
+        "{cluster} is ready; connect with (after export KUBECONFIG={kubeconfig}):\n  \
+         kubectl tusk psql {cluster}\n  \
+         {line}\n\
+         kubectl finds `kubectl tusk` once kubectl-tusk is on PATH: ln -s {exe} ~/.local/bin/kubectl-tusk\n\
+         more: kubectl tusk status {cluster}; kubectl tusk why {cluster}; docs/getting-started.md",
+        kubeconfig = shell_quote(&kubeconfig.display().to_string()),
+        line = connection.command_line("psql", &[]),
+        exe = shell_quote(&exe),
+    ))
+}
+
+pub fn run(args: &Args) -> Result<ExitCode, CommandError> {
+    let connection = block_on(async {
+        let target = Target::connect(args.namespace.as_deref()).await?;
+        connection(&target, &args.cluster, args.superuser).await
+    })?;
+    if args.print {
+        println!("{}", connection.command_line(&args.psql, &args.extra));
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut command = std::process::Command::new(&args.psql);
+    command
+        .arg(connection.conninfo())
+        .args(&args.extra)
+        .env("PGPASSWORD", &connection.password);
+    let error = std::os::unix::process::CommandExt::exec(&mut command);
+    Err(CommandError::Kubernetes(format!(
+        "cannot run {}: {error}",
+        args.psql
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn connection(user: &str) -> Connection {
+        Connection {
+            namespace: "shop".into(),
+            host: "10.96.0.7".into(),
+            port: 5432,
+            user: user.into(),
+            dbname: "app".into(),
+            secret: "db-app".into(),
+            password: "s3cret".into(),
+        }
+    }
+
+    #[test]
+    fn the_printed_line_reads_the_password_and_never_shows_it() {
+        let line = connection("app").command_line("psql", &["-c".into(), "select 1".into()]);
+        assert_eq!(
+            line,
+            "PGPASSWORD=\"$(kubectl get secret db-app -n shop -o jsonpath='{.data.password}' | base64 -d)\" \
+             psql 'host=10.96.0.7 port=5432 user=app dbname=app' -c 'select 1'"
+        );
+        assert!(!line.contains("s3cret"));
+    }
+
+    #[test]
+    fn odd_values_are_quoted() {
+        assert_eq!(
+            connection("o'brien").conninfo(),
+            "host=10.96.0.7 port=5432 user='o\\'brien' dbname=app"
+        );
+        assert_eq!(shell_quote("it's"), "'it'\\''s'");
+        assert_eq!(shell_quote(""), "''");
+    }
+}
