@@ -81,7 +81,7 @@ pub fn desired_from_cluster(
         target_primary: status.and_then(|s| s.target_primary.clone()),
         primary_address,
         fenced,
-        parameters: cluster.spec.postgres.parameters.clone(),
+        parameters: cluster.spec.server_parameters(),
         synchronous,
         database: initdb.database,
         owner: initdb.owner,

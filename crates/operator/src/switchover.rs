@@ -33,12 +33,14 @@ pub enum Request {
 
 /// Judges a request for `requested` while `primary` is the target primary.
 /// `primary_serving` is true when the primary is available and current;
-/// `reports` are the instance managers' answers of this reconcile.
+/// `reports` are the instance managers' answers of this reconcile;
+/// `being_deleted` the instances whose pods are being deleted.
 pub fn evaluate(
     requested: &str,
     primary: &str,
     primary_serving: bool,
     reports: &std::collections::BTreeMap<String, InstanceReport>,
+    being_deleted: &[String],
 ) -> Request {
     if requested == primary {
         return Request::Done;
@@ -48,6 +50,11 @@ pub fn evaluate(
             reason: format!(
                 "the primary {primary} is not serving; a failover, not a switchover, replaces it"
             ),
+        };
+    }
+    if being_deleted.iter().any(|d| d == requested) {
+        return Request::Refuse {
+            reason: format!("the pod of {requested} is being deleted"),
         };
     }
     let Some(report) = reports.get(requested) else {
@@ -350,24 +357,31 @@ mod tests {
     #[test]
     fn a_ready_standby_becomes_the_target() {
         assert_eq!(
-            evaluate("db-2", "db-1", true, &reports()),
+            evaluate("db-2", "db-1", true, &reports(), &[]),
             Request::Start { to: "db-2".into() }
         );
     }
 
     #[test]
     fn asking_for_the_current_primary_only_clears_the_request() {
-        assert_eq!(evaluate("db-1", "db-1", true, &reports()), Request::Done);
+        assert_eq!(
+            evaluate("db-1", "db-1", true, &reports(), &[]),
+            Request::Done
+        );
     }
 
     #[test]
     fn a_standby_that_cannot_take_over_is_refused_with_the_reason() {
-        let refused =
-            |requested: &str, serving: bool| match evaluate(requested, "db-1", serving, &reports())
-            {
-                Request::Refuse { reason } => reason,
-                other => panic!("{requested}: {other:?}"),
-            };
+        let refused = |requested: &str, serving: bool| match evaluate(
+            requested,
+            "db-1",
+            serving,
+            &reports(),
+            &[],
+        ) {
+            Request::Refuse { reason } => reason,
+            other => panic!("{requested}: {other:?}"),
+        };
         assert!(refused("db-3", true).contains("not a ready, streaming standby"));
         assert!(refused("db-9", true).contains("db-9 is not an instance"));
         assert!(refused("db-2", false).contains("not serving"));
@@ -376,8 +390,12 @@ mod tests {
             r.fenced = true;
         }
         assert!(matches!(
-            evaluate("db-2", "db-1", true, &fenced),
+            evaluate("db-2", "db-1", true, &fenced, &[]),
             Request::Refuse { reason } if reason.contains("fenced")
+        ));
+        assert!(matches!(
+            evaluate("db-2", "db-1", true, &reports(), &["db-2".to_owned()]),
+            Request::Refuse { reason } if reason.contains("being deleted")
         ));
     }
 }
