@@ -10,7 +10,9 @@
 //!
 //! A request is acted on once and then removed from the cluster, whether
 //! it was carried out or refused (with an event saying why), so it never
-//! fires again later, after a failover moved the primary elsewhere.
+//! fires again later, after a failover moved the primary elsewhere. An
+//! approval of a blocked failover quotes the decision's identity
+//! (`status.failover.blocked.id`): it approves that decision and no other.
 
 use std::time::{Duration, Instant};
 
@@ -84,9 +86,10 @@ pub fn evaluate(
 /// annotation to write, or why the request makes no sense now.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Ask {
-    /// Write this annotation (`tusk.dev/promote` for a switchover,
-    /// `tusk.dev/approve-data-loss` to approve a blocked failover).
-    Annotate(&'static str),
+    /// Write this annotation with this value (`tusk.dev/promote` with the
+    /// instance for a switchover, `tusk.dev/approve-data-loss` with the
+    /// blocked decision's identity to approve it).
+    Annotate(&'static str, String),
     AlreadyPrimary,
     Refuse(String),
 }
@@ -111,18 +114,26 @@ pub fn ask(
             }
         ));
     }
-    let blocked =
+    let blocked = status.failover.as_ref().and_then(|f| f.blocked.as_ref());
+    let blocked_condition =
         find_condition(&status.conditions, FAILOVER_BLOCKED).is_some_and(|c| c.status == "True");
     if accept_data_loss {
-        if !blocked {
+        let Some(blocked) = blocked else {
             return Ask::Refuse(format!(
                 "no failover of {cluster} is blocked, so there is no data loss to accept; \
                  without --accept-data-loss this is a switchover"
             ));
+        };
+        if blocked.to != instance {
+            return Ask::Refuse(format!(
+                "the blocked failover of {cluster} would promote {}, not {instance} \
+                 (the most advanced standby; see `kubectl describe pgc {cluster}`)",
+                blocked.to
+            ));
         }
-        return Ask::Annotate(labels::APPROVE_DATA_LOSS);
+        return Ask::Annotate(labels::APPROVE_DATA_LOSS, blocked.id.clone());
     }
-    if blocked {
+    if blocked.is_some() || blocked_condition {
         return Ask::Refuse(format!(
             "a failover of {cluster} is blocked: promoting may lose acknowledged commits \
              (see `kubectl describe pgc {cluster}`); add --accept-data-loss to approve it"
@@ -133,7 +144,7 @@ pub fn ask(
     {
         return Ask::AlreadyPrimary;
     }
-    Ask::Annotate(labels::PROMOTE)
+    Ask::Annotate(labels::PROMOTE, instance.to_owned())
 }
 
 /// What became of a request.
@@ -144,8 +155,8 @@ pub enum Requested {
     /// Not written, and why.
     Refused(String),
     AlreadyPrimary,
-    /// `annotation` was written; the operator acts on it.
-    Annotated(&'static str),
+    /// `annotation` was written with `value`; the operator acts on it.
+    Annotated(&'static str, String),
 }
 
 /// Asks for `instance` to become the primary of `cluster`: judges the
@@ -160,15 +171,15 @@ pub async fn request(
         return Ok(Requested::NoCluster);
     };
     let status = found.status.unwrap_or_default();
-    let annotation = match ask(cluster, instance, accept_data_loss, &status) {
+    let (annotation, value) = match ask(cluster, instance, accept_data_loss, &status) {
         Ask::Refuse(reason) => return Ok(Requested::Refused(reason)),
         Ask::AlreadyPrimary => return Ok(Requested::AlreadyPrimary),
-        Ask::Annotate(annotation) => annotation,
+        Ask::Annotate(annotation, value) => (annotation, value),
     };
-    let patch = serde_json::json!({"metadata": {"annotations": {annotation: instance}}});
+    let patch = serde_json::json!({"metadata": {"annotations": {annotation: value}}});
     api.patch(cluster, &PatchParams::default(), &Patch::Merge(&patch))
         .await?;
-    Ok(Requested::Annotated(annotation))
+    Ok(Requested::Annotated(annotation, value))
 }
 
 /// Where a written request stands.
@@ -176,8 +187,8 @@ pub async fn request(
 pub enum Progress {
     /// The instance is the target and the current primary.
     Primary,
-    /// The operator removed a switchover request without acting on it (its
-    /// SwitchoverRefused event says why).
+    /// The operator removed the request without acting on it (its
+    /// SwitchoverRefused or ApprovalRejected event says why).
     Refused,
     Pending,
 }
@@ -193,7 +204,7 @@ pub fn progress(cluster: &PostgresCluster, instance: &str, annotation: &str) -> 
     let target = status.target_primary.as_deref() == Some(instance);
     if target && status.current_primary.as_deref() == Some(instance) {
         Progress::Primary
-    } else if annotation == labels::PROMOTE && !pending && !target {
+    } else if !pending && !target {
         Progress::Refused
     } else {
         Progress::Pending
@@ -241,6 +252,11 @@ mod tests {
                 "message": "", "lastTransitionTime": "2026-12-02T10:00:00Z"
             }]))
             .expect("conditions");
+            status.failover = serde_json::from_value(serde_json::json!({"blocked": {
+                "id": "4f1c2a9b7e", "from": "db-1", "to": "db-2", "lsnGapBytes": 1024,
+                "since": "2026-12-02T10:00:00Z"
+            }}))
+            .expect("blocked");
         }
         status
     }
@@ -249,7 +265,7 @@ mod tests {
     fn a_standby_is_promoted_by_a_switchover_request() {
         assert_eq!(
             ask("db", "db-2", false, &status(false)),
-            Ask::Annotate(labels::PROMOTE)
+            Ask::Annotate(labels::PROMOTE, "db-2".into())
         );
         assert_eq!(
             ask("db", "db-1", false, &status(false)),
@@ -258,11 +274,16 @@ mod tests {
     }
 
     #[test]
-    fn accepting_data_loss_approves_only_a_blocked_failover() {
+    fn accepting_data_loss_approves_only_a_blocked_failover_by_its_identity() {
         assert_eq!(
             ask("db", "db-2", true, &status(true)),
-            Ask::Annotate(labels::APPROVE_DATA_LOSS)
+            Ask::Annotate(labels::APPROVE_DATA_LOSS, "4f1c2a9b7e".into())
         );
+        // The blocked decision promotes db-2: approving db-1 approves nothing.
+        let Ask::Refuse(reason) = ask("db", "db-1", true, &status(true)) else {
+            panic!("refused");
+        };
+        assert!(reason.contains("would promote db-2, not db-1"), "{reason}");
         let Ask::Refuse(reason) = ask("db", "db-2", true, &status(false)) else {
             panic!("refused");
         };
@@ -324,9 +345,14 @@ mod tests {
             progress(&cluster(false, "db-1", "db-1"), "db-2", promote),
             Progress::Refused
         );
+        // An approval removed without moving the target was rejected.
         let approve = labels::APPROVE_DATA_LOSS;
         assert_eq!(
             progress(&cluster(false, "db-1", "db-1"), "db-2", approve),
+            Progress::Refused
+        );
+        assert_eq!(
+            progress(&cluster(false, "db-2", "db-1"), "db-2", approve),
             Progress::Pending
         );
     }
