@@ -123,8 +123,9 @@ mod tests {
                 .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
                 .collect()
         };
-        // (asked, required, rendered)
-        let cases: [(&[(&str, &str)], bool, Option<&str>); 8] = [
+        /// Parameters asked, durability required, `synchronous_commit` rendered.
+        type Case<'a> = (&'a [(&'a str, &'a str)], bool, Option<&'a str>);
+        let cases: [Case<'_>; 8] = [
             (&[], true, Some("on")),
             (&[("synchronous_commit", "off")], true, Some("on")),
             (&[("Synchronous_Commit", "local")], true, Some("on")),

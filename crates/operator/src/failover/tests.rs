@@ -418,8 +418,10 @@ fn required_durability_needs_the_last_synchronous_flush_position_received() {
     // 0/3000200, so a db-2 that says it received less is not trusted.
     let with_flush =
         |flushed: Option<u64>| sync(false, 1, &["db-2"]).map(|s| SyncSet { flushed, ..s });
-    // (db-2 received, last reported sync flush, durability, promoted with gap, blocked)
-    let cases: [(&str, Option<u64>, DataDurability, Option<u64>, bool); 6] = [
+    /// db-2 received, the last reported sync flush, durability; promoted
+    /// with this gap, blocked.
+    type Case = (&'static str, Option<u64>, DataDurability, Option<u64>, bool);
+    let cases: [Case; 6] = [
         (
             "0/3000200",
             Some(0x300_0200),
