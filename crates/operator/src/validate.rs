@@ -298,6 +298,17 @@ pub(crate) mod tests {
         let mut spec = three_instances();
         spec["postgres"]["version"] = 14.into();
         assert_eq!(field_of(spec), "spec.postgres.version");
+
+        // Required durability (the default) and a commit that does not
+        // wait for the synchronous standbys' flush.
+        let mut spec = three_instances();
+        spec["postgres"]["parameters"] = serde_json::json!({"synchronous_commit": "local"});
+        assert_eq!(
+            field_of(spec.clone()),
+            "spec.postgres.parameters.synchronous_commit"
+        );
+        spec["failover"] = serde_json::json!({"dataDurability": "preferred"});
+        assert!(validate(&cluster(spec), &OperatorConfig::default()).is_ok());
     }
 
     #[test]
