@@ -271,6 +271,11 @@ status:
             desired.parameters.get("work_mem").map(String::as_str),
             Some("8MB")
         );
+        // Required durability (the default) owns synchronous_commit.
+        assert_eq!(
+            desired.parameters.get("synchronous_commit").map(String::as_str),
+            Some("on")
+        );
         assert_eq!(
             (desired.database.as_str(), desired.owner.as_str()),
             ("shop", "shopper")
