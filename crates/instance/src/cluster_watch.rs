@@ -273,7 +273,10 @@ status:
         );
         // Required durability (the default) owns synchronous_commit.
         assert_eq!(
-            desired.parameters.get("synchronous_commit").map(String::as_str),
+            desired
+                .parameters
+                .get("synchronous_commit")
+                .map(String::as_str),
             Some("on")
         );
         assert_eq!(

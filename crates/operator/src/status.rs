@@ -217,7 +217,13 @@ fn set_primary_available(status: &mut PostgresClusterStatus, input: &StatusInput
     if let Some(record) = &input.last_failover {
         // A new primary: its availability is judged afresh once it serves,
         // so the former primary's outage does not count against it.
-        let message = format!("promoting {}", record.to);
+        let mut message = format!("promoting {}", record.to);
+        if !record.abandoned.is_empty() {
+            message.push_str(&format!(
+                " (abandoned, not serving in time: {})",
+                record.abandoned.join(", ")
+            ));
+        }
         let promoting = DesiredCondition {
             type_: crate::failover::PRIMARY_AVAILABLE,
             status: ConditionStatus::Unknown,

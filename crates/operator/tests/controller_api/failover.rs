@@ -239,6 +239,14 @@ async fn a_promotion_that_does_not_complete_in_time_is_abandoned_for_the_next_be
     assert_eq!(record.from, "stall-1");
     assert_eq!(record.abandoned, ["stall-2"]);
     assert_eq!(status.target_primary.as_deref(), Some("stall-3"));
+    let (_, reason, message) = condition(&h.client, "stall", "PrimaryAvailable")
+        .await
+        .expect("PrimaryAvailable");
+    assert_eq!(reason, "Promoting");
+    assert!(
+        message.contains("abandoned, not serving in time: stall-2"),
+        "{message}"
+    );
     let events = events_of(&h.client, "stall").await;
     assert!(
         events
