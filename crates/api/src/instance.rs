@@ -71,6 +71,10 @@ pub enum InstancePhase {
     CrashRecovery,
     /// Stopped on purpose: the instance is fenced.
     Fenced,
+    /// The target primary without the primary lease (never acquired, or
+    /// not renewed in time): PostgreSQL is kept stopped until the lease is
+    /// held (see `tusk_api::primacy`).
+    WaitingForLease,
     /// The manager is shutting down.
     ShuttingDown,
 }

@@ -11,6 +11,7 @@
 //! - [`contract`]: what the pod the operator builds promises the instance
 //!   manager inside it (environment, mounts, credentials).
 //! - [`fencing`]: reading the fencing annotation.
+//! - [`primacy`]: the primary lease that bounds split brain.
 //! - [`labels`]: keys the operator owns; [`quantity`]: Kubernetes
 //!   quantities as exact numbers.
 //! - [`lsn`], [`parameters`]: re-exported from `tusk-postgres`, the one
@@ -24,6 +25,7 @@ pub mod contract;
 pub mod fencing;
 pub mod instance;
 pub mod labels;
+pub mod primacy;
 pub mod quantity;
 pub mod v1alpha1;
 

@@ -83,6 +83,10 @@ pub fn desired_from_cluster(
         fenced,
         parameters: cluster.spec.server_parameters(),
         synchronous,
+        lease_timing: tusk_api::primacy::LeaseTiming::for_delay(
+            cluster.spec.failover.delay_seconds,
+        ),
+        lease_takeover: status.and_then(|s| s.primary_lease_takeover.clone()),
         database: initdb.database,
         owner: initdb.owner,
         problems,

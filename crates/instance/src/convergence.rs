@@ -23,6 +23,7 @@ use crate::passwords;
 use crate::plan::{Action, LocalState, plan};
 use crate::postgres::config::ReplicationRole;
 use crate::postgres::version::{self, VersionError};
+use crate::primacy::{Intent, Primacy};
 use crate::report;
 use crate::rewind::{self, RewindError};
 use crate::sql::{self, SqlError};
@@ -74,6 +75,8 @@ pub struct Manager<S> {
     ctx: InstanceContext,
     source: S,
     state: SharedState,
+    /// The primary lease: PostgreSQL runs as primary only while it is held.
+    primacy: Primacy,
     postmaster: Option<Postmaster>,
     backoff: Backoff,
     restart_not_before: Option<Instant>,
@@ -93,11 +96,12 @@ pub struct Manager<S> {
 }
 
 impl<S: DesiredStateSource> Manager<S> {
-    pub fn new(ctx: InstanceContext, source: S, state: SharedState) -> Self {
+    pub fn new(ctx: InstanceContext, source: S, state: SharedState, primacy: Primacy) -> Self {
         Manager {
             ctx,
             source,
             state,
+            primacy,
             postmaster: None,
             backoff: Backoff::new(Duration::from_millis(500), Duration::from_secs(30)),
             restart_not_before: None,
@@ -121,6 +125,8 @@ impl<S: DesiredStateSource> Manager<S> {
         // retried after a growing delay rather than every tick; a change of
         // the desired state retries at once.
         let mut retry = Backoff::new(TICK, Duration::from_secs(30));
+        let mut lease = self.primacy.watch();
+        let mut lease_open = true;
         loop {
             let desired = self.source.latest();
             let step = tokio::select! {
@@ -149,6 +155,7 @@ impl<S: DesiredStateSource> Manager<S> {
                         source_open = false;
                     }
                 }
+                changed = lease.changed(), if lease_open => lease_open = changed.is_ok(),
                 exit = exited(&mut self.postmaster) => self.on_unexpected_exit(exit),
                 () = tokio::time::sleep(wait) => {}
             }
@@ -185,6 +192,16 @@ impl<S: DesiredStateSource> Manager<S> {
 
     fn on_unexpected_exit(&mut self, exit: Result<std::process::ExitStatus, SupervisorError>) {
         self.postmaster = None;
+        {
+            let mut state = self.state.lock();
+            if std::mem::take(&mut state.lease_fenced) {
+                // The lease task stopped it: a fence, not a crash.
+                state.postmaster_pid = None;
+                state.phase = InstancePhase::WaitingForLease;
+                tracing::warn!(exit = ?exit.map(|s| s.to_string()), "PostgreSQL stopped: the primary lease is not held");
+                return;
+            }
+        }
         if self
             .started_at
             .is_some_and(|started| started.elapsed() > STABLE_AFTER)
@@ -229,9 +246,11 @@ impl<S: DesiredStateSource> Manager<S> {
             }
             action = plan(&me, desired, self.local_state());
         }
+        self.want_lease(desired, action);
         match action {
             Action::Fence => {
                 self.stop_postgres().await;
+                self.primacy.want(Intent::release(desired.lease_timing));
                 self.state.set_phase(InstancePhase::Fenced);
                 Ok(())
             }
@@ -245,13 +264,25 @@ impl<S: DesiredStateSource> Manager<S> {
                 }
                 Ok(())
             }
+            Action::RunPrimary if !self.primacy.held() => {
+                // Never a primary without the lease: stop (the lease task
+                // has already sent the fast shutdown) and wait for it.
+                self.stop_postgres().await;
+                self.state.set_phase(InstancePhase::WaitingForLease);
+                Ok(())
+            }
             Action::RunPrimary => {
                 self.ensure_running(desired, Some(ReplicationRole::Primary))
                     .await?;
+                self.state.lock().primary_pid = self.postmaster.as_ref().map(Postmaster::pid);
                 self.converge_passwords().await
             }
             Action::Promote => {
                 self.ensure_running(desired, None).await?;
+                if !self.primacy.held() {
+                    self.state.set_phase(InstancePhase::WaitingForLease);
+                    return Ok(());
+                }
                 self.promote(desired).await
             }
             Action::Demote(address) => self.demote(desired, address).await,
@@ -264,6 +295,23 @@ impl<S: DesiredStateSource> Manager<S> {
                 }
             }
         }
+    }
+
+    /// Asks for the primary lease while this instance is, or is about to
+    /// become, the primary. It is given up only once PostgreSQL has
+    /// stopped as primary (`demote` and the fence release it then).
+    fn want_lease(&self, desired: &DesiredState, action: Action) {
+        let hold = match action {
+            Action::RunPrimary | Action::Promote => true,
+            Action::HoldPrimary => self.postmaster.is_some(),
+            Action::Fence | Action::Demote(_) => return,
+            _ => false,
+        };
+        self.primacy.want(Intent {
+            hold,
+            takeover: desired.lease_takeover.clone(),
+            timing: desired.lease_timing,
+        });
     }
 
     fn local_state(&self) -> LocalState {
@@ -397,6 +445,11 @@ impl<S: DesiredStateSource> Manager<S> {
                 "the former primary still streams WAL; promoting as the operator decided"
             );
         }
+        if !self.primacy.held() {
+            // Lost while waiting: promote only under a held lease.
+            self.state.set_phase(InstancePhase::WaitingForLease);
+            return Ok(());
+        }
         let started = Instant::now();
         let promoted: bool = client
             .query_one("SELECT pg_promote(true, 60)", &[])
@@ -411,6 +464,7 @@ impl<S: DesiredStateSource> Manager<S> {
             seconds = started.elapsed().as_secs_f64(),
             "promoted to primary"
         );
+        self.state.lock().primary_pid = self.postmaster.as_ref().map(Postmaster::pid);
         // Until a checkpoint records the new timeline in pg_control,
         // pg_rewind against this server sees the old timeline and decides
         // that the former primary needs no rewind.
@@ -438,6 +492,7 @@ impl<S: DesiredStateSource> Manager<S> {
     ) -> Result<(), ConvergenceError> {
         self.state.set_phase(InstancePhase::Rejoining);
         self.stop_postgres().await;
+        self.primacy.want(Intent::release(desired.lease_timing));
         let Some(address) = address else {
             return Ok(());
         };
@@ -535,7 +590,10 @@ impl<S: DesiredStateSource> Manager<S> {
         if let Some(postmaster) = self.postmaster.take() {
             postmaster.stop(self.ctx.settings.stop_timeout).await;
         }
-        self.state.lock().postmaster_pid = None;
+        let mut state = self.state.lock();
+        state.postmaster_pid = None;
+        state.primary_pid = None;
+        state.lease_fenced = false;
     }
 }
 

@@ -9,6 +9,8 @@ use std::net::IpAddr;
 
 use tokio::sync::watch;
 
+use tusk_api::primacy::LeaseTiming;
+
 use crate::postgres::synchronous::SynchronousStandbys;
 
 /// What the cluster declares about this instance.
@@ -26,6 +28,11 @@ pub struct DesiredState {
     pub parameters: BTreeMap<String, String>,
     /// `spec.replication.synchronous`, with the other instances' names.
     pub synchronous: Option<SynchronousStandbys>,
+    /// How the primary lease is held (from `spec.failover.delaySeconds`).
+    pub lease_timing: LeaseTiming,
+    /// `status.primaryLeaseTakeover`: the lease version the operator found
+    /// expired when it chose the target primary.
+    pub lease_takeover: Option<String>,
     /// Application database and its owner (`spec.bootstrap.initdb`).
     pub database: String,
     pub owner: String,
@@ -46,6 +53,10 @@ impl DesiredState {
             fenced: false,
             parameters: BTreeMap::new(),
             synchronous: None,
+            lease_timing: LeaseTiming::for_delay(
+                tusk_api::v1alpha1::FailoverSpec::default().delay_seconds,
+            ),
+            lease_takeover: None,
             database: tusk_postgres::roles::DEFAULT_APP.into(),
             owner: tusk_postgres::roles::DEFAULT_APP.into(),
             problems: Vec::new(),

@@ -9,6 +9,8 @@
 //!   [`cluster_watch`] reads it from the PostgresCluster.
 //! - [`plan`]: the next action, decided purely from the desired state and
 //!   the data directory; [`convergence`] carries it out and supervises.
+//! - [`primacy`]: the primary lease, without which PostgreSQL never runs
+//!   as primary.
 //! - [`bootstrap`], [`rewind`], [`supervisor`]: the mechanics.
 //! - [`http`], [`report`], [`metrics`]: what the instance tells the world.
 
@@ -24,6 +26,7 @@ pub mod observe;
 pub mod passwords;
 pub mod plan;
 pub mod postgres;
+pub mod primacy;
 pub mod process_user;
 pub mod reaper;
 pub mod report;

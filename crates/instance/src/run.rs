@@ -9,6 +9,7 @@ use crate::context::InstanceContext;
 use crate::convergence::{ConvergenceError, Manager};
 use crate::desired::DesiredStateSource;
 use crate::http::{self, HttpError};
+use crate::primacy::Primacy;
 use crate::reaper;
 use crate::state::SharedState;
 
@@ -21,11 +22,13 @@ pub enum RunError {
 }
 
 /// Serves the HTTP API on the pod IP and converges PostgreSQL until
-/// `shutdown` resolves; returns once PostgreSQL has stopped.
+/// `shutdown` resolves; returns once PostgreSQL has stopped. PostgreSQL
+/// runs as primary only while `primacy` holds the primary lease.
 pub async fn run_instance<S: DesiredStateSource>(
     ctx: InstanceContext,
     source: S,
     state: SharedState,
+    primacy: Primacy,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), RunError> {
     let ctx = Arc::new(ctx);
@@ -37,7 +40,7 @@ pub async fn run_instance<S: DesiredStateSource>(
     }));
     let reaper = (std::process::id() == 1)
         .then(|| tokio::spawn(reaper::run(reaper::SCAN_INTERVAL, state.clone())));
-    let manager = Manager::new(ctx.as_ref().clone(), source, state);
+    let manager = Manager::new(ctx.as_ref().clone(), source, state, primacy);
     let outcome = manager.run(shutdown).await;
     let _ = stop_http.send(());
     if let Some(reaper) = reaper {

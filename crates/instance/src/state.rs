@@ -12,6 +12,11 @@ pub struct ManagerState {
     pub fenced: bool,
     pub target_primary: Option<String>,
     pub postmaster_pid: Option<i32>,
+    /// The postmaster while it runs as primary: the one the lease task
+    /// stops when the primary lease lapses.
+    pub primary_pid: Option<i32>,
+    /// The lease task stopped the primary: its exit is a fence, not a crash.
+    pub lease_fenced: bool,
     pub crash_count: u32,
     pub last_error: Option<String>,
     /// What the desired state could not read (see `DesiredState::problems`).
@@ -25,6 +30,8 @@ impl Default for ManagerState {
             fenced: false,
             target_primary: None,
             postmaster_pid: None,
+            primary_pid: None,
+            lease_fenced: false,
             crash_count: 0,
             last_error: None,
             desired_state_errors: Vec::new(),

@@ -300,9 +300,11 @@ async fn run(clusters: usize) {
         steady_requests as f64 / steady_reconciles.max(1.0)
     );
     println!(
-        "  operator memory: idle {} MiB, now {} MiB, peak {} MiB",
+        "  operator memory: idle {} MiB, now {} MiB (heap and stacks {} MiB, the binary's pages {} MiB), peak {} MiB",
         idle_rss / 1024,
         rss / 1024,
+        memory_kib(pid, "RssAnon:") / 1024,
+        memory_kib(pid, "RssFile:") / 1024,
         peak / 1024
     );
     println!("  children per cluster, as JSON without managedFields: {sizes}");

@@ -21,6 +21,8 @@ pub struct Context {
     pub failures: crate::retry::Failures,
     /// Cluster versions our own writes replaced (see [`crate::freshness`]).
     pub freshness: crate::freshness::Freshness,
+    /// When each primary lease version was first seen (see [`crate::primacy`]).
+    pub leases: crate::primacy::LeaseObservations,
 }
 
 impl Context {
@@ -42,6 +44,7 @@ impl Context {
             stores,
             failures: crate::retry::Failures::default(),
             freshness: crate::freshness::Freshness::default(),
+            leases: crate::primacy::LeaseObservations::default(),
         }
     }
 }

@@ -29,6 +29,7 @@ pub mod observe;
 pub mod packed;
 pub mod phase;
 pub mod plan;
+pub mod primacy;
 pub mod reconcile;
 pub mod report;
 pub mod retry;

@@ -44,6 +44,9 @@ pub struct StatusInput<'a> {
     pub promotion_stalled: Option<String>,
     /// A failover decided in this reconcile.
     pub last_failover: Option<tusk_api::v1alpha1::FailoverRecord>,
+    /// The primary lease version the new primary of that failover takes
+    /// over.
+    pub lease_takeover: Option<String>,
     pub now: Time,
 }
 
@@ -77,6 +80,7 @@ impl<'a> StatusInput<'a> {
             failover_blocked: None,
             promotion_stalled: None,
             last_failover: None,
+            lease_takeover: None,
             now,
         }
     }
@@ -142,6 +146,9 @@ pub fn compose(input: &StatusInput<'_>) -> PostgresClusterStatus {
         });
     if let Some(record) = &input.last_failover {
         status.last_failover = Some(record.clone());
+        status
+            .primary_lease_takeover
+            .clone_from(&input.lease_takeover);
     } else if let Some(record) = status.last_failover.as_mut() {
         promoted(
             record,

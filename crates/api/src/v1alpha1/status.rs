@@ -49,6 +49,14 @@ pub struct PostgresClusterStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target_primary: Option<String>,
 
+    /// The version of the primary lease (`<cluster>-primary`) that the
+    /// operator found expired, released or given up when it chose
+    /// `targetPrimary` by a failover: the target's instance manager may
+    /// take the lease over at exactly this version, so the former holder
+    /// cannot have renewed it meanwhile (see docs/operator.md, Failover).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub primary_lease_takeover: Option<String>,
+
     /// Highest instance serial handed out; serials are never reused, so a
     /// new instance never inherits an old one's name.
     #[serde(default)]

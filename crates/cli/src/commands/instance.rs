@@ -14,6 +14,7 @@ use tusk_api::contract::{
 };
 use tusk_api::instance::{InstanceReport, STATUS_PATH};
 use tusk_instance::context::InstanceContext;
+use tusk_instance::primacy::Primacy;
 use tusk_instance::settings::{Credentials, Settings, UserSecret};
 use tusk_instance::state::SharedState;
 
@@ -173,9 +174,19 @@ async fn run_manager(args: &RunArgs) -> Result<(), String> {
     );
     let settings = Settings::from_environment(env, credentials);
     let ctx = InstanceContext::new(settings).map_err(|e| e.to_string())?;
-    let desired = tusk_instance::cluster_watch::start(&namespace, &cluster, &me)
+    let client = kube::Client::try_default()
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| format!("cannot build a Kubernetes client: {e}"))?;
+    let desired =
+        tusk_instance::cluster_watch::start_with_client(client.clone(), &namespace, &cluster, &me);
+    let state = SharedState::default();
+    let primacy = Primacy::lease(
+        client,
+        &namespace,
+        &tusk_api::primacy::lease_name(&cluster),
+        &me,
+        state.clone(),
+    );
     tracing::info!(
         instance = %me,
         cluster = %cluster,
@@ -186,7 +197,7 @@ async fn run_manager(args: &RunArgs) -> Result<(), String> {
         logging::wait_for_termination().await;
         tracing::info!("termination requested; stopping PostgreSQL");
     };
-    tusk_instance::run::run_instance(ctx, desired, SharedState::default(), termination)
+    tusk_instance::run::run_instance(ctx, desired, state, primacy, termination)
         .await
         .map_err(|e| e.to_string())
 }

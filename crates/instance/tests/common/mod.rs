@@ -19,6 +19,7 @@ use tokio_postgres::{Client, NoTls};
 use tusk_api::instance::InstanceReport;
 use tusk_instance::context::InstanceContext;
 use tusk_instance::desired::DesiredState;
+use tusk_instance::primacy::Primacy;
 use tusk_instance::run::{RunError, run_instance};
 use tusk_instance::settings::{Credentials, Password, Settings, UserSecret};
 use tusk_instance::state::SharedState;
@@ -173,14 +174,44 @@ impl TestInstance {
     /// Starts the instance manager with another source of desired state
     /// (the API watch).
     pub fn start_with(&mut self, receiver: watch::Receiver<Option<DesiredState>>) {
+        self.start_with_primacy(receiver, |_| Primacy::unconditional());
+    }
+
+    /// [`TestInstance::start_with`], holding the primary lease of cluster
+    /// `cluster` through `client`.
+    pub fn start_leased(
+        &mut self,
+        receiver: watch::Receiver<Option<DesiredState>>,
+        client: kube::Client,
+        cluster: &str,
+    ) {
+        let me = self.settings.pod_name.clone();
+        let lease = tusk_api::primacy::lease_name(cluster);
+        self.start_with_primacy(receiver, |state| {
+            Primacy::lease(client, "default", &lease, &me, state)
+        });
+    }
+
+    fn start_with_primacy(
+        &mut self,
+        receiver: watch::Receiver<Option<DesiredState>>,
+        primacy: impl FnOnce(SharedState) -> Primacy,
+    ) {
         let ctx = InstanceContext::new(self.settings.clone()).expect("instance context");
         let (shutdown, stopped) = oneshot::channel::<()>();
         self.shutdown = Some(shutdown);
         self.state = SharedState::default();
         let state = self.state.clone();
-        self.task = Some(tokio::spawn(run_instance(ctx, receiver, state, async {
-            let _ = stopped.await;
-        })));
+        let primacy = primacy(state.clone());
+        self.task = Some(tokio::spawn(run_instance(
+            ctx,
+            receiver,
+            state,
+            primacy,
+            async {
+                let _ = stopped.await;
+            },
+        )));
     }
 
     pub fn set_desired(&self, desired: DesiredState) {

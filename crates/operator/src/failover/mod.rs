@@ -60,9 +60,12 @@ pub struct FailoverCheck {
     pub blocked: Option<BlockedFailover>,
     /// A failover or switchover decided in this reconcile.
     pub record: Option<tusk_api::v1alpha1::FailoverRecord>,
-    /// How long the failover delay, or a promotion's time to complete,
-    /// still runs.
+    /// How long the failover delay, a promotion's time to complete, or
+    /// the failed primary's lease (it may still be held) still runs.
     pub delay_left: Option<std::time::Duration>,
+    /// The primary lease version the new primary takes over (see
+    /// [`crate::primacy`]), with a failover decided in this reconcile.
+    pub lease_takeover: Option<String>,
     /// A promotion that did not complete in time, with nothing to choose
     /// instead: why.
     pub stalled: Option<String>,

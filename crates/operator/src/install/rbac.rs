@@ -111,6 +111,13 @@ pub fn operator_rules() -> Vec<Rule> {
             &[],
         ),
         rule(
+            "Primary leases (<cluster>-primary) are read (get) to tell whether a failed primary may still be acting as one before it is replaced; instance managers' Roles grant create, get and update, for the primary's manager to hold the lease.",
+            &["coordination.k8s.io"],
+            &["leases"],
+            &["get", "create", "update"],
+            &[],
+        ),
+        rule(
             "Events report phase changes and failures (events.k8s.io, created then patched when repeated); core events only because instance managers' Roles grant them.",
             &["", "events.k8s.io"],
             &["events"],
@@ -305,7 +312,24 @@ mod tests {
     }
 
     #[test]
-    fn the_leader_lease_is_the_only_lease_read_or_patched() {
+    fn leases_are_never_deleted_or_patched_but_the_leader_lease() {
+        for verb in ["delete", "deletecollection", "patch"] {
+            assert!(
+                !allows(&granted(), "coordination.k8s.io", "leases", verb, None),
+                "{verb} leases"
+            );
+        }
+        assert!(allows(
+            &granted(),
+            "coordination.k8s.io",
+            "leases",
+            "get",
+            None
+        ));
+    }
+
+    #[test]
+    fn the_leader_lease_is_the_only_lease_the_leader_role_patches() {
         let role = leader_role().rules.unwrap_or_default();
         assert!(allows(
             &role,
@@ -326,13 +350,6 @@ mod tests {
             "coordination.k8s.io",
             "leases",
             "create",
-            None
-        ));
-        assert!(!allows(
-            &granted(),
-            "coordination.k8s.io",
-            "leases",
-            "get",
             None
         ));
     }

@@ -8,10 +8,14 @@ use std::collections::BTreeMap;
 use tusk_api::instance::InstanceReport;
 use tusk_api::v1alpha1::PostgresCluster;
 
-use crate::children::Children;
+use kube::ResourceExt;
+
+use crate::children::{Children, named, pod_ready};
 use crate::context::Context;
 use crate::error::Error;
+use crate::failover;
 use crate::observe::{poll_briefly, poll_instances};
+use crate::primacy::{self, LeaseState};
 
 /// Everything one pass observed.
 #[derive(Default)]
@@ -19,11 +23,46 @@ pub struct Observed {
     pub children: Children,
     /// Reports of the instance managers that answered, by instance name.
     pub reports: BTreeMap<String, InstanceReport>,
+    /// The primary lease, read only while the primary is failing.
+    pub lease: Option<LeaseState>,
 }
 
 pub async fn fetch(cluster: &PostgresCluster, ctx: &Context) -> Result<Observed, Error> {
     let children = Children::fetch(&ctx.stores, cluster).await?;
     let brief = poll_briefly(cluster.status.as_ref(), &children.pods);
     let reports = poll_instances(&ctx.http, &children.pods, &brief, &ctx.metrics).await;
-    Ok(Observed { children, reports })
+    let lease = if primary_failing(cluster, &children, &reports) {
+        let namespace = cluster.namespace().unwrap_or_default();
+        let name = cluster.name_any();
+        let read = primacy::read(&ctx.client, &ctx.leases, &namespace, &name);
+        Some(read.await.map_err(|source| Error::Kube {
+            action: "read the primary lease".to_owned(),
+            source,
+        })?)
+    } else {
+        None
+    };
+    Ok(Observed {
+        children,
+        reports,
+        lease,
+    })
+}
+
+/// The recorded primary does not serve (the failover check judges it),
+/// or a promotion is under way (a failover may choose again).
+fn primary_failing(
+    cluster: &PostgresCluster,
+    children: &Children,
+    reports: &BTreeMap<String, InstanceReport>,
+) -> bool {
+    let status = cluster.status.as_ref();
+    if status.is_some_and(crate::status::promotion_under_way) {
+        return true;
+    }
+    let Some(primary) = status.and_then(|s| s.current_primary.as_deref()) else {
+        return false;
+    };
+    let ready = named(&children.pods, primary).is_some_and(pod_ready);
+    !failover::primary_healthy(ready, reports.get(primary))
 }

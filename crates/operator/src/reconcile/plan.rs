@@ -88,6 +88,7 @@ pub fn plan<'a>(
         failover_blocked: check.blocked.clone(),
         promotion_stalled: check.stalled.clone(),
         last_failover: check.record.clone(),
+        lease_takeover: check.lease_takeover.clone(),
         ..StatusInput::unplanned(
             cluster,
             &observed.children.pods,

@@ -21,6 +21,7 @@ use crate::events::Note;
 use crate::failover::approval::{self, Approval};
 use crate::failover::promotion::{self, Promotion};
 use crate::failover::{self, Decision, FailoverCheck, ReportedStandby};
+use crate::primacy::{self, Verdict};
 use crate::switchover::{self, Request};
 use crate::validate::ValidatedCluster;
 
@@ -175,7 +176,7 @@ impl Judged<'_> {
             lsn_gap_bytes,
         } = decision
         else {
-            return promote(decision, failed, "Failover", self.now);
+            return self.promote_when_free(decision, failed, "Failover");
         };
         let before = self
             .previous
@@ -189,8 +190,15 @@ impl Judged<'_> {
                 let approved = failover::decide(&last, &reports, durability, true);
                 if matches!(&approved, Decision::Promote { instance, .. } if *instance == blocked.to)
                 {
-                    let (mut check, notes) = promote(approved, failed, APPROVED_FAILOVER, self.now);
-                    check.clear_approval = true;
+                    let (mut check, notes) =
+                        self.promote_when_free(approved, failed, APPROVED_FAILOVER);
+                    if check.record.is_some() {
+                        check.clear_approval = true;
+                    } else {
+                        // Waiting for the lease: the approved decision
+                        // keeps its identity, and the approval stands.
+                        check.blocked = Some(blocked);
+                    }
                     return (check, notes);
                 }
                 (blocked_check(blocked, false), Vec::new())
@@ -202,6 +210,45 @@ impl Judged<'_> {
             }
             Approval::Absent => (blocked_check(blocked, false), Vec::new()),
         }
+    }
+}
+
+impl Judged<'_> {
+    /// Promotes as `decision` says, but never while the failed primary (or
+    /// a standby chosen before and abandoned, which may have taken it over)
+    /// may still hold the primary lease: then it waits for the lease.
+    fn promote_when_free(
+        &self,
+        decision: Decision,
+        failed: &Failed<'_>,
+        reason: &str,
+    ) -> (FailoverCheck, Vec<Note>) {
+        let takeover = match (&decision, &self.observed.lease) {
+            (Decision::Promote { .. }, Some(lease)) => {
+                let reports: Vec<_> = self
+                    .observed
+                    .reports
+                    .iter()
+                    .map(|(n, r)| (n.as_str(), r))
+                    .collect();
+                match primacy::verdict(lease, &reports) {
+                    Verdict::Replace { takeover } => takeover,
+                    Verdict::Wait(left) => {
+                        let waiting = FailoverCheck {
+                            delay_left: Some(left),
+                            ..unavailable()
+                        };
+                        return (waiting, Vec::new());
+                    }
+                }
+            }
+            _ => None,
+        };
+        let (mut check, notes) = promote(decision, failed, reason, self.now);
+        if check.record.is_some() {
+            check.lease_takeover = takeover;
+        }
+        (check, notes)
     }
 }
 

@@ -25,6 +25,7 @@ fn input<'a>(
         failover_blocked: None,
         promotion_stalled: None,
         last_failover: None,
+        lease_takeover: None,
         now,
     }
 }

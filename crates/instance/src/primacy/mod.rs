@@ -1,0 +1,170 @@
+//! Lease-held primacy (see `tusk_api::primacy` for the guarantee): the
+//! manager holds the primary lease while PostgreSQL runs as primary, and
+//! stops PostgreSQL the moment the lease is no longer held.
+//!
+//! The convergence loop says what it wants ([`Primacy::want`]) and reads
+//! whether the lease is held ([`Primacy::held`]); a task of its own renews
+//! the lease. That task also carries out the fence: when the lease lapses
+//! it sends the postmaster running as primary a fast shutdown at once (new
+//! connections refused, every session ended), without waiting for the
+//! convergence loop, which may be busy with something else.
+//!
+//! - [`decide`]: the pure choice of the next lease request.
+//! - [`lease`]: the requests.
+
+pub mod decide;
+mod lease;
+
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::{Api, Client};
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tusk_api::primacy::LeaseTiming;
+
+use crate::state::SharedState;
+pub use decide::Intent;
+use lease::{LeaseClient, Outcome};
+
+/// The convergence loop's handle on the primary lease.
+pub struct Primacy {
+    intent: watch::Sender<Intent>,
+    held: watch::Receiver<bool>,
+    /// Keeps an unconditional handle's channel open.
+    _always: Option<watch::Sender<bool>>,
+}
+
+impl Primacy {
+    /// Primacy without a lease: always held. For an instance run without
+    /// the Kubernetes API (the instance manager's own tests).
+    pub fn unconditional() -> Self {
+        let (always, held) = watch::channel(true);
+        let (intent, _) = watch::channel(Intent::release(LeaseTiming::for_delay(0)));
+        Primacy {
+            intent,
+            held,
+            _always: Some(always),
+        }
+    }
+
+    /// Primacy held through lease `name` in `namespace` as `me`. `state`
+    /// names the postmaster to stop when the lease lapses.
+    pub fn lease(
+        client: Client,
+        namespace: &str,
+        name: &str,
+        me: &str,
+        state: SharedState,
+    ) -> Self {
+        let (intent, intent_rx) = watch::channel(Intent::release(LeaseTiming::for_delay(0)));
+        let (held_tx, held) = watch::channel(false);
+        let api: Api<Lease> = Api::namespaced(client, namespace);
+        let client = LeaseClient::new(api, name.to_owned(), me.to_owned());
+        tokio::spawn(hold(client, intent_rx, held_tx, state));
+        Primacy {
+            intent,
+            held,
+            _always: None,
+        }
+    }
+
+    /// Says what the loop wants of the lease; wakes the lease task when
+    /// that changed.
+    pub fn want(&self, intent: Intent) {
+        self.intent.send_if_modified(|current| {
+            let changed = *current != intent;
+            *current = intent;
+            changed
+        });
+    }
+
+    /// True while the lease is held.
+    pub fn held(&self) -> bool {
+        *self.held.borrow()
+    }
+
+    /// A receiver that sees every change of [`Primacy::held`].
+    pub fn watch(&self) -> watch::Receiver<bool> {
+        self.held.clone()
+    }
+}
+
+/// Renews while wanted, until the handle is dropped.
+async fn hold(
+    mut client: LeaseClient,
+    mut intent_rx: watch::Receiver<Intent>,
+    held_tx: watch::Sender<bool>,
+    state: SharedState,
+) {
+    let mut held_until: Option<Instant> = None;
+    // After a restart this manager may still be the holder: look once.
+    let mut maybe_holder = true;
+    let mut failures = 0_u32;
+    loop {
+        let intent = intent_rx.borrow_and_update().clone();
+        let sent = Instant::now();
+        if intent.hold || maybe_holder {
+            // Bounded, so that a hung request never delays the fence.
+            let limit = (intent.timing.renew_every * 2).min(
+                held_until.map_or(Duration::MAX, |until| until.saturating_duration_since(sent)),
+            );
+            let round = match tokio::time::timeout(limit, client.round(&intent)).await {
+                Ok(result) => result.map_err(|error| error.to_string()),
+                Err(_) => Err(format!("no answer within {:.1} s", limit.as_secs_f64())),
+            };
+            match round {
+                Ok(outcome) => {
+                    if failures > 0 {
+                        tracing::info!(failures, "the primary lease can be written again");
+                        failures = 0;
+                    }
+                    let was_held = held_until.is_some();
+                    held_until =
+                        (outcome == Outcome::Held).then(|| sent + intent.timing.fence_after);
+                    maybe_holder = held_until.is_some();
+                    if was_held && held_until.is_none() {
+                        fence(&state, "another instance holds the primary lease");
+                    }
+                }
+                Err(error) => {
+                    client.forget();
+                    failures += 1;
+                    // The first failure of a run is a warning; the rest
+                    // would only repeat it.
+                    if failures == 1 {
+                        tracing::warn!(%error, "cannot write the primary lease; retrying");
+                    }
+                }
+            }
+        }
+        if held_until.is_some_and(|until| Instant::now() >= until) {
+            held_until = None;
+            fence(&state, "the primary lease was not renewed in time");
+        }
+        held_tx.send_if_modified(|held| {
+            let now = held_until.is_some();
+            std::mem::replace(held, now) != now
+        });
+        let next = sent + intent.timing.renew_every;
+        let wake = held_until.map_or(next, |until| until.min(next));
+        let idle = !intent.hold && !maybe_holder;
+        tokio::select! {
+            () = tokio::time::sleep_until(wake), if !idle => {}
+            changed = intent_rx.changed() => if changed.is_err() { return },
+        }
+    }
+}
+
+/// Stops the postmaster that runs as primary with a fast shutdown: the
+/// postmaster refuses new connections and ends every session at once.
+fn fence(state: &SharedState, why: &str) {
+    let mut state = state.lock();
+    let pid = state.primary_pid.take();
+    tracing::error!(reason = why, postmaster = ?pid, "fencing: stopping PostgreSQL");
+    if let Some(pid) = pid {
+        state.lease_fenced = kill(Pid::from_raw(pid), Signal::SIGINT).is_ok();
+    }
+}
