@@ -418,3 +418,27 @@ fn a_switchover_starts_only_while_the_primary_serves() {
         assert_eq!(note.map(|n| n.reason).as_deref(), reason, "{requested}");
     }
 }
+
+#[test]
+fn choosing_again_waits_for_the_lease_an_abandoned_standby_may_hold() {
+    use crate::primacy::LeaseState;
+    // orders-3 was chosen 30 s ago, may have taken the lease over, and
+    // renewed it a moment ago: no second primary until it could expire.
+    let (status, mut observed) = promoting("2026-01-01T10:00:30Z");
+    let held = |unchanged: u64| LeaseState::Held {
+        holder: "orders-3".into(),
+        version: "42".into(),
+        duration: std::time::Duration::from_secs(5),
+        unchanged_for: std::time::Duration::from_secs(unchanged),
+    };
+    observed.lease = Some(held(1));
+    let cluster = with_status(spec("preferred", false), &status);
+    let (check, notes) = judged_with(&cluster, &observed);
+    assert_eq!((promoted(&check), notes), (None, vec![]));
+    assert_eq!(check.delay_left.map(|d| d.as_secs()), Some(4));
+    // Unrenewed for its whole duration: orders-2 takes it over.
+    observed.lease = Some(held(5));
+    let (check, _) = judged_with(&cluster, &observed);
+    assert_eq!(promoted(&check).map(|(to, _)| to), Some("orders-2"));
+    assert_eq!(check.lease_takeover.as_deref(), Some("42"));
+}
