@@ -271,6 +271,70 @@ fn version_changes_need_approval_and_never_go_down() {
 }
 
 #[test]
+fn required_durability_keeps_synchronous_commit_waiting_for_standbys() {
+    let with = |durability: Option<&str>, value: &str| {
+        let mut changes =
+            json!({"postgres": {"version": 15, "parameters": {"synchronous_commit": value}}});
+        if let Some(durability) = durability {
+            changes["failover"] = json!({"dataDurability": durability});
+        }
+        changes
+    };
+    let field = "spec.postgres.parameters";
+    let rule =
+        "synchronous_commit must be on or remote_apply while failover.dataDurability is required";
+    check(vec![
+        create("on", with(Some("required"), "on"), Expect::Valid),
+        create(
+            "remote_apply",
+            with(Some("required"), "remote_apply"),
+            Expect::Valid,
+        ),
+        create(
+            "ON as PostgreSQL reads it",
+            with(Some("required"), "ON"),
+            Expect::Valid,
+        ),
+        create(
+            "local",
+            with(Some("required"), "local"),
+            Expect::Invalid(field, rule),
+        ),
+        create(
+            "off",
+            with(Some("required"), "off"),
+            Expect::Invalid(field, rule),
+        ),
+        create(
+            "off as false",
+            with(Some("required"), "false"),
+            Expect::Invalid(field, rule),
+        ),
+        create(
+            "remote_write",
+            with(Some("required"), "remote_write"),
+            Expect::Invalid(field, rule),
+        ),
+        // Required is the default.
+        create(
+            "local by default",
+            with(None, "local"),
+            Expect::Invalid(field, rule),
+        ),
+        create(
+            "any case of the name",
+            json!({"postgres": {"version": 15, "parameters": {"Synchronous_Commit": "off"}}}),
+            Expect::Invalid(field, rule),
+        ),
+        create(
+            "preferred accepts the loss",
+            with(Some("preferred"), "off"),
+            Expect::Valid,
+        ),
+    ]);
+}
+
+#[test]
 fn operator_owned_parameters_cannot_be_set() {
     let params = |p: Value| json!({"postgres": {"version": 15, "parameters": p}});
     check(vec![

@@ -194,6 +194,7 @@ fn defaults_are_the_safe_choices() {
     assert_eq!(spec["deletionPolicy"]["default"], "Retain");
     assert_eq!(spec["failover"]["default"]["dataDurability"], "required");
     assert_eq!(spec["failover"]["default"]["delaySeconds"], 5);
+    assert_eq!(spec["failover"]["default"]["promotionTimeoutSeconds"], 30);
 
     let minimal: PostgresCluster = serde_json::from_value(serde_json::json!({
         "apiVersion": "postgres.tusk.dev/v1alpha1",

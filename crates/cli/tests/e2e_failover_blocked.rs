@@ -1,8 +1,11 @@
 //! R25's conservative stop, end to end: with asynchronous replication and
 //! `dataDurability: required`, a primary that fails while its standby lags
 //! is not replaced automatically. The cluster says `FailoverBlocked` with
-//! the gap, `tusk promote` refuses without `--accept-data-loss`, and the
-//! approval promotes the standby and records the possible loss.
+//! the gap and the decision's identity, `tusk promote` refuses without
+//! `--accept-data-loss`, an approval that does not quote the identity (the
+//! old standing form, naming the instance) approves nothing, and the
+//! approval `tusk promote --accept-data-loss` writes, quoting it, promotes
+//! the standby and records the possible loss.
 
 mod common;
 
@@ -118,11 +121,47 @@ async fn a_lagging_asynchronous_standby_is_promoted_only_once_approved() {
         "nothing is promoted without approval"
     );
 
-    // A switchover is no way around it; the approval is.
+    let id = s
+        .failover
+        .as_ref()
+        .and_then(|f| f.blocked.as_ref())
+        .map(|b| b.id.clone())
+        .expect("the blocked decision's identity");
+    assert!(blocked.message.contains(&id), "{}", blocked.message);
+
+    // A switchover is no way around it, nor an approval that does not
+    // quote the decision; the approval that does is.
     let (ok, text) = tusk_promote(&world, &[CLUSTER, &standby, "--wait", "0"]);
     assert!(!ok && text.contains("--accept-data-loss"), "{text}");
+    let stale = json!({"metadata": {"annotations": {"tusk.dev/approve-data-loss": standby}}});
+    world
+        .clusters()
+        .patch(
+            CLUSTER,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&stale),
+        )
+        .await
+        .expect("annotated");
+    wait_for(
+        "the approval that does not quote the decision is rejected",
+        Duration::from_secs(30),
+        || async {
+            let s = world.status(CLUSTER).await;
+            find_condition(&s.conditions, FAILOVER_BLOCKED)
+                .is_some_and(|c| c.message.contains(&format!("it must say {id}")))
+        },
+    )
+    .await;
+    let s = world.status(CLUSTER).await;
+    assert_eq!(s.target_primary.as_deref(), Some(primary.as_str()));
+    assert!(s.last_failover.is_none(), "it approved nothing");
     let (ok, text) = tusk_promote(&world, &[CLUSTER, &standby, "--accept-data-loss"]);
     assert!(ok, "{text}");
+    assert!(
+        text.contains(&format!("tusk.dev/approve-data-loss={id}")),
+        "{text}"
+    );
     let s = world.status(CLUSTER).await;
     let record = s.last_failover.expect("recorded");
     assert_eq!(record.reason, "ApprovedFailover");

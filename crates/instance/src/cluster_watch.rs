@@ -81,7 +81,7 @@ pub fn desired_from_cluster(
         target_primary: status.and_then(|s| s.target_primary.clone()),
         primary_address,
         fenced,
-        parameters: cluster.spec.postgres.parameters.clone(),
+        parameters: cluster.spec.server_parameters(),
         synchronous,
         lease_timing: tusk_api::primacy::LeaseTiming::for_delay(
             cluster.spec.failover.delay_seconds,
@@ -274,6 +274,14 @@ status:
         assert_eq!(
             desired.parameters.get("work_mem").map(String::as_str),
             Some("8MB")
+        );
+        // Required durability (the default) owns synchronous_commit.
+        assert_eq!(
+            desired
+                .parameters
+                .get("synchronous_commit")
+                .map(String::as_str),
+            Some("on")
         );
         assert_eq!(
             (desired.database.as_str(), desired.owner.as_str()),

@@ -23,7 +23,8 @@ pub struct DesiredState {
     pub primary_address: Option<IpAddr>,
     /// PostgreSQL must be stopped and stay stopped.
     pub fenced: bool,
-    /// `spec.postgres.parameters`.
+    /// `spec.postgres.parameters`, with the values the operator owns
+    /// (`synchronous_commit` under required durability) in force.
     pub parameters: BTreeMap<String, String>,
     /// `spec.replication.synchronous`, with the other instances' names.
     pub synchronous: Option<SynchronousStandbys>,

@@ -9,7 +9,10 @@ use kube::ResourceExt;
 use tusk_api::conditions::{self, ConditionStatus, DesiredCondition, set_condition};
 use tusk_api::instance::{InstanceReport, InstanceRole};
 use tusk_api::labels;
-use tusk_api::v1alpha1::{ClusterPhase, InstanceStatus, PostgresCluster, PostgresClusterStatus};
+use tusk_api::v1alpha1::{
+    BlockedFailover, ClusterPhase, FailoverStatus, InstanceStatus, PostgresCluster,
+    PostgresClusterStatus,
+};
 
 use crate::phase::{Observation, assess};
 
@@ -34,8 +37,11 @@ pub struct StatusInput<'a> {
     pub unsupported: &'a [String],
     /// Whether the primary serves (`None`: not judged this time).
     pub primary_available: Option<bool>,
-    /// A failover the declared durability forbids: best candidate, gap.
-    pub failover_blocked: Option<(String, u64)>,
+    /// A failover the declared durability forbids, waiting for approval.
+    pub failover_blocked: Option<BlockedFailover>,
+    /// A promotion that did not complete in time, with nothing to choose
+    /// instead: why.
+    pub promotion_stalled: Option<String>,
     /// A failover decided in this reconcile.
     pub last_failover: Option<tusk_api::v1alpha1::FailoverRecord>,
     /// The primary lease version the new primary of that failover takes
@@ -72,6 +78,7 @@ impl<'a> StatusInput<'a> {
             unsupported: &[],
             primary_available: None,
             failover_blocked: None,
+            promotion_stalled: None,
             last_failover: None,
             lease_takeover: None,
             now,
@@ -131,6 +138,12 @@ pub fn compose(input: &StatusInput<'_>) -> PostgresClusterStatus {
     set_assessed(&mut status, &assessment, input);
     set_primary_available(&mut status, input);
     set_failover_blocked(&mut status, input);
+    status.failover = input
+        .failover_blocked
+        .clone()
+        .map(|blocked| FailoverStatus {
+            blocked: Some(blocked),
+        });
     if let Some(record) = &input.last_failover {
         status.last_failover = Some(record.clone());
         status
@@ -211,7 +224,13 @@ fn set_primary_available(status: &mut PostgresClusterStatus, input: &StatusInput
     if let Some(record) = &input.last_failover {
         // A new primary: its availability is judged afresh once it serves,
         // so the former primary's outage does not count against it.
-        let message = format!("promoting {}", record.to);
+        let mut message = format!("promoting {}", record.to);
+        if !record.abandoned.is_empty() {
+            message.push_str(&format!(
+                " (abandoned, not serving in time: {})",
+                record.abandoned.join(", ")
+            ));
+        }
         let promoting = DesiredCondition {
             type_: crate::failover::PRIMARY_AVAILABLE,
             status: ConditionStatus::Unknown,
@@ -219,6 +238,14 @@ fn set_primary_available(status: &mut PostgresClusterStatus, input: &StatusInput
             message: &message,
         };
         set(status, &promoting, input);
+    } else if let Some(why) = &input.promotion_stalled {
+        let stalled = DesiredCondition {
+            type_: crate::failover::PRIMARY_AVAILABLE,
+            status: ConditionStatus::Unknown,
+            reason: "PromotionStalled",
+            message: why,
+        };
+        set(status, &stalled, input);
     } else if let Some(available) = input.primary_available {
         let (reason, message) = if available {
             ("Serving", String::new())
@@ -242,15 +269,27 @@ fn set_primary_available(status: &mut PostgresClusterStatus, input: &StatusInput
 }
 
 fn set_failover_blocked(status: &mut PostgresClusterStatus, input: &StatusInput<'_>) {
-    let message = input.failover_blocked.as_ref().map(|(best, gap)| {
-        format!(
-            "promoting {best} could lose up to {gap} bytes of acknowledged WAL, which dataDurability: required forbids; \
-             approve with: kubectl annotate pgc <cluster> {}={best}",
-            labels::APPROVE_DATA_LOSS
-        )
-    });
+    let message = input.failover_blocked.as_ref().map(blocked_message);
     let type_ = conditions::FAILOVER_BLOCKED;
     set_true_or_remove(status, type_, "DurabilityAtRisk", message, input);
+}
+
+/// What is blocked, and exactly what an approval must say.
+fn blocked_message(blocked: &BlockedFailover) -> String {
+    let key = labels::APPROVE_DATA_LOSS;
+    let BlockedFailover { id, from, to, .. } = blocked;
+    let mut message = format!(
+        "promoting {to} in place of {from} could lose up to {gap} bytes of acknowledged WAL, \
+         which dataDurability: required forbids; to approve this decision ({id}): \
+         tusk promote <cluster> {to} --accept-data-loss, or kubectl annotate pgc <cluster> {key}={id}",
+        gap = blocked.lsn_gap_bytes,
+    );
+    if let Some(value) = &blocked.rejected_approval {
+        message.push_str(&format!(
+            "; the approval {key}={value:?} approved nothing: it must say {id}"
+        ));
+    }
+    message
 }
 
 fn set_unsupported(status: &mut PostgresClusterStatus, input: &StatusInput<'_>) {
@@ -397,13 +436,18 @@ fn instance_status(
 ) -> InstanceStatus {
     let name = pod.name_any();
     let pod_ready = crate::children::pod_ready(pod);
-    let sync_state = match primary {
-        Some(primary) => primary
-            .standbys
-            .iter()
-            .find(|s| s.name == name)
-            .map(|s| s.sync_state.clone()),
-        None => before.and_then(|b| b.sync_state.clone()),
+    let (sync_state, flush_lsn) = match primary {
+        Some(primary) => {
+            let listed = primary.standbys.iter().find(|s| s.name == name);
+            (
+                listed.map(|s| s.sync_state.clone()),
+                listed.and_then(|s| s.flush_lsn.clone()),
+            )
+        }
+        None => (
+            before.and_then(|b| b.sync_state.clone()),
+            before.and_then(|b| b.flush_lsn.clone()),
+        ),
     };
     match reports.get(&name) {
         Some(report) => InstanceStatus {
@@ -420,6 +464,7 @@ fn instance_status(
                 .or_else(|| before.and_then(|b| b.lsn.clone())),
             lag_bytes: report.lag_bytes.and_then(|b| i64::try_from(b).ok()),
             sync_state,
+            flush_lsn,
             name,
         },
         None => InstanceStatus {
@@ -429,6 +474,7 @@ fn instance_status(
             timeline: before.and_then(|b| b.timeline),
             lsn: before.and_then(|b| b.lsn.clone()),
             sync_state,
+            flush_lsn,
             lag_bytes: None,
         },
     }

@@ -10,7 +10,9 @@
 //!
 //! A request is acted on once and then removed from the cluster, whether
 //! it was carried out or refused (with an event saying why), so it never
-//! fires again later, after a failover moved the primary elsewhere.
+//! fires again later, after a failover moved the primary elsewhere. An
+//! approval of a blocked failover quotes the decision's identity
+//! (`status.failover.blocked.id`): it approves that decision and no other.
 
 use std::time::{Duration, Instant};
 
@@ -33,12 +35,14 @@ pub enum Request {
 
 /// Judges a request for `requested` while `primary` is the target primary.
 /// `primary_serving` is true when the primary is available and current;
-/// `reports` are the instance managers' answers of this reconcile.
+/// `reports` are the instance managers' answers of this reconcile;
+/// `being_deleted` the instances whose pods are being deleted.
 pub fn evaluate(
     requested: &str,
     primary: &str,
     primary_serving: bool,
     reports: &std::collections::BTreeMap<String, InstanceReport>,
+    being_deleted: &[String],
 ) -> Request {
     if requested == primary {
         return Request::Done;
@@ -48,6 +52,11 @@ pub fn evaluate(
             reason: format!(
                 "the primary {primary} is not serving; a failover, not a switchover, replaces it"
             ),
+        };
+    }
+    if being_deleted.iter().any(|d| d == requested) {
+        return Request::Refuse {
+            reason: format!("the pod of {requested} is being deleted"),
         };
     }
     let Some(report) = reports.get(requested) else {
@@ -77,9 +86,10 @@ pub fn evaluate(
 /// annotation to write, or why the request makes no sense now.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Ask {
-    /// Write this annotation (`tusk.dev/promote` for a switchover,
-    /// `tusk.dev/approve-data-loss` to approve a blocked failover).
-    Annotate(&'static str),
+    /// Write this annotation with this value (`tusk.dev/promote` with the
+    /// instance for a switchover, `tusk.dev/approve-data-loss` with the
+    /// blocked decision's identity to approve it).
+    Annotate(&'static str, String),
     AlreadyPrimary,
     Refuse(String),
 }
@@ -104,18 +114,26 @@ pub fn ask(
             }
         ));
     }
-    let blocked =
+    let blocked = status.failover.as_ref().and_then(|f| f.blocked.as_ref());
+    let blocked_condition =
         find_condition(&status.conditions, FAILOVER_BLOCKED).is_some_and(|c| c.status == "True");
     if accept_data_loss {
-        if !blocked {
+        let Some(blocked) = blocked else {
             return Ask::Refuse(format!(
                 "no failover of {cluster} is blocked, so there is no data loss to accept; \
                  without --accept-data-loss this is a switchover"
             ));
+        };
+        if blocked.to != instance {
+            return Ask::Refuse(format!(
+                "the blocked failover of {cluster} would promote {}, not {instance} \
+                 (the most advanced standby; see `kubectl describe pgc {cluster}`)",
+                blocked.to
+            ));
         }
-        return Ask::Annotate(labels::APPROVE_DATA_LOSS);
+        return Ask::Annotate(labels::APPROVE_DATA_LOSS, blocked.id.clone());
     }
-    if blocked {
+    if blocked.is_some() || blocked_condition {
         return Ask::Refuse(format!(
             "a failover of {cluster} is blocked: promoting may lose acknowledged commits \
              (see `kubectl describe pgc {cluster}`); add --accept-data-loss to approve it"
@@ -126,7 +144,7 @@ pub fn ask(
     {
         return Ask::AlreadyPrimary;
     }
-    Ask::Annotate(labels::PROMOTE)
+    Ask::Annotate(labels::PROMOTE, instance.to_owned())
 }
 
 /// What became of a request.
@@ -137,8 +155,8 @@ pub enum Requested {
     /// Not written, and why.
     Refused(String),
     AlreadyPrimary,
-    /// `annotation` was written; the operator acts on it.
-    Annotated(&'static str),
+    /// `annotation` was written with `value`; the operator acts on it.
+    Annotated(&'static str, String),
 }
 
 /// Asks for `instance` to become the primary of `cluster`: judges the
@@ -153,15 +171,15 @@ pub async fn request(
         return Ok(Requested::NoCluster);
     };
     let status = found.status.unwrap_or_default();
-    let annotation = match ask(cluster, instance, accept_data_loss, &status) {
+    let (annotation, value) = match ask(cluster, instance, accept_data_loss, &status) {
         Ask::Refuse(reason) => return Ok(Requested::Refused(reason)),
         Ask::AlreadyPrimary => return Ok(Requested::AlreadyPrimary),
-        Ask::Annotate(annotation) => annotation,
+        Ask::Annotate(annotation, value) => (annotation, value),
     };
-    let patch = serde_json::json!({"metadata": {"annotations": {annotation: instance}}});
+    let patch = serde_json::json!({"metadata": {"annotations": {annotation: value}}});
     api.patch(cluster, &PatchParams::default(), &Patch::Merge(&patch))
         .await?;
-    Ok(Requested::Annotated(annotation))
+    Ok(Requested::Annotated(annotation, value))
 }
 
 /// Where a written request stands.
@@ -169,8 +187,8 @@ pub async fn request(
 pub enum Progress {
     /// The instance is the target and the current primary.
     Primary,
-    /// The operator removed a switchover request without acting on it (its
-    /// SwitchoverRefused event says why).
+    /// The operator removed the request without acting on it (its
+    /// SwitchoverRefused or ApprovalRejected event says why).
     Refused,
     Pending,
 }
@@ -186,7 +204,7 @@ pub fn progress(cluster: &PostgresCluster, instance: &str, annotation: &str) -> 
     let target = status.target_primary.as_deref() == Some(instance);
     if target && status.current_primary.as_deref() == Some(instance) {
         Progress::Primary
-    } else if annotation == labels::PROMOTE && !pending && !target {
+    } else if !pending && !target {
         Progress::Refused
     } else {
         Progress::Pending
@@ -234,6 +252,11 @@ mod tests {
                 "message": "", "lastTransitionTime": "2026-12-02T10:00:00Z"
             }]))
             .expect("conditions");
+            status.failover = serde_json::from_value(serde_json::json!({"blocked": {
+                "id": "4f1c2a9b7e", "from": "db-1", "to": "db-2", "lsnGapBytes": 1024,
+                "since": "2026-12-02T10:00:00Z"
+            }}))
+            .expect("blocked");
         }
         status
     }
@@ -242,7 +265,7 @@ mod tests {
     fn a_standby_is_promoted_by_a_switchover_request() {
         assert_eq!(
             ask("db", "db-2", false, &status(false)),
-            Ask::Annotate(labels::PROMOTE)
+            Ask::Annotate(labels::PROMOTE, "db-2".into())
         );
         assert_eq!(
             ask("db", "db-1", false, &status(false)),
@@ -251,11 +274,16 @@ mod tests {
     }
 
     #[test]
-    fn accepting_data_loss_approves_only_a_blocked_failover() {
+    fn accepting_data_loss_approves_only_a_blocked_failover_by_its_identity() {
         assert_eq!(
             ask("db", "db-2", true, &status(true)),
-            Ask::Annotate(labels::APPROVE_DATA_LOSS)
+            Ask::Annotate(labels::APPROVE_DATA_LOSS, "4f1c2a9b7e".into())
         );
+        // The blocked decision promotes db-2: approving db-1 approves nothing.
+        let Ask::Refuse(reason) = ask("db", "db-1", true, &status(true)) else {
+            panic!("refused");
+        };
+        assert!(reason.contains("would promote db-2, not db-1"), "{reason}");
         let Ask::Refuse(reason) = ask("db", "db-2", true, &status(false)) else {
             panic!("refused");
         };
@@ -317,9 +345,14 @@ mod tests {
             progress(&cluster(false, "db-1", "db-1"), "db-2", promote),
             Progress::Refused
         );
+        // An approval removed without moving the target was rejected.
         let approve = labels::APPROVE_DATA_LOSS;
         assert_eq!(
             progress(&cluster(false, "db-1", "db-1"), "db-2", approve),
+            Progress::Refused
+        );
+        assert_eq!(
+            progress(&cluster(false, "db-2", "db-1"), "db-2", approve),
             Progress::Pending
         );
     }
@@ -350,24 +383,31 @@ mod tests {
     #[test]
     fn a_ready_standby_becomes_the_target() {
         assert_eq!(
-            evaluate("db-2", "db-1", true, &reports()),
+            evaluate("db-2", "db-1", true, &reports(), &[]),
             Request::Start { to: "db-2".into() }
         );
     }
 
     #[test]
     fn asking_for_the_current_primary_only_clears_the_request() {
-        assert_eq!(evaluate("db-1", "db-1", true, &reports()), Request::Done);
+        assert_eq!(
+            evaluate("db-1", "db-1", true, &reports(), &[]),
+            Request::Done
+        );
     }
 
     #[test]
     fn a_standby_that_cannot_take_over_is_refused_with_the_reason() {
-        let refused =
-            |requested: &str, serving: bool| match evaluate(requested, "db-1", serving, &reports())
-            {
-                Request::Refuse { reason } => reason,
-                other => panic!("{requested}: {other:?}"),
-            };
+        let refused = |requested: &str, serving: bool| match evaluate(
+            requested,
+            "db-1",
+            serving,
+            &reports(),
+            &[],
+        ) {
+            Request::Refuse { reason } => reason,
+            other => panic!("{requested}: {other:?}"),
+        };
         assert!(refused("db-3", true).contains("not a ready, streaming standby"));
         assert!(refused("db-9", true).contains("db-9 is not an instance"));
         assert!(refused("db-2", false).contains("not serving"));
@@ -376,8 +416,12 @@ mod tests {
             r.fenced = true;
         }
         assert!(matches!(
-            evaluate("db-2", "db-1", true, &fenced),
+            evaluate("db-2", "db-1", true, &fenced, &[]),
             Request::Refuse { reason } if reason.contains("fenced")
+        ));
+        assert!(matches!(
+            evaluate("db-2", "db-1", true, &reports(), &["db-2".to_owned()]),
+            Request::Refuse { reason } if reason.contains("being deleted")
         ));
     }
 }

@@ -105,6 +105,7 @@ pub fn validate(
         .map_err(|error| spec_error("spec.postgres.version", error.to_string()))?;
 
     refuse_operator_owned(&spec.postgres.parameters)?;
+    refuse_lossy_commit(spec)?;
     let (storage_size, storage_bytes) = storage(&spec.storage.size)?;
     let synchronous = spec
         .synchronous()
@@ -138,6 +139,28 @@ pub fn validate(
         paused: spec.paused,
         unsupported,
     })
+}
+
+/// Under required durability a commit must wait for the synchronous
+/// standbys' flush (the instances run with `on` whatever is declared;
+/// a declaration saying otherwise is refused, not silently overridden).
+fn refuse_lossy_commit(spec: &PostgresClusterSpec) -> Result<(), SpecError> {
+    use tusk_postgres::parameters::{LOSSY_COMMIT_RULE, SYNCHRONOUS_COMMIT, is_durable_commit};
+    if spec.failover.data_durability != tusk_api::v1alpha1::DataDurability::Required {
+        return Ok(());
+    }
+    let lossy = spec
+        .postgres
+        .parameters
+        .iter()
+        .any(|(k, v)| k.eq_ignore_ascii_case(SYNCHRONOUS_COMMIT) && !is_durable_commit(v));
+    if lossy {
+        return Err(spec_error(
+            "spec.postgres.parameters.synchronous_commit",
+            LOSSY_COMMIT_RULE,
+        ));
+    }
+    Ok(())
 }
 
 fn refuse_operator_owned(parameters: &BTreeMap<String, String>) -> Result<(), SpecError> {
@@ -275,6 +298,17 @@ pub(crate) mod tests {
         let mut spec = three_instances();
         spec["postgres"]["version"] = 14.into();
         assert_eq!(field_of(spec), "spec.postgres.version");
+
+        // Required durability (the default) and a commit that does not
+        // wait for the synchronous standbys' flush.
+        let mut spec = three_instances();
+        spec["postgres"]["parameters"] = serde_json::json!({"synchronous_commit": "local"});
+        assert_eq!(
+            field_of(spec.clone()),
+            "spec.postgres.parameters.synchronous_commit"
+        );
+        spec["failover"] = serde_json::json!({"dataDurability": "preferred"});
+        assert!(validate(&cluster(spec), &OperatorConfig::default()).is_ok());
     }
 
     #[test]

@@ -51,6 +51,7 @@ use super::status::PostgresClusterStatus;
 #[x_kube(validation = rules::version_change_needs_approval())]
 #[x_kube(validation = rules::bootstrap_is_immutable())]
 #[x_kube(validation = rules::synchronous_standbys_fit())]
+#[x_kube(validation = rules::synchronous_commit_keeps_durability())]
 #[serde(rename_all = "camelCase")]
 pub struct PostgresClusterSpec {
     /// Number of PostgreSQL instances: one primary plus `instances - 1`
@@ -132,7 +133,11 @@ pub struct PostgresSpec {
     /// PostgreSQL server parameters (postgresql.conf), as strings. Parameters
     /// that the operator owns (listening, ports, replication, archiving,
     /// TLS, file locations, logging) cannot be set here; the validation
-    /// message names the offending parameter.
+    /// message names the offending parameter. While
+    /// `spec.failover.dataDurability` is `required`, `synchronous_commit`
+    /// may only be `on` (the value used when it is omitted) or
+    /// `remote_apply`: any other value acknowledges commits that a
+    /// failover could lose.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     #[schemars(extend("maxProperties" = 256))]
     #[x_kube(validation = rules::no_operator_owned_parameters())]
@@ -211,6 +216,16 @@ pub struct FailoverSpec {
     /// `status.lastFailover`.
     #[serde(default)]
     pub data_durability: DataDurability,
+
+    /// Seconds a chosen standby has to report that it serves as the
+    /// primary, counted from the failover decision. A promotion that takes
+    /// longer (the standby died, hangs or is being deleted) is abandoned and
+    /// the next best standby is chosen, never the abandoned one. Raise it
+    /// when standbys may have much received WAL still to replay: a standby
+    /// finishes replaying before it promotes.
+    #[serde(default = "default_promotion_timeout")]
+    #[schemars(range(min = 5, max = 3600))]
+    pub promotion_timeout_seconds: i32,
 }
 
 impl Default for FailoverSpec {
@@ -218,6 +233,7 @@ impl Default for FailoverSpec {
         Self {
             delay_seconds: default_failover_delay(),
             data_durability: DataDurability::default(),
+            promotion_timeout_seconds: default_promotion_timeout(),
         }
     }
 }
@@ -454,6 +470,15 @@ impl PostgresClusterSpec {
             .transpose()
     }
 
+    /// The server parameters the instances run with:
+    /// `spec.postgres.parameters`, with `synchronous_commit` owned by the
+    /// operator while `dataDurability` is `required` (see
+    /// [`tusk_postgres::parameters::durable_synchronous_commit`]).
+    pub fn server_parameters(&self) -> BTreeMap<String, String> {
+        let required = self.failover.data_durability == DataDurability::Required;
+        tusk_postgres::parameters::with_commit_durability(&self.postgres.parameters, required)
+    }
+
     /// The application database and its owner: `spec.bootstrap.initdb`, or
     /// the defaults when the cluster is not bootstrapped by `initdb`.
     pub fn initdb(&self) -> InitdbSpec {
@@ -472,6 +497,9 @@ fn yes() -> bool {
 }
 fn default_failover_delay() -> i32 {
     5
+}
+fn default_promotion_timeout() -> i32 {
+    30
 }
 fn default_backup_max_age_hours() -> i32 {
     24

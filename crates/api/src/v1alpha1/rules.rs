@@ -13,7 +13,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
 };
 use kube::core::{Message, Reason, Rule};
 
-use crate::parameters::{OWNED_PARAMETER_PREFIXES, OWNED_PARAMETERS};
+use crate::parameters::{DURABLE_SYNCHRONOUS_COMMITS, OWNED_PARAMETER_PREFIXES, OWNED_PARAMETERS};
 
 /// `spec.instances >= 1` (R3).
 pub fn at_least_one_instance() -> Rule {
@@ -96,6 +96,30 @@ pub fn synchronous_standbys_fit() -> Rule {
          a commit cannot wait for more standbys than the cluster has",
     )
     .field_path(".replication.synchronous.number")
+}
+
+/// Under `dataDurability: required`, `synchronous_commit` cannot make a
+/// commit's acknowledgement wait for less than a synchronous standby's
+/// flush (`local`, `off`, `remote_write`): a failover could lose it.
+pub fn synchronous_commit_keeps_durability() -> Rule {
+    let durable = DURABLE_SYNCHRONOUS_COMMITS
+        .iter()
+        .map(|v| format!("'{v}'"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    Rule::new(format!(
+        "(has(self.failover) && has(self.failover.dataDurability) && \
+          self.failover.dataDurability == 'preferred') || \
+         !has(self.postgres.parameters) || \
+         self.postgres.parameters.all(k, k.lowerAscii() != 'synchronous_commit' || \
+           self.postgres.parameters[k].lowerAscii() in [{durable}])"
+    ))
+    .message(Message::Message(format!(
+        "postgres.parameters.synchronous_commit {}",
+        crate::parameters::LOSSY_COMMIT_RULE
+    )))
+    .field_path(".postgres.parameters")
+    .reason(Reason::FieldValueForbidden)
 }
 
 /// `bootstrap` names exactly one method.

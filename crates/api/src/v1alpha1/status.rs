@@ -66,6 +66,11 @@ pub struct PostgresClusterStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_failover: Option<FailoverRecord>,
 
+    /// A failover under way that needs a person: what is blocked and what
+    /// an approval must quote.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failover: Option<FailoverStatus>,
+
     /// Progress of a major-version upgrade.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub upgrade: Option<UpgradeStatus>,
@@ -147,6 +152,11 @@ pub struct InstanceStatus {
     /// standbys hold every acknowledged commit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sync_state: Option<String>,
+    /// The WAL position the primary last reported this standby had
+    /// flushed, kept while the primary does not answer: with `syncState`,
+    /// what a failover knows every acknowledged commit reached.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flush_lsn: Option<String>,
     /// Bytes of WAL the replica has still to replay.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lag_bytes: Option<i64>,
@@ -189,6 +199,45 @@ pub struct FailoverRecord {
     /// the new primary serving.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration_seconds: Option<f64>,
+    /// Standbys this failover chose before `to` whose promotion was
+    /// abandoned (they did not serve within
+    /// `spec.failover.promotionTimeoutSeconds`, or their pods were being
+    /// deleted), in the order they were chosen. None of them is chosen
+    /// again by this failover.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub abandoned: Vec<String>,
+}
+
+/// A failover under way that needs a person (R25, R29).
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct FailoverStatus {
+    /// The failover `dataDurability: required` blocked, while it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocked: Option<BlockedFailover>,
+}
+
+/// A failover that could lose acknowledged commits, waiting for approval.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct BlockedFailover {
+    /// This decision's identity: derived from `from`, `to`, `lsnGapBytes`
+    /// and `since`, so it changes when any of them does. The
+    /// `tusk.dev/approve-data-loss` annotation must have exactly this value
+    /// to approve it; any other value approves nothing.
+    pub id: String,
+    /// The failed primary.
+    pub from: String,
+    /// The standby an approval would promote.
+    pub to: String,
+    /// Bytes of WAL the failed primary may have had beyond `to`.
+    pub lsn_gap_bytes: i64,
+    /// Since when this decision has been blocked.
+    pub since: Time,
+    /// The last approval that did not quote `id` (it approved nothing and
+    /// was removed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rejected_approval: Option<String>,
 }
 
 /// A position in the WAL history.

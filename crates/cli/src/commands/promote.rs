@@ -1,8 +1,9 @@
 //! `tusk promote CLUSTER INSTANCE`: a planned switchover, or with
 //! `--accept-data-loss` the approval of a failover that `dataDurability:
 //! required` blocked. It writes the request as an annotation on the cluster
-//! (`tusk.dev/promote` or `tusk.dev/approve-data-loss`), which the
-//! operator acts on, then waits until the instance is the primary.
+//! (`tusk.dev/promote` naming the instance, or `tusk.dev/approve-data-loss`
+//! quoting the blocked decision's identity from `status.failover.blocked.id`),
+//! which the operator acts on, then waits until the instance is the primary.
 //!
 //! Exit codes: 0 done, 1 refused (by this command or by the operator),
 //! 2 the command could not run. The judgement and the waiting live in
@@ -73,12 +74,14 @@ async fn promote(args: &Args) -> Result<ExitCode, CommandError> {
             );
             return Ok(ExitCode::SUCCESS);
         }
-        Requested::Annotated(annotation) => annotation,
+        Requested::Annotated(annotation, value) => {
+            println!(
+                "requested: {annotation}={value} on {namespace}/{}",
+                args.cluster
+            );
+            annotation
+        }
     };
-    println!(
-        "requested: {annotation}={} on {namespace}/{}",
-        args.instance, args.cluster
-    );
     if args.wait == 0 {
         return Ok(ExitCode::SUCCESS);
     }
@@ -99,7 +102,8 @@ async fn promote(args: &Args) -> Result<ExitCode, CommandError> {
         }
         Progress::Refused => {
             eprintln!(
-                "refused by the operator: see the SwitchoverRefused event in `kubectl describe pgc {}`",
+                "refused by the operator: see the SwitchoverRefused or ApprovalRejected event in \
+                 `kubectl describe pgc {}`",
                 args.cluster
             );
             Ok(ExitCode::from(1))

@@ -49,17 +49,18 @@ pub async fn fetch(cluster: &PostgresCluster, ctx: &Context) -> Result<Observed,
     })
 }
 
-/// The recorded primary does not serve (the failover check judges it).
+/// The recorded primary does not serve (the failover check judges it),
+/// or a promotion is under way (a failover may choose again).
 fn primary_failing(
     cluster: &PostgresCluster,
     children: &Children,
     reports: &BTreeMap<String, InstanceReport>,
 ) -> bool {
-    let Some(primary) = cluster
-        .status
-        .as_ref()
-        .and_then(|s| s.current_primary.as_deref())
-    else {
+    let status = cluster.status.as_ref();
+    if status.is_some_and(crate::status::promotion_under_way) {
+        return true;
+    }
+    let Some(primary) = status.and_then(|s| s.current_primary.as_deref()) else {
         return false;
     };
     let ready = named(&children.pods, primary).is_some_and(pod_ready);

@@ -9,7 +9,7 @@ use tusk_api::labels;
 use tusk_api::v1alpha1::PostgresCluster;
 
 use super::fetch::Observed;
-use super::primary::{self, APPROVED_FAILOVER};
+use super::primary;
 use super::roles::{RoleLabel, role_labels};
 use super::storage::{OwnerChange, ownership, resizes};
 use crate::children::{Children, named, pod_ready};
@@ -86,6 +86,7 @@ pub fn plan<'a>(
         unsupported: &valid.unsupported,
         primary_available: check.primary_available,
         failover_blocked: check.blocked.clone(),
+        promotion_stalled: check.stalled.clone(),
         last_failover: check.record.clone(),
         lease_takeover: check.lease_takeover.clone(),
         ..StatusInput::unplanned(
@@ -121,27 +122,21 @@ fn move_primary(
     if valid.paused {
         return (FailoverCheck::default(), Vec::new(), Vec::new());
     }
-    let (mut check, failover_note) = primary::judge(cluster, valid, observed, now);
-    let mut events: Vec<Note> = failover_note.into_iter().collect();
+    let (mut check, mut events) = primary::judge(cluster, valid, observed, now);
     let mut clear = Vec::new();
     if let Some(requested) = cluster.annotations().get(labels::PROMOTE) {
         let primary = check
             .record
             .as_ref()
             .map_or_else(|| step.target_primary.to_string(), |r| r.to.clone());
-        let (record, note) =
-            primary::switchover(requested, &primary, &check, &observed.reports, now);
+        let (record, note) = primary::switchover(requested, &primary, &check, observed, now);
         if record.is_some() {
             check.record = record;
         }
         events.extend(note);
         clear.push(labels::PROMOTE);
     }
-    if check
-        .record
-        .as_ref()
-        .is_some_and(|r| r.reason == APPROVED_FAILOVER)
-    {
+    if check.clear_approval {
         clear.push(labels::APPROVE_DATA_LOSS);
     }
     (check, events, clear)

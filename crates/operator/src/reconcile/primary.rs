@@ -3,115 +3,263 @@
 //! Pure: from the previous status, the spec and what was observed to a
 //! [`FailoverCheck`] and the events to publish. The time the primary became
 //! unavailable is the `PrimaryAvailable` condition's transition time, so a
-//! restarted operator keeps counting from the same moment.
-
-use std::collections::BTreeMap;
+//! restarted operator keeps counting from the same moment; a promotion's
+//! time runs from the decision recorded in `status.lastFailover`, and the
+//! standbys it abandoned are recorded there too, so a restarted operator
+//! never chooses one of them again in the same failover.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
-use tusk_api::instance::InstanceReport;
+use tusk_api::instance::{InstanceReport, InstanceRole};
 use tusk_api::labels;
-use tusk_api::v1alpha1::{FailoverRecord, PostgresCluster, PostgresClusterStatus};
+use tusk_api::v1alpha1::{BlockedFailover, FailoverRecord, PostgresCluster, PostgresClusterStatus};
 
 use super::fetch::Observed;
 use crate::children::{named, not_ready_since, pod_ready};
 use crate::events::Note;
-use crate::failover::{self, Decision, FailoverCheck};
+use crate::failover::approval::{self, Approval};
+use crate::failover::promotion::{self, Promotion};
+use crate::failover::{self, Decision, FailoverCheck, ReportedStandby};
 use crate::primacy::{self, Verdict};
 use crate::switchover::{self, Request};
 use crate::validate::ValidatedCluster;
 
 /// `lastFailover.reason` of a failover a person approved.
 pub const APPROVED_FAILOVER: &str = "ApprovedFailover";
+/// Event reason: a chosen standby did not serve in time; another is chosen.
+pub const PROMOTION_ABANDONED: &str = "PromotionAbandoned";
+/// Event reason: an approval that does not quote the blocked decision.
+pub const APPROVAL_REJECTED: &str = "ApprovalRejected";
 
 /// Judges the recorded primary and, once it has been unavailable for
-/// `spec.failover.delaySeconds`, chooses its replacement.
+/// `spec.failover.delaySeconds`, chooses its replacement; judges a
+/// promotion under way and, once it is overdue, chooses again.
 pub fn judge(
     cluster: &PostgresCluster,
     valid: &ValidatedCluster,
     observed: &Observed,
     now: Timestamp,
-) -> (FailoverCheck, Option<Note>) {
+) -> (FailoverCheck, Vec<Note>) {
     let Some(previous) = cluster.status.as_ref() else {
-        return (FailoverCheck::default(), None);
+        return (FailoverCheck::default(), Vec::new());
     };
-    // Only a primary that was serving can fail over; one that is still
-    // being promoted or bootstrapped is not judged yet.
-    let Some(target) = previous
-        .target_primary
-        .as_deref()
-        .filter(|t| previous.current_primary.as_deref() == Some(*t))
-    else {
-        return (FailoverCheck::default(), None);
+    let Some(target) = previous.target_primary.as_deref() else {
+        return (FailoverCheck::default(), Vec::new());
     };
-    let pod =
-        named(&observed.children.pods, target).filter(|p| p.metadata.deletion_timestamp.is_none());
-    if failover::primary_healthy(pod.is_some_and(pod_ready), observed.reports.get(target)) {
-        let serving = FailoverCheck {
-            primary_available: Some(true),
-            ..FailoverCheck::default()
-        };
-        return (serving, None);
-    }
-    let observed_down =
-        tusk_api::conditions::find_condition(&previous.conditions, failover::PRIMARY_AVAILABLE)
-            .filter(|c| c.status == "False")
-            .map(|c| c.last_transition_time.0);
-    // When a failover or switchover made it the primary (the record's time
-    // is the moment it was first seen serving).
-    let primary_since = crate::status::choice_of_target(previous).map(|record| record.time.0);
-    let since = failover::unavailable_since(
-        observed_down,
-        pod.and_then(not_ready_since),
-        primary_since,
+    let judged = Judged {
+        cluster,
+        valid,
+        observed,
+        previous,
         now,
-    );
-    if let Some(left) = failover::delay_left(since, now, valid.failover.delay_seconds) {
-        let waiting = FailoverCheck {
-            delay_left: Some(left),
-            ..unavailable()
-        };
-        return (waiting, None);
+    };
+    if previous.current_primary.as_deref() == Some(target) {
+        return judged.primary(target);
     }
-    let approval = cluster.annotations().get(labels::APPROVE_DATA_LOSS);
-    let decision = failover::decide(
-        &last_known(previous, valid, target),
-        &observed
+    // A first primary still bootstrapping has no record and is not judged.
+    match crate::status::choice_of_target(previous) {
+        Some(record) => judged.promotion(record),
+        None => (FailoverCheck::default(), Vec::new()),
+    }
+}
+
+/// What one pass judges the primary from.
+struct Judged<'a> {
+    cluster: &'a PostgresCluster,
+    valid: &'a ValidatedCluster,
+    observed: &'a Observed,
+    previous: &'a PostgresClusterStatus,
+    now: Timestamp,
+}
+
+impl Judged<'_> {
+    /// The serving primary `target`: healthy, failing for less than its
+    /// delay, or failed and to be replaced.
+    fn primary(&self, target: &str) -> (FailoverCheck, Vec<Note>) {
+        let previous = self.previous;
+        let pod = named(&self.observed.children.pods, target)
+            .filter(|p| p.metadata.deletion_timestamp.is_none());
+        let report = self.observed.reports.get(target);
+        if failover::primary_healthy(pod.is_some_and(pod_ready), report) {
+            let serving = FailoverCheck {
+                primary_available: Some(true),
+                ..FailoverCheck::default()
+            };
+            return (serving, Vec::new());
+        }
+        let observed_down =
+            tusk_api::conditions::find_condition(&previous.conditions, failover::PRIMARY_AVAILABLE)
+                .filter(|c| c.status == "False")
+                .map(|c| c.last_transition_time.0);
+        // When a failover or switchover made it the primary (the record's
+        // time is the moment it was first seen serving).
+        let primary_since = crate::status::choice_of_target(previous).map(|record| record.time.0);
+        let since = failover::unavailable_since(
+            observed_down,
+            pod.and_then(not_ready_since),
+            primary_since,
+            self.now,
+        );
+        if let Some(left) = failover::delay_left(since, self.now, self.valid.failover.delay_seconds)
+        {
+            let waiting = FailoverCheck {
+                delay_left: Some(left),
+                ..unavailable()
+            };
+            return (waiting, Vec::new());
+        }
+        let failed = Failed {
+            from: target,
+            abandoned: Vec::new(),
+            failed_for: self.now.duration_since(since).as_secs_f64(),
+        };
+        self.choose(&failed)
+    }
+
+    /// The promotion `record` chose, under way: waiting for it, or, once
+    /// it is overdue, choosing again without its target.
+    fn promotion(&self, record: &FailoverRecord) -> (FailoverCheck, Vec<Note>) {
+        let deleting = named(&self.observed.children.pods, &record.to)
+            .is_some_and(|p| p.metadata.deletion_timestamp.is_some());
+        let judged = promotion::judge(
+            &record.to,
+            record.time.0,
+            self.now,
+            self.valid.failover.promotion_timeout_seconds,
+            deleting,
+        );
+        let why = match judged {
+            Promotion::Pending(left) => {
+                let waiting = FailoverCheck {
+                    delay_left: Some(left),
+                    ..FailoverCheck::default()
+                };
+                return (waiting, Vec::new());
+            }
+            Promotion::Abandon(why) => why,
+        };
+        let mut abandoned = record.abandoned.clone();
+        abandoned.push(record.to.clone());
+        let since_decision = self.now.duration_since(record.time.0).as_secs_f64();
+        let failed = Failed {
+            from: &record.from,
+            abandoned,
+            failed_for: record.duration_seconds.unwrap_or(0.0) + since_decision.max(0.0),
+        };
+        let (mut check, mut notes) = self.choose(&failed);
+        if let Some(next) = &check.record {
+            let text = format!("{why}: promotion abandoned, promoting {} instead", next.to);
+            notes.insert(0, Note::warning(PROMOTION_ABANDONED, text));
+        } else if check.blocked.is_none() {
+            check.stalled = Some(format!("{why}, and no other standby can take over"));
+        }
+        (check, notes)
+    }
+
+    /// Chooses the standby that replaces `failed.from`, as the declared
+    /// durability and a person's approval allow.
+    fn choose(&self, failed: &Failed<'_>) -> (FailoverCheck, Vec<Note>) {
+        let mut last = last_known(self.previous, self.observed, self.valid, failed.from);
+        last.excluded = being_deleted(&self.observed.children.pods);
+        last.excluded.extend(failed.abandoned.iter().cloned());
+        let reports: Vec<(&str, &InstanceReport)> = self
+            .observed
             .reports
             .iter()
             .map(|(n, r)| (n.as_str(), r))
-            .collect::<Vec<_>>(),
-        valid.failover.data_durability,
-        approval.is_some(),
-    );
-    // Never a second primary: not while the failed one may hold its lease.
-    let takeover = match (&decision, &observed.lease) {
-        (Decision::Promote { .. }, Some(lease)) => {
-            let reports: Vec<_> = observed
-                .reports
-                .iter()
-                .map(|(n, r)| (n.as_str(), r))
-                .collect();
-            match primacy::verdict(lease, &reports) {
-                Verdict::Replace { takeover } => takeover,
-                Verdict::Wait(left) => {
-                    let waiting = FailoverCheck {
-                        delay_left: Some(left),
-                        ..unavailable()
-                    };
-                    return (waiting, None);
+            .collect();
+        let durability = self.valid.failover.data_durability;
+        let decision = failover::decide(&last, &reports, durability, false);
+        let Decision::Blocked {
+            best,
+            lsn_gap_bytes,
+        } = decision
+        else {
+            return self.promote_when_free(decision, failed, "Failover");
+        };
+        let before = self
+            .previous
+            .failover
+            .as_ref()
+            .and_then(|f| f.blocked.as_ref());
+        let mut blocked = approval::blocked(before, failed.from, &best, lsn_gap_bytes, self.now);
+        let given = self.cluster.annotations().get(labels::APPROVE_DATA_LOSS);
+        match approval::judge(given.map(String::as_str), &blocked) {
+            Approval::Approves => {
+                let approved = failover::decide(&last, &reports, durability, true);
+                if matches!(&approved, Decision::Promote { instance, .. } if *instance == blocked.to)
+                {
+                    let (mut check, notes) =
+                        self.promote_when_free(approved, failed, APPROVED_FAILOVER);
+                    if check.record.is_some() {
+                        check.clear_approval = true;
+                    } else {
+                        // Waiting for the lease: the approved decision
+                        // keeps its identity, and the approval stands.
+                        check.blocked = Some(blocked);
+                    }
+                    return (check, notes);
+                }
+                (blocked_check(blocked, false), Vec::new())
+            }
+            Approval::Rejected(value) => {
+                let note = Note::warning(APPROVAL_REJECTED, rejected(&value, &blocked));
+                blocked.rejected_approval = Some(value);
+                (blocked_check(blocked, true), vec![note])
+            }
+            Approval::Absent => (blocked_check(blocked, false), Vec::new()),
+        }
+    }
+}
+
+impl Judged<'_> {
+    /// Promotes as `decision` says, but never while the failed primary (or
+    /// a standby chosen before and abandoned, which may have taken it over)
+    /// may still hold the primary lease: then it waits for the lease.
+    fn promote_when_free(
+        &self,
+        decision: Decision,
+        failed: &Failed<'_>,
+        reason: &str,
+    ) -> (FailoverCheck, Vec<Note>) {
+        let takeover = match (&decision, &self.observed.lease) {
+            (Decision::Promote { .. }, Some(lease)) => {
+                let reports: Vec<_> = self
+                    .observed
+                    .reports
+                    .iter()
+                    .map(|(n, r)| (n.as_str(), r))
+                    .collect();
+                match primacy::verdict(lease, &reports) {
+                    Verdict::Replace { takeover } => takeover,
+                    Verdict::Wait(left) => {
+                        let waiting = FailoverCheck {
+                            delay_left: Some(left),
+                            ..unavailable()
+                        };
+                        return (waiting, Vec::new());
+                    }
                 }
             }
+            _ => None,
+        };
+        let (mut check, notes) = promote(decision, failed, reason, self.now);
+        if check.record.is_some() {
+            check.lease_takeover = takeover;
         }
-        _ => None,
-    };
-    let waited = now.duration_since(since).as_secs_f64();
-    let (mut check, note) = act_on(decision, target, approval.map(String::as_str), waited, now);
-    if check.record.is_some() {
-        check.lease_takeover = takeover;
+        (check, notes)
     }
-    (check, note)
+}
+
+/// The primary a failover replaces, and what this failover has tried.
+struct Failed<'a> {
+    /// The failed primary (of a switchover: the former one).
+    from: &'a str,
+    /// Standbys this failover chose and gave up, never chosen again.
+    abandoned: Vec<String>,
+    /// Seconds from the primary's failure (or the switchover request) to now.
+    failed_for: f64,
 }
 
 fn unavailable() -> FailoverCheck {
@@ -121,91 +269,119 @@ fn unavailable() -> FailoverCheck {
     }
 }
 
-/// What the status last recorded of the failed primary and of the
-/// synchronous standbys: a silent primary says nothing any more.
-fn last_known<'a>(
-    previous: &'a PostgresClusterStatus,
-    valid: &ValidatedCluster,
-    target: &'a str,
-) -> failover::LastKnown<'a> {
-    let last = previous.instances.iter().find(|i| i.name == target);
-    let synchronous = valid.synchronous.as_ref().map(|sync| {
-        failover::SyncSet::reported(
-            sync,
-            previous
-                .instances
-                .iter()
-                .map(|i| (i.name.as_str(), i.sync_state.as_deref())),
-        )
-    });
-    failover::LastKnown {
-        primary: target,
-        lsn: last.and_then(|i| i.lsn.as_deref()),
-        timeline: last.and_then(|i| i.timeline),
-        synchronous,
+fn blocked_check(blocked: BlockedFailover, clear_approval: bool) -> FailoverCheck {
+    FailoverCheck {
+        blocked: Some(blocked),
+        clear_approval,
+        ..unavailable()
     }
 }
 
-/// Turns a failover decision into the check to record and the event.
-fn act_on(
-    decision: Decision,
-    target: &str,
-    approval: Option<&str>,
-    waited: f64,
-    now: Timestamp,
-) -> (FailoverCheck, Option<Note>) {
-    match decision {
-        Decision::Promote {
-            instance,
-            lsn_gap_bytes,
-            recovery_point,
-        } => {
-            if approval.is_some_and(|a| a != "true" && a != instance) {
-                // The approval names another instance: do not guess.
-                let blocked = FailoverCheck {
-                    blocked: Some((instance, lsn_gap_bytes)),
-                    ..unavailable()
-                };
-                return (blocked, None);
-            }
-            let reason = if approval.is_some() {
-                APPROVED_FAILOVER
-            } else {
-                "Failover"
-            };
-            let note = Note::warning(
-                reason,
-                format!(
-                    "primary {target} unavailable for {waited:.0} s: promoting {instance} (possible loss: {lsn_gap_bytes} bytes of WAL)"
-                ),
-            );
-            let record = FailoverRecord {
-                time: Time(now),
-                from: target.to_owned(),
-                to: instance,
-                reason: reason.to_owned(),
-                lsn_gap_bytes: i64::try_from(lsn_gap_bytes).unwrap_or(i64::MAX),
-                recovery_point: Some(recovery_point),
-                duration_seconds: Some(waited),
-            };
-            let promoting = FailoverCheck {
-                record: Some(record),
-                ..unavailable()
-            };
-            (promoting, Some(note))
-        }
-        Decision::Blocked {
-            best,
-            lsn_gap_bytes,
-        } => {
-            let blocked = FailoverCheck {
-                blocked: Some((best, lsn_gap_bytes)),
-                ..unavailable()
-            };
-            (blocked, None)
-        }
-        Decision::NoCandidate => (unavailable(), None),
+/// Why an approval approved nothing, and what it would have to say.
+fn rejected(value: &str, blocked: &BlockedFailover) -> String {
+    format!(
+        "{key}={value:?} approves nothing: the blocked failover (promoting {to} in place of {from}, \
+         up to {gap} bytes of WAL lost) is {id}; to approve it, set {key}={id}",
+        key = labels::APPROVE_DATA_LOSS,
+        to = blocked.to,
+        from = blocked.from,
+        gap = blocked.lsn_gap_bytes,
+        id = blocked.id,
+    )
+}
+
+/// Pods being deleted: never chosen (their instance is going away).
+fn being_deleted(pods: &[k8s_openapi::api::core::v1::Pod]) -> Vec<String> {
+    pods.iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_some())
+        .map(ResourceExt::name_any)
+        .collect()
+}
+
+/// What is known of the failed primary `from` and of its synchronous
+/// standbys, from the freshest source: its own report in this pass when
+/// it still answers as a primary listing standbys, otherwise what the
+/// status last recorded (a silent primary says nothing any more).
+fn last_known<'a>(
+    previous: &'a PostgresClusterStatus,
+    observed: &'a Observed,
+    valid: &ValidatedCluster,
+    from: &'a str,
+) -> failover::LastKnown<'a> {
+    let last = previous.instances.iter().find(|i| i.name == from);
+    let fresh = observed
+        .reports
+        .get(from)
+        .filter(|r| r.role == InstanceRole::Primary && !r.standbys.is_empty());
+    let synchronous = valid.synchronous.as_ref().map(|sync| match fresh {
+        Some(report) => failover::SyncSet::reported(
+            sync,
+            report.standbys.iter().map(|s| ReportedStandby {
+                name: &s.name,
+                sync_state: Some(&s.sync_state),
+                flush_lsn: s.flush_lsn.as_deref(),
+            }),
+        ),
+        None => failover::SyncSet::reported(
+            sync,
+            previous.instances.iter().map(|i| ReportedStandby {
+                name: &i.name,
+                sync_state: i.sync_state.as_deref(),
+                flush_lsn: i.flush_lsn.as_deref(),
+            }),
+        ),
+    });
+    failover::LastKnown {
+        primary: from,
+        lsn: fresh
+            .and_then(|r| r.current_lsn.as_deref())
+            .or_else(|| last.and_then(|i| i.lsn.as_deref())),
+        timeline: fresh
+            .and_then(|r| r.timeline.map(i64::from))
+            .or_else(|| last.and_then(|i| i.timeline)),
+        synchronous,
+        excluded: Vec::new(),
     }
+}
+
+/// Turns a decision that is not blocked into the check to record and the
+/// event: `reason` is the record's.
+fn promote(
+    decision: Decision,
+    failed: &Failed<'_>,
+    reason: &str,
+    now: Timestamp,
+) -> (FailoverCheck, Vec<Note>) {
+    let Decision::Promote {
+        instance,
+        lsn_gap_bytes,
+        recovery_point,
+    } = decision
+    else {
+        return (unavailable(), Vec::new());
+    };
+    let note = Note::warning(
+        reason,
+        format!(
+            "primary {} unavailable for {:.0} s: promoting {instance} (possible loss: {lsn_gap_bytes} bytes of WAL)",
+            failed.from, failed.failed_for
+        ),
+    );
+    let record = FailoverRecord {
+        time: Time(now),
+        from: failed.from.to_owned(),
+        to: instance,
+        reason: reason.to_owned(),
+        lsn_gap_bytes: i64::try_from(lsn_gap_bytes).unwrap_or(i64::MAX),
+        recovery_point: Some(recovery_point),
+        duration_seconds: Some(failed.failed_for),
+        abandoned: failed.abandoned.clone(),
+    };
+    let promoting = FailoverCheck {
+        record: Some(record),
+        ..unavailable()
+    };
+    (promoting, vec![note])
 }
 
 /// Acts on a `tusk.dev/promote` request for `requested` while `primary` is
@@ -215,11 +391,12 @@ pub fn switchover(
     requested: &str,
     primary: &str,
     check: &FailoverCheck,
-    reports: &BTreeMap<String, InstanceReport>,
+    observed: &Observed,
     now: Timestamp,
 ) -> (Option<FailoverRecord>, Option<Note>) {
     let serving = check.primary_available == Some(true) && check.record.is_none();
-    match switchover::evaluate(requested, primary, serving, reports) {
+    let deleting = being_deleted(&observed.children.pods);
+    match switchover::evaluate(requested, primary, serving, &observed.reports, &deleting) {
         Request::Start { to } => {
             let note = Note::normal(
                 "Switchover",
@@ -235,6 +412,7 @@ pub fn switchover(
                 lsn_gap_bytes: 0,
                 recovery_point: None,
                 duration_seconds: None,
+                abandoned: Vec::new(),
             };
             (Some(record), Some(note))
         }

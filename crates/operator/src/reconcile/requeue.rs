@@ -30,8 +30,14 @@ pub fn after(status: &PostgresClusterStatus, plan: &Plan<'_>) -> Duration {
 fn delay(status: &PostgresClusterStatus, primary: &FailoverCheck, step: &InstanceStep) -> Duration {
     // A promotion under way: look again very soon, so the new primary is
     // recorded (and `-rw` follows it) as soon as it serves.
+    // One that stalled (overdue, nothing else to choose) only waits for its
+    // target to come back: every second is enough.
     if status::promotion_under_way(status) {
-        return PROMOTING;
+        return if primary.stalled.is_some() {
+            FAILING
+        } else {
+            PROMOTING
+        };
     }
     // A failing primary: every second, so the failover starts when its
     // delay ends (and not up to a second after).

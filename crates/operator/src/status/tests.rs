@@ -23,6 +23,7 @@ fn input<'a>(
         unsupported: &[],
         primary_available: None,
         failover_blocked: None,
+        promotion_stalled: None,
         last_failover: None,
         lease_takeover: None,
         now,
@@ -80,6 +81,7 @@ fn a_promotion_is_under_way_until_the_chosen_instance_serves() {
         reason: "Switchover".into(),
         lsn_gap_bytes: 0,
         recovery_point: None,
+        abandoned: vec![],
         duration_seconds: None,
     };
     let status =
@@ -124,6 +126,7 @@ fn a_failover_record_times_the_promotion_once_the_new_primary_serves() {
         reason: "Failover".into(),
         lsn_gap_bytes: 0,
         recovery_point: None,
+        abandoned: vec![],
         duration_seconds: Some(5.0),
     };
     promoted(&mut record, Some("db-1"), None, &at(101));

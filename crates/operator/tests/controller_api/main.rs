@@ -4,6 +4,8 @@
 //! policies and restarts (R7-R16).
 
 mod children;
+mod failover;
+mod instances;
 mod permissions;
 mod resilience;
 mod spec_changes;

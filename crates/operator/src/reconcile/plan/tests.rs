@@ -73,7 +73,18 @@ fn the_primary_moves_and_used_requests_are_cleared() {
     let ok = healthy();
     let plain = with_status(spec("preferred", false), &serving());
     let requested = annotated(plain.clone(), labels::PROMOTE, "orders-2");
-    let approved = annotated(plain.clone(), labels::APPROVE_DATA_LOSS, "true");
+    // Required durability without a synchronous standby blocked promoting
+    // orders-3 (1 byte behind); the approval quotes that decision.
+    let decision = crate::failover::approval::blocked(None, "orders-1", "orders-3", 1, now());
+    let mut blocked = serving();
+    blocked.failover = Some(tusk_api::v1alpha1::FailoverStatus {
+        blocked: Some(decision.clone()),
+    });
+    let approved = annotated(
+        with_status(spec("required", false), &blocked),
+        labels::APPROVE_DATA_LOSS,
+        &decision.id,
+    );
     let mut paused_spec = spec("preferred", false);
     paused_spec["paused"] = true.into();
     let paused = annotated(

@@ -128,7 +128,10 @@ fn a_failed_primary_is_replaced_from_its_last_known_position() {
         let check = judged(spec(durability, synchronous), &serving());
         assert_eq!(promoted(&check), expected, "{durability} {synchronous}");
         assert_eq!(
-            check.blocked.as_ref().map(|(b, gap)| (b.as_str(), *gap)),
+            check
+                .blocked
+                .as_ref()
+                .map(|b| (b.to.as_str(), u64::try_from(b.lsn_gap_bytes).unwrap_or(0))),
             blocked
         );
         assert_eq!(check.primary_available, Some(false));
@@ -186,7 +189,7 @@ fn the_failover_waits_for_its_delay_and_a_serving_primary_is_left_alone() {
     let mut observed = primary_failed();
     observed.children.pods[0] = pod_since("orders-1", false, "2026-01-01T10:00:58Z");
     let (check, note) = judge(&cluster, &valid, &observed, now());
-    assert_eq!((promoted(&check), note), (None, None));
+    assert_eq!((promoted(&check), note), (None, vec![]));
     assert!(check.delay_left.is_some_and(|left| left.as_secs() >= 3));
 
     let cluster = with_status(spec("preferred", false), &serving());
@@ -198,32 +201,190 @@ fn the_failover_waits_for_its_delay_and_a_serving_primary_is_left_alone() {
         .extend([report("orders-1", "primary", "0/5000000")]);
     let (check, note) = judge(&cluster, &valid, &healthy, now());
     assert_eq!(check.primary_available, Some(true));
-    assert_eq!(note, None);
+    assert!(note.is_empty());
+}
+
+fn annotated(
+    spec: Value,
+    status: &PostgresClusterStatus,
+    approval: Option<&str>,
+) -> PostgresCluster {
+    let mut cluster = with_status(spec, status);
+    if let Some(approval) = approval {
+        cluster.metadata.annotations =
+            Some([(labels::APPROVE_DATA_LOSS.to_owned(), approval.to_owned())].into());
+    }
+    cluster
+}
+
+fn judged_with(cluster: &PostgresCluster, observed: &Observed) -> (FailoverCheck, Vec<Note>) {
+    let valid = crate::validate::validate(cluster, &OperatorConfig::default()).expect("valid");
+    judge(cluster, &valid, observed, now())
+}
+
+fn reasons(notes: &[Note]) -> Vec<&str> {
+    notes.iter().map(|n| n.reason.as_str()).collect()
 }
 
 #[test]
-fn an_approval_naming_another_instance_blocks_the_failover() {
-    let approvals = [
-        (None, Some("Failover")),
-        (Some("true"), Some("ApprovedFailover")),
-        (Some("orders-3"), Some("ApprovedFailover")),
-        (Some("orders-2"), None),
+fn only_an_approval_quoting_the_blocked_decision_promotes() {
+    // No synchronous standby: required durability blocks.
+    let (first, _) = judged_with(
+        &annotated(spec("required", false), &serving(), None),
+        &primary_failed(),
+    );
+    let decision = first.blocked.expect("blocked");
+    assert_eq!(decision.to, "orders-3");
+    let mut blocked = serving();
+    blocked.failover = Some(tusk_api::v1alpha1::FailoverStatus {
+        blocked: Some(decision.clone()),
+    });
+    // (approval, promoted with reason, events, annotation removed)
+    let stale = "0123456789";
+    let cases = [
+        (None, None, vec![], false),
+        (
+            Some(decision.id.as_str()),
+            Some("ApprovedFailover"),
+            vec!["ApprovedFailover"],
+            true,
+        ),
+        (Some(stale), None, vec![APPROVAL_REJECTED], true),
+        (Some("orders-3"), None, vec![APPROVAL_REJECTED], true),
+        (Some("true"), None, vec![APPROVAL_REJECTED], true),
     ];
-    for (approval, reason) in approvals {
-        let mut cluster = with_status(spec("preferred", false), &serving());
-        if let Some(approval) = approval {
-            cluster.metadata.annotations =
-                Some([(labels::APPROVE_DATA_LOSS.to_owned(), approval.to_owned())].into());
-        }
-        let valid = crate::validate::validate(&cluster, &OperatorConfig::default()).expect("valid");
-        let (check, note) = judge(&cluster, &valid, &primary_failed(), now());
+    for (approval, reason, events, cleared) in cases {
+        let cluster = annotated(spec("required", false), &blocked, approval);
+        let (check, notes) = judged_with(&cluster, &primary_failed());
         assert_eq!(
-            check.record.map(|r| r.reason).as_deref(),
+            check.record.as_ref().map(|r| r.reason.as_str()),
             reason,
             "{approval:?}"
         );
-        assert_eq!(note.map(|n| n.reason).as_deref(), reason);
+        assert_eq!(reasons(&notes), events, "{approval:?}");
+        assert_eq!(check.clear_approval, cleared, "{approval:?}");
+        if reason.is_none() {
+            let still = check.blocked.expect("still blocked");
+            assert_eq!(
+                still.id, decision.id,
+                "the same decision keeps its identity"
+            );
+            if let Some(rejected) = approval {
+                assert_eq!(still.rejected_approval.as_deref(), Some(rejected));
+                assert!(
+                    notes[0].text.contains(&format!("={}", decision.id)),
+                    "{}",
+                    notes[0].text
+                );
+            }
+        }
     }
+    // Preferred durability needs no approval, and ignores one.
+    let cluster = annotated(spec("preferred", false), &serving(), Some(stale));
+    let (check, notes) = judged_with(&cluster, &primary_failed());
+    assert_eq!(check.record.map(|r| r.reason).as_deref(), Some("Failover"));
+    assert_eq!(reasons(&notes), ["Failover"]);
+    assert!(!check.clear_approval);
+}
+
+/// orders-1 failed; orders-3 was chosen at `decided` and does not answer.
+fn promoting(decided: &str) -> (PostgresClusterStatus, Observed) {
+    let mut status = serving();
+    status.target_primary = Some("orders-3".into());
+    status.current_primary = None;
+    status.last_failover = serde_json::from_value(json!({
+        "time": decided, "from": "orders-1", "to": "orders-3", "reason": "Failover",
+        "lsnGapBytes": 0, "durationSeconds": 6.0,
+    }))
+    .expect("a record");
+    let mut observed = primary_failed();
+    observed.reports.remove("orders-3");
+    observed.children.pods[2] = pod("orders-3", false);
+    (status, observed)
+}
+
+fn deleting(mut pod: Pod) -> Pod {
+    pod.metadata.deletion_timestamp = Some(Time(now()));
+    pod
+}
+
+#[test]
+fn a_promotion_that_does_not_complete_in_time_is_abandoned_for_the_next_best() {
+    // Decided 10 s ago: it has 20 s more.
+    let (status, observed) = promoting("2026-01-01T10:00:50Z");
+    let (check, notes) = judged_with(&with_status(spec("preferred", false), &status), &observed);
+    assert_eq!((promoted(&check), notes), (None, vec![]));
+    assert_eq!(check.delay_left.map(|d| d.as_secs()), Some(20));
+    // Decided 30 s ago: orders-2 is chosen, orders-3 never again.
+    let (status, observed) = promoting("2026-01-01T10:00:30Z");
+    let (check, notes) = judged_with(&with_status(spec("preferred", false), &status), &observed);
+    let record = check.record.expect("decided again");
+    assert_eq!(
+        (record.from.as_str(), record.to.as_str()),
+        ("orders-1", "orders-2")
+    );
+    assert_eq!(record.abandoned, ["orders-3"]);
+    assert_eq!(
+        record.duration_seconds,
+        Some(36.0),
+        "from the primary's failure"
+    );
+    assert_eq!(reasons(&notes), [PROMOTION_ABANDONED, "Failover"]);
+    assert!(
+        notes[0].text.contains("orders-3 did not report serving"),
+        "{}",
+        notes[0].text
+    );
+    // Its pod being deleted: abandoned at once.
+    let (status, mut observed) = promoting("2026-01-01T10:00:59Z");
+    observed.children.pods[2] = deleting(pod("orders-3", false));
+    let (check, _) = judged_with(&with_status(spec("preferred", false), &status), &observed);
+    assert_eq!(promoted(&check).map(|(to, _)| to), Some("orders-2"));
+    // Nothing else to choose: it stalls, and says why.
+    let (mut status, mut observed) = promoting("2026-01-01T10:00:00Z");
+    if let Some(record) = status.last_failover.as_mut() {
+        record.abandoned = vec!["orders-2".into()];
+    }
+    observed.reports.remove("orders-2");
+    let (check, notes) = judged_with(&with_status(spec("preferred", false), &status), &observed);
+    assert_eq!((promoted(&check), notes), (None, vec![]));
+    assert!(
+        check
+            .stalled
+            .is_some_and(|why| why.contains("no other standby"))
+    );
+}
+
+#[test]
+fn a_pod_being_deleted_is_never_a_candidate() {
+    let mut observed = primary_failed();
+    // orders-3 is the most advanced, but its pod is going away.
+    observed.children.pods[2] = deleting(pod("orders-3", true));
+    let (check, _) = judged_with(
+        &with_status(spec("preferred", false), &serving()),
+        &observed,
+    );
+    assert_eq!(promoted(&check).map(|(to, _)| to), Some("orders-2"));
+}
+
+#[test]
+fn a_primary_that_still_answers_gives_the_freshest_synchronous_flush_position() {
+    // orders-1's pod is not ready, but its manager answers: it last saw
+    // orders-2 (sync) flush up to 0/4FFFFFF, beyond what orders-2 reports
+    // having received now. Required durability does not trust the listing.
+    let mut observed = primary_failed();
+    let mut primary = report("orders-1", "primary", "0/5000000").1;
+    primary.ready = false;
+    primary.current_lsn = Some("0/5000000".into());
+    primary.standbys = serde_json::from_value(json!([
+        {"name": "orders-2", "state": "streaming", "syncState": "sync", "flushLsn": "0/4FFFFFF"},
+    ]))
+    .expect("standbys");
+    observed.reports.insert("orders-1".into(), primary);
+    observed.reports.remove("orders-3");
+    let (check, _) = judged_with(&with_status(spec("required", true), &serving()), &observed);
+    assert!(check.record.is_none());
+    assert_eq!(check.blocked.map(|b| b.to).as_deref(), Some("orders-2"));
 }
 
 #[test]
@@ -248,8 +409,36 @@ fn a_switchover_starts_only_while_the_primary_serves() {
         ("orders-9", &serving_check, None, Some("SwitchoverRefused")),
     ];
     for (requested, check, to, reason) in cases {
-        let (record, note) = switchover(requested, "orders-1", check, &reports, now());
+        let observed = Observed {
+            reports: reports.clone(),
+            ..Observed::default()
+        };
+        let (record, note) = switchover(requested, "orders-1", check, &observed, now());
         assert_eq!(record.map(|r| r.to).as_deref(), to, "{requested}");
         assert_eq!(note.map(|n| n.reason).as_deref(), reason, "{requested}");
     }
+}
+
+#[test]
+fn choosing_again_waits_for_the_lease_an_abandoned_standby_may_hold() {
+    use crate::primacy::LeaseState;
+    // orders-3 was chosen 30 s ago, may have taken the lease over, and
+    // renewed it a moment ago: no second primary until it could expire.
+    let (status, mut observed) = promoting("2026-01-01T10:00:30Z");
+    let held = |unchanged: u64| LeaseState::Held {
+        holder: "orders-3".into(),
+        version: "42".into(),
+        duration: std::time::Duration::from_secs(5),
+        unchanged_for: std::time::Duration::from_secs(unchanged),
+    };
+    observed.lease = Some(held(1));
+    let cluster = with_status(spec("preferred", false), &status);
+    let (check, notes) = judged_with(&cluster, &observed);
+    assert_eq!((promoted(&check), notes), (None, vec![]));
+    assert_eq!(check.delay_left.map(|d| d.as_secs()), Some(4));
+    // Unrenewed for its whole duration: orders-2 takes it over.
+    observed.lease = Some(held(5));
+    let (check, _) = judged_with(&cluster, &observed);
+    assert_eq!(promoted(&check).map(|(to, _)| to), Some("orders-2"));
+    assert_eq!(check.lease_takeover.as_deref(), Some("42"));
 }
