@@ -43,6 +43,10 @@ fn tusk_binary() -> PathBuf {
         })
 }
 
+fn mib(kib: u64) -> f64 {
+    kib as f64 / 1024.0
+}
+
 fn memory_kib(pid: u32, field: &str) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .unwrap_or_default()
@@ -141,6 +145,22 @@ async fn start_sandbox() -> (Sandbox, tempfile::TempDir, kube::Client) {
     (sandbox, dir, client)
 }
 
+/// The plain environment variables the install manifest gives the
+/// operator's container (those that tune the process, such as the
+/// allocator's), so the figures are those of the operator as shipped.
+fn shipped_environment() -> Vec<(String, String)> {
+    tusk_operator::install::deployment()
+        .spec
+        .and_then(|s| s.template.spec)
+        .and_then(|s| s.containers.into_iter().next())
+        .and_then(|c| c.env)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|e| e.value_from.is_none() && !e.name.starts_with("TUSK_"))
+        .filter_map(|e| Some((e.name, e.value?)))
+        .collect()
+}
+
 /// The operator as its own process, serving metrics on the returned port.
 fn start_operator(sandbox: &Sandbox) -> (Operator, u16) {
     let port = free_port();
@@ -154,6 +174,7 @@ fn start_operator(sandbox: &Sandbox) -> (Operator, u16) {
                 "--http-address",
             ])
             .arg(format!("127.0.0.1:{port}"))
+            .envs(shipped_environment())
             .env("KUBECONFIG", sandbox.kubeconfig_path())
             .env("RUST_LOG", "warn")
             .stdout(Stdio::null())
@@ -300,12 +321,12 @@ async fn run(clusters: usize) {
         steady_requests as f64 / steady_reconciles.max(1.0)
     );
     println!(
-        "  operator memory: idle {} MiB, now {} MiB (heap and stacks {} MiB, the binary's pages {} MiB), peak {} MiB",
-        idle_rss / 1024,
-        rss / 1024,
-        memory_kib(pid, "RssAnon:") / 1024,
-        memory_kib(pid, "RssFile:") / 1024,
-        peak / 1024
+        "  operator memory: idle {:.1} MiB, now {:.1} MiB (heap and stacks {:.1} MiB, the binary's pages {:.1} MiB), peak {:.1} MiB",
+        mib(idle_rss),
+        mib(rss),
+        mib(memory_kib(pid, "RssAnon:")),
+        mib(memory_kib(pid, "RssFile:")),
+        mib(peak)
     );
     println!("  children per cluster, as JSON without managedFields: {sizes}");
     println!(
@@ -320,9 +341,9 @@ async fn run(clusters: usize) {
     if clusters >= 1000 {
         let p99 = percentile(&changes.latencies, 0.99);
         println!(
-            "  targets at {clusters} clusters: operator RSS <= {RSS_TARGET_MIB} MiB: {} ({} MiB); spec change p99 <= {OBSERVED_TARGET_SECONDS} s: {} ({p99:.3} s)",
-            verdict(rss / 1024 <= RSS_TARGET_MIB),
-            rss / 1024,
+            "  targets at {clusters} clusters: operator RSS <= {RSS_TARGET_MIB} MiB: {} ({:.1} MiB); spec change p99 <= {OBSERVED_TARGET_SECONDS} s: {} ({p99:.3} s)",
+            verdict(rss <= RSS_TARGET_MIB * 1024),
+            mib(rss),
             verdict(changes.missed == 0 && p99 <= OBSERVED_TARGET_SECONDS),
         );
     }

@@ -135,6 +135,11 @@ fn environment() -> Vec<EnvVar> {
         // image, so operator and instance managers share one version.
         value("TUSK_OPERATOR_IMAGE", operator_image()),
         value("TUSK_DEFAULT_POSTGRES_IMAGE", postgres_image_template()),
+        // glibc gives every thread that allocates an arena of its own (up
+        // to eight per core), each keeping freed memory; two are plenty
+        // for the operator's few threads and keep its footprint small
+        // (docs/benchmarks.md).
+        value("MALLOC_ARENA_MAX", "2".to_owned()),
     ]
 }
 
