@@ -48,7 +48,10 @@ impl Node {
             tokio::spawn(crate::controllers::endpoints::run(client.clone())),
             tokio::spawn(crate::controllers::deployment::run(client.clone())),
             tokio::spawn(crate::controllers::replicaset::run(client.clone())),
-            tokio::spawn(crate::node::proxy::run(client)),
+            tokio::spawn(crate::node::proxy::run(
+                client,
+                kubelet.faults().service_cuts(),
+            )),
         ];
         Ok(Self {
             kubelet: Some(kubelet),

@@ -276,7 +276,18 @@ async fn publish(
     let namespace = pod.namespace().unwrap_or_default();
     let mut transitions = Transitions::default();
     let mut written: Option<Value> = None;
+    let node = ctx.faults.node_loss().clone();
     loop {
+        if node.lost() {
+            // Nothing is reported while the node is lost; once back, the
+            // status is written again whatever was last written, since the
+            // node lifecycle controller may have changed it meanwhile.
+            written = None;
+            tokio::select! {
+                () = node.up() => {}
+                _ = done.changed() => return,
+            }
+        }
         let finishing = *done.borrow();
         let status = {
             let mut s = state.lock().unwrap_or_else(PoisonError::into_inner);
