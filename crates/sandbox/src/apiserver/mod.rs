@@ -8,7 +8,7 @@
 //! clients, [`table`] for kubectl's columns, [`patch`] and [`apply`] for
 //! PATCH bodies and field ownership, [`crds`] for custom kinds,
 //! [`protobuf`] for Kubernetes protobuf bodies of built-in kinds, and
-//! [`faults`] for tests.
+//! [`faults`] and [`partitions`] for tests.
 
 pub mod admission;
 pub mod apply;
@@ -22,6 +22,7 @@ pub mod handlers;
 pub mod kubelet_proxy;
 pub mod objects;
 pub mod openapi;
+pub mod partitions;
 pub mod patch;
 pub mod protobuf;
 pub mod resources;
