@@ -188,3 +188,74 @@ async fn a_node_lost_with_its_processes_killed_restarts_them_once_back() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn faults_reach_the_node_through_the_api_server() {
+    use tusk_sandbox::fault_client::{Fault, PodRef, inject};
+    let node = Node::start().await;
+    node.create_pod(NS, sleeper("worker", None)).await;
+    let faults = node.faults();
+    let pid = eventually("the container to start", WAIT, || async {
+        faults.pid(NS, "worker", "main")
+    })
+    .await;
+    let worker = PodRef {
+        namespace: NS.into(),
+        name: "worker".into(),
+    };
+    inject(&node.client, &Fault::Freeze(worker.clone(), None))
+        .await
+        .expect("freeze");
+    eventually("the first container to freeze", WAIT, || async {
+        (process_state(pid) == Some('T')).then_some(())
+    })
+    .await;
+    inject(
+        &node.client,
+        &Fault::Thaw(worker.clone(), Some("main".into())),
+    )
+    .await
+    .expect("thaw");
+    eventually("the container to thaw", WAIT, || async {
+        (process_state(pid) != Some('T')).then_some(())
+    })
+    .await;
+    let cut = Fault::CutService(
+        worker.clone(),
+        tusk_sandbox::node::proxy::cuts::Direction::Ingress,
+    );
+    inject(&node.client, &cut).await.expect("cut");
+    assert_eq!(
+        faults.service_cuts().of(NS, "worker"),
+        Some(tusk_sandbox::node::proxy::cuts::Direction::Ingress)
+    );
+    inject(&node.client, &Fault::HealService(worker.clone()))
+        .await
+        .expect("heal");
+    assert_eq!(faults.service_cuts().of(NS, "worker"), None);
+
+    let lose = Fault::LoseNode {
+        node: "sandbox".into(),
+        processes: Processes::Keep,
+    };
+    inject(&node.client, &lose).await.expect("lose the node");
+    let partitions = node.api_faults().partitions().clone();
+    assert!(faults.node_lost() && partitions.node_cut("sandbox"));
+    let restore = Fault::RestoreNode {
+        node: "sandbox".into(),
+    };
+    inject(&node.client, &restore)
+        .await
+        .expect("restore the node");
+    assert!(!faults.node_lost() && !partitions.node_cut("sandbox"));
+
+    let ghost = PodRef {
+        namespace: NS.into(),
+        name: "ghost".into(),
+    };
+    let missing = inject(&node.client, &Fault::CutApi(ghost)).await;
+    assert!(
+        matches!(&missing, Err(kube::Error::Api(e)) if e.code == 404),
+        "{missing:?}"
+    );
+}

@@ -151,6 +151,9 @@ async fn dispatch_reachable(
             ok(openapi::v3_group_version(&api.registry, &group, &version))
         }
         Route::Unknown => not_found(),
+        Route::SandboxFault(fault) => {
+            crate::apiserver::fault_control::serve(api, &parts.method, &fault, &query).await
+        }
         Route::Resource(path) => {
             let body = to_bytes(body, MAX_BODY)
                 .await

@@ -257,7 +257,7 @@ pub fn start(client: Client, config: KubeletConfig) -> Result<KubeletHandle, Kub
     let root = running_as_root();
     prepare_dirs(&config, root)?;
     let faults = KubeletFaults::default();
-    let (endpoint, port, served) = start_endpoint(&config)?;
+    let (endpoint, port, served) = start_endpoint(&config, &faults)?;
     let heartbeat = tokio::spawn(node::heartbeat(
         client.clone(),
         config.node_name.clone(),
@@ -291,6 +291,7 @@ pub fn start(client: Client, config: KubeletConfig) -> Result<KubeletHandle, Kub
 /// to (see `server`); its port goes into the Node's status.
 fn start_endpoint(
     config: &KubeletConfig,
+    faults: &KubeletFaults,
 ) -> Result<(JoinHandle<()>, u16, served::ServedPods), KubeletError> {
     let error = |source| KubeletError::Endpoint { source };
     let listener = server::bind().map_err(error)?;
@@ -298,6 +299,7 @@ fn start_endpoint(
     let served = served::ServedPods::default();
     let state = Arc::new(server::ServerState {
         pods: served.clone(),
+        faults: faults.clone(),
         token: api_token(&config.kubeconfig),
     });
     Ok((tokio::spawn(server::serve(listener, state)), port, served))
