@@ -15,12 +15,26 @@ use super::{ServerState, authenticated, bad_request, status, unauthorized};
 use crate::node::kubelet::Processes;
 use crate::node::proxy::cuts::Direction;
 
-fn param<'a>(query: &'a HashMap<String, String>, name: &str) -> Result<&'a str, Response> {
+/// Why a fault was not injected: 400 for a bad request, 409 for a
+/// container that is not running.
+struct Refusal {
+    conflict: bool,
+    message: String,
+}
+
+fn bad(message: impl Into<String>) -> Refusal {
+    Refusal {
+        conflict: false,
+        message: message.into(),
+    }
+}
+
+fn param<'a>(query: &'a HashMap<String, String>, name: &str) -> Result<&'a str, Refusal> {
     query
         .get(name)
         .map(String::as_str)
         .filter(|v| !v.is_empty())
-        .ok_or_else(|| bad_request(format!("the fault needs the parameter {name:?}")))
+        .ok_or_else(|| bad(format!("the fault needs the parameter {name:?}")))
 }
 
 fn done(message: String) -> Response {
@@ -39,24 +53,31 @@ pub async fn inject(
     if !authenticated(&state, &headers) {
         return unauthorized();
     }
-    apply(&state, &fault, &query).unwrap_or_else(|refusal| refusal)
+    match apply(&state, &fault, &query) {
+        Ok(message) => done(message),
+        Err(Refusal {
+            conflict: true,
+            message,
+        }) => status(StatusCode::CONFLICT, "Conflict", message),
+        Err(Refusal { message, .. }) => bad_request(message),
+    }
 }
 
 fn apply(
     state: &ServerState,
     fault: &str,
     query: &HashMap<String, String>,
-) -> Result<Response, Response> {
+) -> Result<String, Refusal> {
     let faults = &state.faults;
     match fault {
         "lose-node" => {
-            let processes: Processes = param(query, "processes")?.parse().map_err(bad_request)?;
+            let processes: Processes = param(query, "processes")?.parse().map_err(bad)?;
             faults.lose_node(processes);
-            Ok(done(format!("the node is lost ({processes:?} processes)")))
+            Ok(format!("the node is lost ({processes:?} processes)"))
         }
         "restore-node" => {
             faults.restore_node();
-            Ok(done("the node is back".into()))
+            Ok("the node is back".into())
         }
         _ => pod_fault(state, fault, query),
     }
@@ -66,16 +87,18 @@ fn pod_fault(
     state: &ServerState,
     fault: &str,
     query: &HashMap<String, String>,
-) -> Result<Response, Response> {
+) -> Result<String, Refusal> {
     let (faults, cuts) = (&state.faults, state.faults.service_cuts());
     let (namespace, pod) = (param(query, "namespace")?, param(query, "pod")?);
     let container = || param(query, "container");
-    let not_running =
-        |e: super::super::FaultError| status(StatusCode::CONFLICT, "Conflict", e.to_string());
+    let not_running = |e: super::super::FaultError| Refusal {
+        conflict: true,
+        message: e.to_string(),
+    };
     match fault {
         "cut-service" => {
             let direction = query.get("direction").map_or("both", String::as_str);
-            let direction: Direction = direction.parse().map_err(bad_request)?;
+            let direction: Direction = direction.parse().map_err(bad)?;
             cuts.cut(namespace, pod, direction);
         }
         "heal-service" => cuts.heal(namespace, pod),
@@ -88,7 +111,7 @@ fn pod_fault(
         "kill" => faults
             .kill(namespace, pod, container()?)
             .map_err(not_running)?,
-        other => return Err(bad_request(format!("unknown fault {other:?}"))),
+        other => return Err(bad(format!("unknown fault {other:?}"))),
     }
-    Ok(done(format!("{fault}: pod {namespace}/{pod}")))
+    Ok(format!("{fault}: pod {namespace}/{pod}"))
 }
