@@ -9,6 +9,7 @@ pub mod logging;
 pub mod operator;
 pub mod promote;
 pub mod sandbox;
+pub mod sandbox_fault;
 pub mod sandbox_node;
 pub mod sandbox_operator;
 pub mod validate;

@@ -34,13 +34,25 @@ impl Node {
         kubeconfig: &Path,
         tusk_binary: PathBuf,
     ) -> Result<Self, KubeletError> {
+        let lifecycle = NodeLifecycleConfig::default();
+        Self::start_with_lifecycle(client, data_dir, kubeconfig, tusk_binary, lifecycle)
+    }
+
+    /// As [`Node::start`], with the node lifecycle controller's timings.
+    pub fn start_with_lifecycle(
+        client: Client,
+        data_dir: &Path,
+        kubeconfig: &Path,
+        tusk_binary: PathBuf,
+        lifecycle: NodeLifecycleConfig,
+    ) -> Result<Self, KubeletError> {
         let text =
             std::fs::read_to_string(kubeconfig).map_err(|source| KubeletError::Kubeconfig {
                 path: kubeconfig.to_owned(),
                 source,
             })?;
         let config = KubeletConfig::new(data_dir, text, tusk_binary)?;
-        Self::start_with(client, config)
+        Self::start_configured(client, config, lifecycle)
     }
 
     pub fn start_with(client: Client, config: KubeletConfig) -> Result<Self, KubeletError> {

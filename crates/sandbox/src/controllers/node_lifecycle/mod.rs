@@ -43,6 +43,18 @@ impl Default for NodeLifecycleConfig {
     }
 }
 
+impl NodeLifecycleConfig {
+    /// The same, checking often enough for a short grace period (a
+    /// quarter of it, at least every 100 ms) to be honoured.
+    pub fn monitored_within_grace(self) -> Self {
+        let quarter = (self.grace_period / 4).max(Duration::from_millis(100));
+        Self {
+            monitor_period: self.monitor_period.min(quarter),
+            ..self
+        }
+    }
+}
+
 /// Runs until the task is dropped.
 pub async fn run(client: Client, config: NodeLifecycleConfig) {
     let mut ticker = tokio::time::interval(config.monitor_period);
