@@ -49,9 +49,19 @@ pub fn last_heard(node: &Node, lease: Option<&Lease>) -> Option<Timestamp> {
 }
 
 /// Whether the node has been silent for longer than `grace` and its
-/// conditions do not say so yet.
-pub fn gone_silent(node: &Node, lease: Option<&Lease>, grace: Duration, now: Timestamp) -> bool {
-    let Some(heard) = last_heard(node, lease) else {
+/// conditions do not say so yet. `watching_since` is when this controller
+/// started watching: like kube-controller-manager, which measures silence
+/// from its own observations, it gives every node a full grace period
+/// after it starts (a sandbox restarted after a long stop would otherwise
+/// find its node silent before the kubelet's first report).
+pub fn gone_silent(
+    node: &Node,
+    lease: Option<&Lease>,
+    grace: Duration,
+    now: Timestamp,
+    watching_since: Timestamp,
+) -> bool {
+    let Some(heard) = last_heard(node, lease).map(|h| h.max(watching_since)) else {
         return false;
     };
     let silent = now.duration_since(heard).unsigned_abs() > grace && heard < now;
@@ -135,29 +145,28 @@ mod tests {
     #[test]
     fn a_node_is_silent_after_the_grace_period_from_its_last_report() {
         let grace = Duration::from_secs(40);
+        let start = at("2020-01-01T00:00:00Z");
         let ready = node("True", "2026-01-01T00:00:00Z", json!([]));
-        assert!(!gone_silent(
-            &ready,
-            None,
-            grace,
-            at("2026-01-01T00:00:40Z")
-        ));
-        assert!(gone_silent(&ready, None, grace, at("2026-01-01T00:00:41Z")));
+        let silent = |lease: Option<&Lease>, now: &str, since: Timestamp| {
+            gone_silent(&ready, lease, grace, at(now), since)
+        };
+        assert!(!silent(None, "2026-01-01T00:00:40Z", start));
+        assert!(silent(None, "2026-01-01T00:00:41Z", start));
+        assert!(
+            !silent(None, "2026-01-01T00:00:41Z", at("2026-01-01T00:00:30Z")),
+            "a full grace period from when the controller started"
+        );
         let lease: Lease = serde_json::from_value(json!({
             "metadata": {"name": "n"}, "spec": {"renewTime": "2026-01-01T00:00:30.000000Z"}
         }))
         .expect("lease");
         assert!(
-            !gone_silent(&ready, Some(&lease), grace, at("2026-01-01T00:00:41Z")),
+            !silent(Some(&lease), "2026-01-01T00:00:41Z", start),
             "a renewed Lease is a sign of life"
         );
         let unknown = node("Unknown", "2026-01-01T00:00:00Z", json!([]));
-        assert!(!gone_silent(
-            &unknown,
-            None,
-            grace,
-            at("2026-01-01T01:00:00Z")
-        ));
+        let later = at("2026-01-01T01:00:00Z");
+        assert!(!gone_silent(&unknown, None, grace, later, start));
     }
 
     #[test]

@@ -59,20 +59,21 @@ impl NodeLifecycleConfig {
 pub async fn run(client: Client, config: NodeLifecycleConfig) {
     let mut ticker = tokio::time::interval(config.monitor_period);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let since = Timestamp::now();
     loop {
         ticker.tick().await;
-        if let Err(error) = pass(&client, config.grace_period).await {
+        if let Err(error) = pass(&client, config.grace_period, since).await {
             tracing::debug!(%error, "node lifecycle pass interrupted; retrying");
         }
     }
 }
 
-async fn pass(client: &Client, grace: Duration) -> Result<(), kube::Error> {
+async fn pass(client: &Client, grace: Duration, since: Timestamp) -> Result<(), kube::Error> {
     let nodes: Api<Node> = Api::all(client.clone());
     let leases: Api<Lease> = Api::namespaced(client.clone(), "kube-node-lease");
     for node in nodes.list(&ListParams::default()).await? {
         let lease = leases.get_opt(&node.name_any()).await?;
-        let node = monitor(&nodes, node, lease.as_ref(), grace).await?;
+        let node = monitor(&nodes, node, lease.as_ref(), (grace, since)).await?;
         handle_pods(client, &node).await?;
     }
     Ok(())
@@ -83,11 +84,11 @@ async fn monitor(
     nodes: &Api<Node>,
     mut node: Node,
     lease: Option<&Lease>,
-    grace: Duration,
+    (grace, since): (Duration, Timestamp),
 ) -> Result<Node, kube::Error> {
     let now = Timestamp::now();
     let name = node.name_any();
-    if health::gone_silent(&node, lease, grace, now) {
+    if health::gone_silent(&node, lease, grace, now, since) {
         tracing::info!(node = %name, "node stopped reporting; its conditions are now Unknown");
         let patch = json!({
             "metadata": {"resourceVersion": node.resource_version()},
