@@ -121,6 +121,70 @@ async fn a_cut_pod_gets_nothing_until_the_cut_heals() {
     }
 }
 
+/// A server that reports what it reads and answers it back.
+async fn recording_echo(ip: &str) -> (SocketAddr, tokio::sync::mpsc::UnboundedReceiver<Vec<u8>>) {
+    let listener = TcpListener::bind((ip, 0)).await.expect("bind backend");
+    let address = listener.local_addr().expect("addr");
+    let (heard, hearing) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let heard = heard.clone();
+            tokio::spawn(async move {
+                let mut buf = [0u8; 64];
+                while let Ok(n) = socket.read(&mut buf).await {
+                    let _ = heard.send(buf[..n].to_vec());
+                    if n == 0 || socket.write_all(&buf[..n]).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (address, hearing)
+}
+
+#[tokio::test]
+async fn a_cut_holds_back_only_its_direction() {
+    let (server, mut heard) = recording_echo("127.1.200.5").await;
+    let (address, listener, cuts, _connections) = listen().await;
+    listener.set_backends(vec![backend(server, "a")]);
+    let mut stream = connect(address).await;
+    let mut buf = [0u8; 3];
+    stream.write_all(b"hi!").await.expect("write");
+    tokio::time::timeout(WAIT, stream.read_exact(&mut buf))
+        .await
+        .expect("established in time")
+        .expect("read");
+    let got = tokio::time::timeout(WAIT, heard.recv()).await;
+    assert_eq!(got.expect("in time"), Some(b"hi!".to_vec()));
+    let short = Duration::from_millis(500);
+    cuts.cut("shop", "a", Direction::Egress);
+    stream.write_all(b"out").await.expect("write");
+    let got = tokio::time::timeout(WAIT, heard.recv()).await;
+    assert_eq!(
+        got.expect("in time"),
+        Some(b"out".to_vec()),
+        "egress cut: the pod hears"
+    );
+    let mut buf = [0u8; 3];
+    let reply = tokio::time::timeout(short, stream.read_exact(&mut buf)).await;
+    assert!(reply.is_err(), "egress cut: the client hears nothing back");
+    cuts.cut("shop", "a", Direction::Ingress);
+    // The reply held by the egress cut passes now; what the client sends
+    // next does not.
+    tokio::time::timeout(WAIT, stream.read_exact(&mut buf))
+        .await
+        .expect("the held reply arrives")
+        .expect("read");
+    assert_eq!(&buf, b"out");
+    stream.write_all(b"in!").await.expect("write");
+    let unheard = tokio::time::timeout(short, heard.recv()).await;
+    assert!(unheard.is_err(), "ingress cut: the pod hears nothing");
+    cuts.heal("shop", "a");
+    let got = tokio::time::timeout(WAIT, heard.recv()).await;
+    assert_eq!(got.expect("in time"), Some(b"in!".to_vec()));
+}
+
 #[tokio::test]
 async fn stopping_the_proxy_closes_its_connections() {
     let (server, _a) = tagged_echo("127.1.200.4", b"A").await;
