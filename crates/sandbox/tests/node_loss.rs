@@ -189,9 +189,19 @@ async fn a_node_lost_with_its_processes_killed_restarts_them_once_back() {
     .await;
 }
 
+/// Injects a fault over HTTP, within [`WAIT`].
+async fn inject(
+    client: &kube::Client,
+    fault: &tusk_sandbox::fault_client::Fault,
+) -> Result<String, kube::Error> {
+    tokio::time::timeout(WAIT, tusk_sandbox::fault_client::inject(client, fault))
+        .await
+        .expect("the fault request is answered in time")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn faults_reach_the_node_through_the_api_server() {
-    use tusk_sandbox::fault_client::{Fault, PodRef, inject};
+    use tusk_sandbox::fault_client::{Fault, PodRef};
     let node = Node::start().await;
     node.create_pod(NS, sleeper("worker", None)).await;
     let faults = node.faults();
