@@ -17,7 +17,8 @@
 //!   Service proxy.
 //!
 //! Beside them: [`sandbox`] assembles and starts the API server and its
-//! controllers, [`client`] connects to a running sandbox, [`converge`]
+//! controllers, [`client`] connects to a running sandbox (and
+//! [`fault_client`] injects faults into it), [`converge`]
 //! applies manifests and says what has not converged yet, and [`testing`]
 //! is the harness tests use to start a sandbox and wait on conditions.
 
@@ -25,6 +26,7 @@ pub mod apiserver;
 pub mod client;
 pub mod controllers;
 pub mod converge;
+pub mod fault_client;
 mod informer;
 pub mod node;
 pub mod sandbox;

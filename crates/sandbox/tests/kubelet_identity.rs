@@ -161,3 +161,44 @@ async fn a_container_without_a_token_mount_runs_without_a_namespace_of_its_own()
     .await;
     assert_eq!(output, "no-token\n");
 }
+
+/// The pod's log after `from` bytes, once it holds `line`.
+async fn log_line_after(log: &std::path::Path, from: usize, line: &str) -> usize {
+    eventually(&format!("{line:?} in the pod's log"), WAIT, || async {
+        let output = support::log_text(log)?;
+        let found = output.get(from..)?.find(&format!("{line}\n"))?;
+        Some(from + found + line.len() + 1)
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_cut_off_from_the_api_server_gets_no_answer_until_healed() {
+    let Ok(kubectl) = which_kubectl() else {
+        panic!("kubectl is needed on PATH for this test");
+    };
+    let node = Node::start().await;
+    grant_configmap_reads(&node).await;
+    let script = format!(
+        "while true; do \
+           if {kubectl} get configmap kube-root-ca.crt -o name --request-timeout=1s >/dev/null 2>&1; \
+           then echo answered; else echo unanswered; fi; sleep 0.2; \
+         done"
+    );
+    let pod = node
+        .create_pod(NS, json!({
+            "metadata": {"name": "client"},
+            "spec": {"containers": [{"name": "main", "image": SHELL, "command": ["/bin/sh", "-c", script]}]}
+        }))
+        .await;
+    let log = node.log(&pod, "main", 0);
+    let seen = log_line_after(&log, 0, "answered").await;
+    let partitions = node.api_faults().partitions().clone();
+    partitions.cut_pod(NS, "client");
+    // A request already under way may still be answered; the next is not.
+    let cut = log_line_after(&log, seen, "unanswered").await;
+    let admin: Api<Service> = Api::namespaced(node.client.clone(), NS);
+    admin.get("kubernetes").await.expect("others are served");
+    partitions.heal_pod(NS, "client");
+    log_line_after(&log, cut, "answered").await;
+}

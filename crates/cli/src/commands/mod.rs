@@ -13,6 +13,7 @@ pub mod operator;
 pub mod promote;
 pub mod psql;
 pub mod sandbox;
+pub mod sandbox_fault;
 pub mod sandbox_node;
 pub mod sandbox_operator;
 pub mod status;

@@ -7,6 +7,7 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use tusk_sandbox::{Config, Sandbox};
 
@@ -23,6 +24,8 @@ pub struct Args {
 pub enum SandboxCommand {
     /// Start the sandbox and serve until interrupted.
     Up(UpArgs),
+    /// Inject a fault into the running sandbox (or end one).
+    Fault(super::sandbox_fault::FaultArgs),
 }
 
 #[derive(clap::Args)]
@@ -49,15 +52,40 @@ pub struct UpArgs {
     /// (repeatable).
     #[arg(long, value_name = "FILE")]
     pub apply: Vec<PathBuf>,
+    /// How long a node may stop reporting before the node lifecycle
+    /// controller marks it Unknown (kube-controller-manager's
+    /// --node-monitor-grace-period), e.g. 40s, 500ms, 2m.
+    #[arg(long, default_value = "40s", value_parser = parse_duration)]
+    pub node_monitor_grace_period: Duration,
+}
+
+/// A duration as Kubernetes flags write it, in one unit: `500ms`, `40s`,
+/// `2m`, `1h`.
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .ok_or_else(|| format!("{text:?} has no unit (ms, s, m or h)"))?;
+    let (number, unit) = text.split_at(split);
+    let number: u64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} does not start with a number"))?;
+    match unit {
+        "ms" => Ok(Duration::from_millis(number)),
+        "s" => Ok(Duration::from_secs(number)),
+        "m" => Ok(Duration::from_secs(number * 60)),
+        "h" => Ok(Duration::from_secs(number * 3600)),
+        other => Err(format!("unit {other:?} is not one of ms, s, m, h")),
+    }
 }
 
 pub fn run(args: &Args) -> Result<ExitCode, CommandError> {
     match &args.command {
         SandboxCommand::Up(up) => run_up(up),
+        SandboxCommand::Fault(fault) => super::sandbox_fault::run(fault),
     }
 }
 
-fn default_data_dir() -> Result<PathBuf, CommandError> {
+pub fn default_data_dir() -> Result<PathBuf, CommandError> {
     // Pods run as their own users when the sandbox runs as root, and root's
     // home is closed to them.
     if tusk_sandbox::kubelet::running_as_root() {
@@ -88,6 +116,7 @@ fn run_up(args: &UpArgs) -> Result<ExitCode, CommandError> {
         let options = super::sandbox_node::NodeOptions {
             apply: args.apply.clone(),
             kubelet: !args.no_kubelet,
+            node_monitor_grace_period: args.node_monitor_grace_period,
             operator: if args.no_operator {
                 OperatorMode::None
             } else if args.operator_in_process || args.no_kubelet {

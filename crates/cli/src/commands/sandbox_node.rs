@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use kube::Client;
 use tokio::sync::watch;
+use tusk_sandbox::controllers::node_lifecycle::NodeLifecycleConfig;
 use tusk_sandbox::converge;
 use tusk_sandbox::node::Node;
 
@@ -20,6 +21,8 @@ use super::sandbox_operator::{self, OperatorMode};
 pub struct NodeOptions {
     pub apply: Vec<PathBuf>,
     pub kubelet: bool,
+    /// The node lifecycle controller's grace period.
+    pub node_monitor_grace_period: Duration,
     pub operator: OperatorMode,
 }
 
@@ -58,7 +61,14 @@ pub async fn run(
     converge::install_crds(&client).await.map_err(failed)?;
     let node = if options.kubelet {
         let tusk = std::env::current_exe().map_err(CommandError::Runtime)?;
-        Some(Node::start(client.clone(), data_dir, kubeconfig, tusk).map_err(failed)?)
+        let lifecycle = NodeLifecycleConfig {
+            grace_period: options.node_monitor_grace_period,
+            ..NodeLifecycleConfig::default()
+        }
+        .monitored_within_grace();
+        let node =
+            Node::start_with_lifecycle(client.clone(), data_dir, kubeconfig, tusk, lifecycle);
+        Some(node.map_err(failed)?)
     } else {
         None
     };

@@ -12,6 +12,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use crate::apiserver::error::ApiError;
+use crate::apiserver::partitions::Partitions;
 
 /// The status an injected failure answers with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,6 +45,7 @@ struct State {
 pub struct Faults {
     state: Arc<Mutex<State>>,
     watch_generation: Arc<watch::Sender<u64>>,
+    partitions: Partitions,
 }
 
 impl Default for Faults {
@@ -52,6 +54,7 @@ impl Default for Faults {
         Self {
             state: Arc::default(),
             watch_generation: Arc::new(sender),
+            partitions: Partitions::default(),
         }
     }
 }
@@ -80,6 +83,11 @@ impl Faults {
         if let Ok(mut state) = self.state.lock() {
             state.delay = delay;
         }
+    }
+
+    /// Pods and nodes cut off from the API server.
+    pub fn partitions(&self) -> &Partitions {
+        &self.partitions
     }
 
     /// Ends every open watch now; clients must resume.

@@ -8,7 +8,8 @@
 //! clients, [`table`] for kubectl's columns, [`patch`] and [`apply`] for
 //! PATCH bodies and field ownership, [`crds`] for custom kinds,
 //! [`protobuf`] for Kubernetes protobuf bodies of built-in kinds, and
-//! [`faults`] for tests.
+//! [`faults`] and [`partitions`] for tests, and [`fault_control`] to
+//! inject them over HTTP.
 
 pub mod admission;
 pub mod apply;
@@ -17,11 +18,13 @@ pub mod crds;
 pub mod discovery;
 pub mod error;
 pub mod events;
+pub mod fault_control;
 pub mod faults;
 pub mod handlers;
 pub mod kubelet_proxy;
 pub mod objects;
 pub mod openapi;
+pub mod partitions;
 pub mod patch;
 pub mod protobuf;
 pub mod resources;

@@ -25,6 +25,9 @@ pub enum Route {
     OpenApiV3,
     OpenApiV3GroupVersion(String, String),
     Resource(ResourcePath),
+    /// `/sandbox/faults/{fault}`: the sandbox's fault injection, for
+    /// `tusk sandbox fault` (see `fault_control`).
+    SandboxFault(String),
     Unknown,
 }
 
@@ -54,6 +57,7 @@ pub fn parse(path: &str) -> Route {
         ["openapi", "v3", "apis", group, version] => {
             Route::OpenApiV3GroupVersion((*group).to_owned(), (*version).to_owned())
         }
+        ["sandbox", "faults", fault] => Route::SandboxFault((*fault).to_owned()),
         _ => Route::Unknown,
     }
 }

@@ -14,6 +14,7 @@ use kube::{Client, ResourceExt};
 use serde_json::Value;
 use tempfile::TempDir;
 use tusk_sandbox::Sandbox;
+use tusk_sandbox::controllers::node_lifecycle::NodeLifecycleConfig;
 use tusk_sandbox::kubelet::{
     Backoff, ImageMapping, ImageRule, KubeletConfig, KubeletFaults, Runtime,
 };
@@ -27,6 +28,7 @@ pub const SHELL: &str = "sandbox.test/shell:1";
 pub struct Node {
     pub dir: TempDir,
     pub client: Client,
+    lifecycle: NodeLifecycleConfig,
     api: Option<Sandbox>,
     node: Option<tusk_sandbox::node::Node>,
 }
@@ -51,20 +53,30 @@ fn kubelet_config(dir: &Path, sandbox: &Sandbox) -> KubeletConfig {
     config
 }
 
-async fn boot(dir: &Path) -> (Sandbox, Client, tusk_sandbox::node::Node) {
+async fn boot(
+    dir: &Path,
+    lifecycle: NodeLifecycleConfig,
+) -> (Sandbox, Client, tusk_sandbox::node::Node) {
     let (sandbox, client) = testing::serve(dir, |config| config).await;
-    let node = tusk_sandbox::node::Node::start_with(client.clone(), kubelet_config(dir, &sandbox))
+    let config = kubelet_config(dir, &sandbox);
+    let node = tusk_sandbox::node::Node::start_configured(client.clone(), config, lifecycle)
         .expect("node starts");
     (sandbox, client, node)
 }
 
 impl Node {
     pub async fn start() -> Self {
+        Self::start_with_lifecycle(NodeLifecycleConfig::default()).await
+    }
+
+    /// As [`Node::start`], with the node lifecycle controller's timings.
+    pub async fn start_with_lifecycle(lifecycle: NodeLifecycleConfig) -> Self {
         let dir = tempfile::tempdir().expect("temporary directory");
-        let (api, client, node) = boot(dir.path()).await;
+        let (api, client, node) = boot(dir.path(), lifecycle).await;
         Self {
             dir,
             client,
+            lifecycle,
             api: Some(api),
             node: Some(node),
         }
@@ -74,7 +86,7 @@ impl Node {
     /// same data directory.
     pub async fn restart(&mut self) {
         self.stop().await;
-        let (api, client, node) = boot(self.dir.path()).await;
+        let (api, client, node) = boot(self.dir.path(), self.lifecycle).await;
         self.api = Some(api);
         self.client = client;
         self.node = Some(node);
@@ -108,6 +120,15 @@ impl Node {
             pod.name_any(),
             pod.uid().unwrap_or_default()
         ))
+    }
+
+    /// The API server's fault handles (partitions, injected failures).
+    pub fn api_faults(&self) -> tusk_sandbox::Faults {
+        self.api
+            .as_ref()
+            .expect("API server running")
+            .faults()
+            .clone()
     }
 
     pub fn faults(&self) -> KubeletFaults {

@@ -6,7 +6,7 @@
 //! the server forever or pass tests and fail in production. Immutable fields
 //! are refused with the messages Kubernetes uses.
 
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use crate::apiserver::error::Cause;
 
@@ -27,6 +27,35 @@ fn object_at<'v>(
     map.get_mut(key)?.as_object_mut()
 }
 
+/// The DefaultTolerationSeconds admission plugin: a pod that does not
+/// tolerate the not-ready (or unreachable) NoExecute taint by itself
+/// (a toleration with that key or none, and effect NoExecute or none)
+/// tolerates it for 300 s.
+fn default_toleration_seconds(spec: &mut Map<String, Value>) {
+    let list = spec.entry("tolerations").or_insert_with(|| json!([]));
+    let Some(tolerations) = list.as_array_mut() else {
+        return;
+    };
+    for key in [
+        "node.kubernetes.io/not-ready",
+        "node.kubernetes.io/unreachable",
+    ] {
+        let tolerated = tolerations.iter().any(|t| {
+            let matches = |field: &str, wanted: &str| {
+                t[field]
+                    .as_str()
+                    .is_none_or(|v| v.is_empty() || v == wanted)
+            };
+            matches("key", key) && matches("effect", "NoExecute")
+        });
+        if !tolerated {
+            tolerations.push(json!({
+                "key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300
+            }));
+        }
+    }
+}
+
 /// Pod defaults (`pkg/apis/core/v1/defaults.go` and the admission plugins
 /// enabled by default).
 pub fn pod(pod: &mut Value, create: bool) {
@@ -45,14 +74,8 @@ pub fn pod(pod: &mut Value, create: bool) {
             .cloned()
             .unwrap_or(json!("default"));
         set_default(spec, "serviceAccount", account);
-        if create && spec.get("tolerations").is_none() {
-            spec.insert(
-                "tolerations".into(),
-                json!([
-                    {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
-                    {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
-                ]),
-            );
+        if create {
+            default_toleration_seconds(spec);
         }
         for list in ["containers", "initContainers"] {
             if let Some(Value::Array(containers)) = spec.get_mut(list) {
@@ -444,5 +467,37 @@ mod tests {
         assert_eq!(qos_class(&pod), "Guaranteed");
         let pod = json!({"spec": {"containers": [{"name": "a"}]}});
         assert_eq!(qos_class(&pod), "BestEffort");
+    }
+
+    #[test]
+    fn default_tolerations_are_added_for_the_taints_a_pod_does_not_tolerate() {
+        let keys = |pod: &Value| -> Vec<(String, i64)> {
+            pod["spec"]["tolerations"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|t| {
+                    let key = t["key"].as_str().unwrap_or("*").to_owned();
+                    (key, t["tolerationSeconds"].as_i64().unwrap_or(-1))
+                })
+                .collect()
+        };
+        let mut own = json!({"spec": {"containers": [], "tolerations": [
+            {"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"},
+            {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "tolerationSeconds": 5}
+        ]}});
+        pod(&mut own, true);
+        assert_eq!(
+            keys(&own),
+            [
+                ("dedicated".to_owned(), -1),
+                ("node.kubernetes.io/unreachable".to_owned(), 5),
+                ("node.kubernetes.io/not-ready".to_owned(), 300)
+            ]
+        );
+        let mut everything =
+            json!({"spec": {"containers": [], "tolerations": [{"operator": "Exists"}]}});
+        pod(&mut everything, true);
+        assert_eq!(keys(&everything), [("*".to_owned(), -1)]);
     }
 }

@@ -67,6 +67,16 @@ impl UserInfo {
         self.groups.iter().any(|g| g == group)
     }
 
+    /// The pod a ServiceAccount token is bound to, as `(namespace, name)`.
+    pub fn bound_pod(&self) -> Option<(String, String)> {
+        let (namespace, _) = split_service_account(&self.name)?;
+        let pod = self
+            .extra
+            .get("authentication.kubernetes.io/pod-name")?
+            .first()?;
+        Some((namespace.to_owned(), pod.clone()))
+    }
+
     /// Whether the user is in `system:masters`.
     pub fn is_master(&self) -> bool {
         self.in_group(MASTERS)

@@ -35,8 +35,10 @@ use crate::apiserver::auth;
 use crate::apiserver::discovery;
 use crate::apiserver::error::ApiError;
 use crate::apiserver::openapi;
+use crate::apiserver::partitions::PodKey;
 use crate::apiserver::routing::{self, ResourcePath, Route};
 use crate::apiserver::state::Api;
+use crate::apiserver::storage::ObjectKey;
 use request::{ResourceRequest, is_events_v1};
 use response::{header_str, json_response};
 
@@ -54,14 +56,64 @@ fn accepts_json(accept: &str) -> bool {
     accept.is_empty() || accept.contains("json") || accept.contains("*/*")
 }
 
+/// Authenticates the request, holds it while its pod is cut off from the
+/// API server (see [`crate::apiserver::partitions`]), and serves it.
 async fn dispatch(api: &Arc<Api>, request: Request) -> Result<Response, ApiError> {
-    let (mut parts, body) = request.into_parts();
+    let (parts, body) = request.into_parts();
     let route = routing::parse(parts.uri.path());
     let anonymous_allowed = matches!(route, Route::Version | Route::Health);
     let user = Arc::new(auth::authenticate(api, &parts.headers, anonymous_allowed)?);
     let query: HashMap<String, String> = Query::try_from_uri(&parts.uri)
         .map(|Query(q)| q)
         .unwrap_or_default();
+    let watching = matches!(route, Route::Resource(_))
+        && query.get("watch").is_some_and(|w| w == "true" || w == "1");
+    let Some((pod, node)) = bound_pod(api, &user, watching) else {
+        return dispatch_reachable(api, Request::from_parts(parts, body), user, query).await;
+    };
+    let partitions = api.faults.partitions().clone();
+    partitions.reachable(&pod, node.as_deref()).await;
+    let response = dispatch_reachable(api, Request::from_parts(parts, body), user, query).await?;
+    Ok(if watching {
+        let (parts, body) = response.into_parts();
+        Response::from_parts(parts, partitions.hold_while_cut(body, pod, node))
+    } else {
+        response
+    })
+}
+
+/// The pod (and its node) a request's token is bound to, when it may be
+/// cut off: now (some pod or node is) or later (a watch lasts).
+fn bound_pod(
+    api: &Api,
+    user: &auth::user::UserInfo,
+    watching: bool,
+) -> Option<(PodKey, Option<String>)> {
+    if !watching && !api.faults.partitions().any() {
+        return None;
+    }
+    let pod = user.bound_pod()?;
+    let stored = api
+        .store
+        .get(&ObjectKey::new("/pods", &pod.0, &pod.1))
+        .ok()
+        .flatten();
+    let node = stored
+        .as_ref()
+        .and_then(|p| p.pointer("/spec/nodeName"))
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    Some((pod, node))
+}
+
+async fn dispatch_reachable(
+    api: &Arc<Api>,
+    request: Request,
+    user: Arc<auth::user::UserInfo>,
+    query: HashMap<String, String>,
+) -> Result<Response, ApiError> {
+    let (mut parts, body) = request.into_parts();
+    let route = routing::parse(parts.uri.path());
     auth::authorize_request(api, &user, &parts.method, parts.uri.path(), &route, &query)?;
     let accept = header_str(&parts.headers, header::ACCEPT).to_owned();
     if route == Route::OpenApiV2 && accept.contains("protobuf") {
@@ -99,6 +151,9 @@ async fn dispatch(api: &Arc<Api>, request: Request) -> Result<Response, ApiError
             ok(openapi::v3_group_version(&api.registry, &group, &version))
         }
         Route::Unknown => not_found(),
+        Route::SandboxFault(fault) => {
+            crate::apiserver::fault_control::serve(api, &parts.method, &fault, &query).await
+        }
         Route::Resource(path) => {
             let body = to_bytes(body, MAX_BODY)
                 .await

@@ -13,6 +13,7 @@ use tokio::sync::{mpsc, watch};
 
 use super::backoff::Backoff;
 use super::faults::KubeletFaults;
+use super::node_loss::NodeLoss;
 use super::plan::ExecTemplate;
 use super::probes::{ProbePlan, Verdict, run_check};
 use super::process::{Exit, Process, ProcessSpec};
@@ -161,6 +162,12 @@ pub async fn run(
                 return Outcome::Stopped;
             }
         };
+        // A lost node starts nothing; killed containers restart once it is
+        // back.
+        tokio::select! {
+            () = owner.faults.node_loss().up() => {}
+            _ = stop_requested(&mut stop) => return Outcome::Stopped,
+        }
         spec.log = super::logs::run_log(&plan.log_dir, slot.restart_count());
         super::logs::prune(&plan.log_dir, slot.restart_count());
         let started_at = now();
@@ -257,6 +264,7 @@ async fn supervise(
     });
     let (events, mut probe_events) = mpsc::channel(16);
     let probes = AbortOnDrop(tokio::spawn(run_probes(
+        owner.faults.node_loss().clone(),
         plan.startup.clone(),
         plan.liveness.clone(),
         plan.readiness.clone(),
@@ -306,13 +314,20 @@ impl Drop for AbortOnDrop {
 /// the kubelet's ticker starts them: a check that times out is followed at
 /// once by the next, so a hung container fails `failureThreshold` checks in
 /// about `failureThreshold` timeouts, not timeouts plus periods.
-async fn probe_loop(plan: &ProbePlan, want: Option<bool>, mut changed: impl FnMut(bool, String)) {
+async fn probe_loop(
+    plan: &ProbePlan,
+    want: Option<bool>,
+    node: &NodeLoss,
+    mut changed: impl FnMut(bool, String),
+) {
     tokio::time::sleep(plan.initial_delay).await;
     let mut verdict = Verdict::default();
     let mut ticker = tokio::time::interval(plan.period);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         ticker.tick().await;
+        // A lost node probes nothing.
+        node.up().await;
         let result = run_check(&plan.check, plan.timeout).await;
         let message = result.as_ref().err().cloned().unwrap_or_default();
         if verdict.record(result.is_ok(), plan)
@@ -327,6 +342,7 @@ async fn probe_loop(plan: &ProbePlan, want: Option<bool>, mut changed: impl FnMu
 }
 
 async fn run_probes(
+    node: NodeLoss,
     startup: Option<ProbePlan>,
     liveness: Option<ProbePlan>,
     readiness: Option<ProbePlan>,
@@ -334,7 +350,7 @@ async fn run_probes(
 ) {
     if let Some(plan) = &startup {
         let mut failed = None;
-        probe_loop(plan, Some(true), |passing, message| {
+        probe_loop(plan, Some(true), &node, |passing, message| {
             if !passing && failed.is_none() {
                 failed = Some(message);
             }
@@ -352,6 +368,7 @@ async fn run_probes(
         let _ = events.send(ProbeEvent::Started).await;
     }
     let readiness_events = events.clone();
+    let readiness_node = node.clone();
     let readiness_task = async move {
         match &readiness {
             None => {
@@ -364,7 +381,7 @@ async fn run_probes(
                         let _ = readiness_events.send(ProbeEvent::Ready(ready)).await;
                     }
                 };
-                let probing = probe_loop(plan, None, move |passing, _| {
+                let probing = probe_loop(plan, None, &readiness_node, move |passing, _| {
                     let _ = sender.send(passing);
                 });
                 tokio::join!(probing, forward);
@@ -374,7 +391,7 @@ async fn run_probes(
     let liveness_task = async move {
         if let Some(plan) = &liveness {
             let (sender, mut receiver) = mpsc::unbounded_channel();
-            let probing = probe_loop(plan, Some(false), move |passing, message| {
+            let probing = probe_loop(plan, Some(false), &node, move |passing, message| {
                 if !passing {
                     let _ = sender.send(message);
                 }

@@ -1,12 +1,17 @@
 //! Fault injection for tests: kill a container's processes, freeze and thaw
-//! them, or make a pod's readiness fail, as a node problem would.
+//! them, make a pod's readiness fail, as a node problem would; lose the
+//! whole node (`node_loss`); and cut pods off from their Services' clients
+//! (the proxy's [`ServiceCuts`], shared from here so one handle reaches
+//! every fault of the node).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use nix::sys::signal::Signal;
 
+use super::node_loss::{NodeLoss, Processes};
 use super::process::signal_tree;
+use crate::node::proxy::cuts::ServiceCuts;
 
 #[derive(Debug, thiserror::Error)]
 pub enum FaultError {
@@ -30,6 +35,8 @@ struct State {
 #[derive(Clone, Debug, Default)]
 pub struct KubeletFaults {
     state: Arc<Mutex<State>>,
+    node: NodeLoss,
+    cuts: ServiceCuts,
 }
 
 impl KubeletFaults {
@@ -99,6 +106,50 @@ impl KubeletFaults {
             state.unready.insert(key);
         } else {
             state.unready.remove(&key);
+        }
+    }
+
+    /// The partitions between pods and their Services' clients.
+    pub fn service_cuts(&self) -> ServiceCuts {
+        self.cuts.clone()
+    }
+
+    /// The node stops reporting, as when it loses power or its network:
+    /// no Node status or Lease renewals, no pod status, no reaction to
+    /// changes in the API, no restarts. `processes` says what happens to
+    /// the containers' processes meanwhile.
+    pub fn lose_node(&self, processes: Processes) {
+        if !self.node.lose(processes) {
+            return;
+        }
+        match processes {
+            Processes::Keep => {}
+            Processes::Freeze => self.signal_all(Signal::SIGSTOP),
+            Processes::Kill => self.signal_all(Signal::SIGKILL),
+        }
+    }
+
+    /// The node is back: frozen processes continue, killed containers
+    /// restart, and the kubelet reports and follows the API again.
+    pub fn restore_node(&self) {
+        if self.node.restore() == Some(Processes::Freeze) {
+            self.signal_all(Signal::SIGCONT);
+        }
+    }
+
+    /// Whether the node is lost.
+    pub fn node_lost(&self) -> bool {
+        self.node.lost()
+    }
+
+    pub(crate) fn node_loss(&self) -> &NodeLoss {
+        &self.node
+    }
+
+    fn signal_all(&self, signal: Signal) {
+        let pids: Vec<i32> = self.state().pids.values().copied().collect();
+        for pid in pids {
+            signal_tree(pid, signal);
         }
     }
 

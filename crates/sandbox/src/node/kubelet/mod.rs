@@ -24,6 +24,7 @@ mod inputs;
 mod isolation;
 mod logs;
 mod node;
+mod node_loss;
 mod plan;
 mod pod;
 mod probes;
@@ -51,6 +52,7 @@ use tokio::task::JoinHandle;
 pub use backoff::Backoff;
 pub use faults::{FaultError, KubeletFaults};
 pub use images::{ImageError, ImageMapping, ImageRule, Runtime};
+pub use node_loss::Processes;
 
 use addresses::AddressPool;
 
@@ -255,12 +257,13 @@ pub fn start(client: Client, config: KubeletConfig) -> Result<KubeletHandle, Kub
     let root = running_as_root();
     prepare_dirs(&config, root)?;
     let faults = KubeletFaults::default();
-    let (endpoint, port, served) = start_endpoint(&config)?;
+    let (endpoint, port, served) = start_endpoint(&config, &faults)?;
     let heartbeat = tokio::spawn(node::heartbeat(
         client.clone(),
         config.node_name.clone(),
         config.heartbeat,
         port,
+        faults.node_loss().clone(),
     ));
     let claims = tokio::spawn(claims::run(client.clone(), config.data_dir.clone()));
     let addresses = AddressPool::seeded(&config.data_dir.to_string_lossy());
@@ -288,6 +291,7 @@ pub fn start(client: Client, config: KubeletConfig) -> Result<KubeletHandle, Kub
 /// to (see `server`); its port goes into the Node's status.
 fn start_endpoint(
     config: &KubeletConfig,
+    faults: &KubeletFaults,
 ) -> Result<(JoinHandle<()>, u16, served::ServedPods), KubeletError> {
     let error = |source| KubeletError::Endpoint { source };
     let listener = server::bind().map_err(error)?;
@@ -295,6 +299,7 @@ fn start_endpoint(
     let served = served::ServedPods::default();
     let state = Arc::new(server::ServerState {
         pods: served.clone(),
+        faults: faults.clone(),
         token: api_token(&config.kubeconfig),
     });
     Ok((tokio::spawn(server::serve(listener, state)), port, served))
@@ -401,9 +406,19 @@ async fn watch_pods(ctx: Arc<Context>, mut stopping: watch::Receiver<bool>) {
     let mut events = std::pin::pin!(watcher(api, watcher::Config::default()).default_backoff());
     let mut pods = PodWatch::default();
     let mut resync = tokio::time::interval(Duration::from_secs(2));
+    let node = ctx.faults.node_loss().clone();
     loop {
+        if node.lost() {
+            // A lost node hears nothing; what changed meanwhile arrives
+            // when it is back (the watch resumes or lists again).
+            tokio::select! {
+                () = node.up() => {}
+                _ = stopping.changed() => break,
+            }
+        }
         let event = tokio::select! {
             event = events.next() => event,
+            () = node.down() => continue,
             _ = stopping.changed() => break,
             _ = resync.tick() => {
                 pods.resync(&ctx);

@@ -13,6 +13,7 @@ use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use serde_json::json;
 
+use super::node_loss::NodeLoss;
 use super::status::now;
 
 const LEASE_NAMESPACE: &str = "kube-node-lease";
@@ -144,9 +145,10 @@ pub async fn renew_lease(client: &Client, name: &str, period: Duration) -> Resul
 }
 
 /// Registers the node, then renews its status and Lease every `period`.
-pub async fn heartbeat(client: Client, name: String, period: Duration, port: u16) {
+pub async fn heartbeat(client: Client, name: String, period: Duration, port: u16, node: NodeLoss) {
     let mut registered = false;
     loop {
+        node.up().await;
         let result = if registered {
             write_status(&client, &name, port).await
         } else {

@@ -264,19 +264,59 @@ async fn run_init_containers(
     true
 }
 
-/// Writes the pod's status whenever it changes, until `done`.
+/// The status of a pod's Ready condition, from the API's pod or from a
+/// status the kubelet wrote.
+fn ready_status(status: Option<&Value>) -> Option<String> {
+    status?["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "Ready")?["status"]
+        .as_str()
+        .map(str::to_owned)
+}
+
+fn api_ready(pod: &Pod) -> Option<String> {
+    let status = pod
+        .status
+        .as_ref()
+        .and_then(|s| serde_json::to_value(s).ok());
+    ready_status(status.as_ref())
+}
+
+/// Writes the pod's status whenever it changes, until `done`; and again
+/// when the API's Ready condition (`seen`) differs from what was written,
+/// as the kubelet's status manager reconciles a status another writer (the
+/// node lifecycle controller) changed.
 async fn publish(
     ctx: Arc<Context>,
     pod: Pod,
     state: Arc<Mutex<PodState>>,
     mut done: watch::Receiver<bool>,
+    mut seen: watch::Receiver<Option<String>>,
 ) {
     let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &pod.namespace().unwrap_or_default());
     let (name, uid) = (pod.name_any(), pod.uid().unwrap_or_default());
     let namespace = pod.namespace().unwrap_or_default();
     let mut transitions = Transitions::default();
     let mut written: Option<Value> = None;
+    let node = ctx.faults.node_loss().clone();
     loop {
+        if node.lost() {
+            // Nothing is reported while the node is lost; once back, the
+            // status is written again whatever was last written, since the
+            // node lifecycle controller may have changed it meanwhile.
+            written = None;
+            tokio::select! {
+                () = node.up() => {}
+                _ = done.changed() => return,
+            }
+        }
+        let changed_elsewhere = seen.borrow_and_update().as_ref().is_some_and(|ready| {
+            written.is_some() && ready_status(written.as_ref()).as_ref() != Some(ready)
+        });
+        if changed_elsewhere {
+            written = None;
+        }
         let finishing = *done.borrow();
         let status = {
             let mut s = state.lock().unwrap_or_else(PoisonError::into_inner);
@@ -302,6 +342,7 @@ async fn publish(
         tokio::select! {
             () = tokio::time::sleep(ctx.config.status_interval) => {}
             _ = done.changed() => {}
+            _ = seen.changed() => {}
         }
     }
 }
@@ -347,6 +388,12 @@ fn grace_of(pod: &Pod) -> Duration {
     Duration::from_secs(seconds.max(0) as u64)
 }
 
+/// The address a pod had (kept across restarts of the sandbox).
+fn previous_ip(pod: &Pod) -> Option<Ipv4Addr> {
+    let ip = pod.status.as_ref()?.pod_ip.as_deref()?;
+    ip.parse().ok()
+}
+
 /// The pod worker: runs until the pod is deleted or the node stops.
 pub async fn run(
     ctx: Arc<Context>,
@@ -356,12 +403,7 @@ pub async fn run(
     let namespace = first.namespace().unwrap_or_default();
     let name = first.name_any();
     let uid = first.uid().unwrap_or_default();
-    let previous_ip = first
-        .status
-        .as_ref()
-        .and_then(|s| s.pod_ip.as_deref())
-        .and_then(|ip| ip.parse().ok());
-    let pod_ip = match ctx.addresses.allocate(&uid, previous_ip) {
+    let pod_ip = match ctx.addresses.allocate(&uid, previous_ip(&first)) {
         Ok(ip) => ip,
         Err(error) => {
             tracing::error!(pod = %name, %error, "cannot run pod");
@@ -375,11 +417,13 @@ pub async fn run(
     let served = ServedPod::new(&uid, &pod_dir, &state);
     ctx.served.register(&namespace, &name, served);
     let (done, done_signal) = watch::channel(false);
+    let (seen_ready, seen_signal) = watch::channel(None);
     let mut publisher = container::AbortOnDrop(tokio::spawn(publish(
         ctx.clone(),
         pod.clone(),
         state.clone(),
         done_signal,
+        seen_signal,
     )));
     let (stop, stop_signal) = watch::channel(None);
     let mut running = std::pin::pin!(lifecycle(
@@ -401,6 +445,7 @@ pub async fn run(
             signal = signals.recv() => match signal {
                 Some(Signal::Seen(seen)) => {
                     grace = grace_of(&seen);
+                    seen_ready.send_replace(api_ready(&seen));
                     pod = *seen;
                 }
                 Some(Signal::Gone) | None => break Signal::Gone,

@@ -18,10 +18,12 @@
 //!
 //! Paths follow the kubelet's: `/containerLogs/{namespace}/{pod}/{container}`
 //! (`logs`) and `/exec/{namespace}/{pod}/{container}` (`exec`, over
-//! WebSocket with the `channel` framing).
+//! WebSocket with the `channel` framing); `/faults/{fault}` (`faults`) is
+//! the sandbox's own, for fault injection the API server relays.
 
 mod channel;
 mod exec;
+mod faults;
 mod logs;
 
 use std::sync::Arc;
@@ -29,14 +31,16 @@ use std::sync::Arc;
 use axum::Router;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{any, get};
+use axum::routing::{any, get, post};
 use serde_json::json;
 
+use super::faults::KubeletFaults;
 use super::served::ServedPods;
 
 /// What the endpoint's handlers share.
 pub struct ServerState {
     pub pods: ServedPods,
+    pub faults: KubeletFaults,
     /// The bearer token a request must carry.
     pub token: String,
 }
@@ -56,6 +60,7 @@ pub async fn serve(listener: std::net::TcpListener, state: Arc<ServerState>) {
             get(logs::container_logs),
         )
         .route("/exec/{namespace}/{pod}/{container}", any(exec::exec))
+        .route("/faults/{fault}", post(faults::inject))
         .with_state(state);
     let listener = match tokio::net::TcpListener::from_std(listener) {
         Ok(listener) => listener,
