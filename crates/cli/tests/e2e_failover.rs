@@ -11,57 +11,11 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{NS, World, Writer, wait_for};
-use k8s_openapi::api::core::v1::{Endpoints, Pod};
+use common::{NS, World, Writer, pod_ip, rejoins_without_accepting_a_write, wait_for};
+use k8s_openapi::api::core::v1::Endpoints;
 use kube::api::Api;
 
 const CLUSTER: &str = "ha";
-
-async fn pod_ip(world: &World, name: &str) -> Option<String> {
-    let pods: Api<Pod> = Api::namespaced(world.client.clone(), NS);
-    pods.get(name).await.ok()?.status?.pod_ip
-}
-
-/// Waits until `name` is back as a ready standby, and meanwhile tries to
-/// write on it directly (not through `-rw`): every try must fail.
-async fn rejoins_without_accepting_a_write(world: &World, name: &str) {
-    let deadline = Instant::now() + Duration::from_secs(180);
-    let mut tries = 0;
-    loop {
-        if let Some(ip) = pod_ip(world, name).await {
-            let conninfo = world.conninfo_at(&ip, CLUSTER).await;
-            if let Ok(Ok((client, connection))) = tokio::time::timeout(
-                Duration::from_secs(3),
-                tokio_postgres::connect(&conninfo, tokio_postgres::NoTls),
-            )
-            .await
-            {
-                tokio::spawn(connection);
-                tries += 1;
-                let write = client.execute("insert into ledger (id) values (-1)", &[]);
-                let outcome = tokio::time::timeout(Duration::from_secs(3), write).await;
-                assert!(
-                    !matches!(outcome, Ok(Ok(_))),
-                    "the former primary {name} accepted a write"
-                );
-            }
-        }
-        let s = world.status(CLUSTER).await;
-        let back = s
-            .instances
-            .iter()
-            .any(|i| i.name == name && i.role == "replica" && i.ready);
-        if back && s.ready_instances == 3 {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{name} did not rejoin as a standby: {s:#?}"
-        );
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
-    println!("{name} rejoined as a standby; {tries} direct writes on it were refused");
-}
 
 /// Kills the primary's processes until the operator has chosen another
 /// instance; returns (former, new) primary.
@@ -108,7 +62,7 @@ async fn fail_over_by_killing_the_primary(world: &World) -> (String, String) {
         || async { world.status(CLUSTER).await.current_primary.as_deref() == Some(new.as_str()) },
     )
     .await;
-    rejoins_without_accepting_a_write(world, &old).await;
+    rejoins_without_accepting_a_write(world, CLUSTER, &old).await;
     (old, new)
 }
 
@@ -179,7 +133,7 @@ async fn no_acknowledged_write_is_lost_in_a_switchover_or_two_failovers() {
             .contains_key("tusk.dev/promote"),
         "the request is removed once acted on"
     );
-    rejoins_without_accepting_a_write(&world, &old).await;
+    rejoins_without_accepting_a_write(&world, CLUSTER, &old).await;
     writer.wait_for_more(20, Duration::from_secs(60)).await;
     println!(
         "switchover: longest time without an acknowledged write {:?}",
@@ -232,7 +186,7 @@ async fn no_acknowledged_write_is_lost_in_a_switchover_or_two_failovers() {
         writer.longest_pause_since(frozen)
     );
     faults.thaw(NS, &old, "postgres").expect("thaw");
-    rejoins_without_accepting_a_write(&world, &old).await;
+    rejoins_without_accepting_a_write(&world, CLUSTER, &old).await;
 
     let acknowledged = writer.finish().await;
     let (missing, stored) = world.missing_from_ledger(CLUSTER, &acknowledged).await;

@@ -9,7 +9,7 @@
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Secret, Service};
+use k8s_openapi::api::core::v1::{Pod, Secret, Service};
 use kube::Client;
 use kube::api::Api;
 use tokio::sync::watch;
@@ -222,6 +222,11 @@ impl World {
         (missing, stored.len())
     }
 
+    /// Pods and nodes cut off from the API server (sandbox faults).
+    pub fn partitions(&self) -> &tusk_sandbox::apiserver::partitions::Partitions {
+        self._sandbox.faults().partitions()
+    }
+
     /// The cluster's status (default while it has none).
     pub async fn status(&self, name: &str) -> PostgresClusterStatus {
         self.clusters()
@@ -389,4 +394,50 @@ impl Writer {
         let _ = self.stop.send(true);
         self.task.await.expect("writer task")
     }
+}
+
+pub async fn pod_ip(world: &World, name: &str) -> Option<String> {
+    let pods: Api<Pod> = Api::namespaced(world.client.clone(), NS);
+    pods.get(name).await.ok()?.status?.pod_ip
+}
+
+/// Waits until `name` is back as a ready standby, and meanwhile tries to
+/// write on it directly (not through `-rw`): every try must fail.
+pub async fn rejoins_without_accepting_a_write(world: &World, cluster: &str, name: &str) {
+    let deadline = Instant::now() + Duration::from_secs(180);
+    let mut tries = 0;
+    loop {
+        if let Some(ip) = pod_ip(world, name).await {
+            let conninfo = world.conninfo_at(&ip, cluster).await;
+            if let Ok(Ok((client, connection))) = tokio::time::timeout(
+                Duration::from_secs(3),
+                tokio_postgres::connect(&conninfo, tokio_postgres::NoTls),
+            )
+            .await
+            {
+                tokio::spawn(connection);
+                tries += 1;
+                let write = client.execute("insert into ledger (id) values (-1)", &[]);
+                let outcome = tokio::time::timeout(Duration::from_secs(3), write).await;
+                assert!(
+                    !matches!(outcome, Ok(Ok(_))),
+                    "the former primary {name} accepted a write"
+                );
+            }
+        }
+        let s = world.status(cluster).await;
+        let back = s
+            .instances
+            .iter()
+            .any(|i| i.name == name && i.role == "replica" && i.ready);
+        if back && s.ready_instances == 3 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{name} did not rejoin as a standby: {s:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    println!("{name} rejoined as a standby; {tries} direct writes on it were refused");
 }

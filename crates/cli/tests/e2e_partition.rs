@@ -1,0 +1,135 @@
+//! A primary cut off from the API server while its clients still reach it
+//! (R25, lease-held primacy), on the full sandbox with real PostgreSQL.
+//!
+//! A writer goes through `-rw` (its established connection stays with the
+//! old primary after the endpoint moves, as kube-proxy keeps it) and a
+//! second client writes to the primary directly. The primary's instance
+//! manager cannot renew its lease, so it stops PostgreSQL; the operator
+//! promotes a standby only after that. Every acknowledged write, through
+//! either client, must be on the new primary, the old primary must
+//! acknowledge nothing once the new one serves, and once healed it must
+//! rejoin as a standby.
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::{NS, World, Writer, pod_ip, rejoins_without_accepting_a_write, wait_for};
+
+const CLUSTER: &str = "cut";
+/// Ids the direct client writes start here, apart from the writer's.
+const DIRECT_IDS: i64 = 1_000_000_000;
+
+/// Writes to `conninfo` only (reconnecting to it), until `stop`; records
+/// each acknowledged id and when.
+fn direct_writer(
+    conninfo: String,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+) -> tokio::task::JoinHandle<Vec<(i64, Instant)>> {
+    tokio::spawn(async move {
+        let mut acked = Vec::new();
+        let mut client: Option<tokio_postgres::Client> = None;
+        let mut next = DIRECT_IDS;
+        while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+            let Some(connected) = client.as_ref() else {
+                let attempt = tokio_postgres::connect(&conninfo, tokio_postgres::NoTls);
+                if let Ok(Ok((c, connection))) =
+                    tokio::time::timeout(Duration::from_secs(2), attempt).await
+                {
+                    tokio::spawn(connection);
+                    client = Some(c);
+                } else {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                continue;
+            };
+            let params: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&next];
+            let write = connected.execute("insert into ledger (id) values ($1)", &params);
+            match tokio::time::timeout(Duration::from_secs(3), write).await {
+                Ok(Ok(_)) => acked.push((next, Instant::now())),
+                _ => client = None,
+            }
+            next += 1;
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        acked
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_primary_cut_off_from_the_api_server_stops_before_a_standby_is_promoted() {
+    let world = World::start().await;
+    world
+        .create_cluster(CLUSTER, common::durable_cluster(2))
+        .await;
+    world.wait_replicating(CLUSTER, 3).await;
+    world.create_ledger(CLUSTER).await;
+    let writer = Writer::start(&world, &format!("{CLUSTER}-rw"), CLUSTER, "ledger").await;
+    writer.wait_for_more(20, Duration::from_secs(60)).await;
+    let old = world
+        .status(CLUSTER)
+        .await
+        .current_primary
+        .expect("a primary");
+    let old_ip = pod_ip(&world, &old).await.expect("its IP");
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let direct = direct_writer(world.conninfo_at(&old_ip, CLUSTER).await, stop.clone());
+
+    world.partitions().cut_pod(NS, &old);
+    let cut = Instant::now();
+    let new = Arc::new(Mutex::new(None::<(String, Instant)>));
+    wait_for("a standby promoted", Duration::from_secs(90), || async {
+        let s = world.status(CLUSTER).await;
+        match s.current_primary.filter(|p| *p != old) {
+            Some(p) => {
+                new.lock().expect("new").get_or_insert((p, Instant::now()));
+                true
+            }
+            None => false,
+        }
+    })
+    .await;
+    let (new, serving) = new.lock().expect("new").clone().expect("promoted");
+    println!(
+        "failover {old} -> {new} seen {:?} after the cut",
+        serving - cut
+    );
+    let record = world.status(CLUSTER).await.last_failover.expect("recorded");
+    assert_eq!(
+        (record.from.as_str(), record.to.as_str()),
+        (old.as_str(), new.as_str())
+    );
+    writer.wait_for_more(20, Duration::from_secs(60)).await;
+    // The old primary, still cut off, stays stopped: its manager cannot
+    // hold the lease nor learn the new target.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let direct = direct.await.expect("direct writer");
+    let last_direct = direct.last().map(|(_, at)| *at);
+    println!(
+        "{} direct writes on the old primary acknowledged, the last {:?} after the cut",
+        direct.len(),
+        last_direct.map(|at| at.saturating_duration_since(cut))
+    );
+    assert!(!direct.is_empty(), "the direct client wrote before the cut");
+    assert!(
+        last_direct.is_some_and(|at| at < serving),
+        "the old primary acknowledged a write after {new} was serving"
+    );
+
+    world.partitions().heal_pod(NS, &old);
+    rejoins_without_accepting_a_write(&world, CLUSTER, &old).await;
+    let acknowledged = writer.finish().await;
+    let mut all: Vec<i64> = acknowledged.clone();
+    all.extend(direct.iter().map(|(id, _)| *id));
+    let (missing, stored) = world.missing_from_ledger(CLUSTER, &all).await;
+    println!(
+        "{} writes acknowledged ({} through -rw, {} direct), {stored} rows stored",
+        all.len(),
+        acknowledged.len(),
+        direct.len()
+    );
+    assert!(missing.is_empty(), "acknowledged writes lost: {missing:?}");
+    world.shutdown().await;
+}
