@@ -11,6 +11,16 @@ use tusk_api::v1alpha1::PostgresCluster;
 use super::CommandError;
 
 /// A client and the namespace a command works in.
+/// The cluster a command is about, as every cluster command names it.
+#[derive(clap::Args)]
+pub struct ClusterRef {
+    /// The PostgresCluster.
+    pub cluster: String,
+    /// Namespace of the cluster [default: the kubeconfig's].
+    #[arg(short, long)]
+    pub namespace: Option<String>,
+}
+
 pub struct Target {
     pub client: Client,
     pub namespace: String,

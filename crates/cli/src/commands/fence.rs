@@ -14,17 +14,14 @@ use tusk_api::fencing::Fencing;
 use tusk_api::labels::FENCED_INSTANCES;
 
 use super::CommandError;
-use super::cluster_access::{Target, block_on, kubernetes};
+use super::cluster_access::{ClusterRef, Target, block_on, kubernetes};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// The PostgresCluster.
-    pub cluster: String,
+    #[command(flatten)]
+    pub at: ClusterRef,
     /// The instance, e.g. `orders-2`, or `*` for every instance.
     pub instance: String,
-    /// Namespace of the cluster [default: the kubeconfig's].
-    #[arg(short, long)]
-    pub namespace: Option<String>,
 }
 
 /// The names in an annotation value, refusing one that cannot be read.
@@ -79,8 +76,8 @@ pub fn run(args: &Args, fence: bool) -> Result<ExitCode, CommandError> {
         return Ok(ExitCode::from(1));
     }
     block_on(async {
-        let target = Target::connect(args.namespace.as_deref()).await?;
-        let cluster = target.cluster(&args.cluster).await?;
+        let target = Target::connect(args.at.namespace.as_deref()).await?;
+        let cluster = target.cluster(&args.at.cluster).await?;
         let current = cluster.annotations().get(FENCED_INSTANCES).cloned();
         let value = match edited(current.as_deref(), &args.instance, fence) {
             Ok(value) => value,
@@ -98,7 +95,7 @@ pub fn run(args: &Args, fence: bool) -> Result<ExitCode, CommandError> {
         target
             .clusters()
             .patch(
-                &args.cluster,
+                &args.at.cluster,
                 &PatchParams::default(),
                 &Patch::Merge(&patch),
             )
@@ -108,14 +105,14 @@ pub fn run(args: &Args, fence: bool) -> Result<ExitCode, CommandError> {
         if !fence && still {
             eprintln!(
                 "{} stays fenced: the annotation fences `*`; `tusk unfence {} '*'` unfences every instance",
-                args.instance, args.cluster
+                args.instance, args.at.cluster
             );
         }
         println!(
             "{verb} {} in {}/{}: {FENCED_INSTANCES}={}",
             args.instance,
             target.namespace,
-            args.cluster,
+            args.at.cluster,
             value.as_deref().unwrap_or("(removed)")
         );
         Ok(ExitCode::SUCCESS)

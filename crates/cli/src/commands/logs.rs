@@ -8,15 +8,12 @@ use kube::ResourceExt;
 use kube::api::LogParams;
 
 use super::CommandError;
-use super::cluster_access::{Target, block_on, kubernetes};
+use super::cluster_access::{ClusterRef, Target, block_on, kubernetes};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// The PostgresCluster.
-    pub cluster: String,
-    /// Namespace of the cluster [default: the kubeconfig's].
-    #[arg(short, long)]
-    pub namespace: Option<String>,
+    #[command(flatten)]
+    pub at: ClusterRef,
     /// Lines from the end of each instance's log [default: all].
     #[arg(long)]
     pub tail: Option<i64>,
@@ -39,11 +36,11 @@ fn container_of(pod: &Pod) -> Option<String> {
 
 pub fn run(args: &Args) -> Result<ExitCode, CommandError> {
     block_on(async {
-        let target = Target::connect(args.namespace.as_deref()).await?;
-        target.cluster(&args.cluster).await?;
-        let pods = target.pods(&args.cluster).await?;
+        let target = Target::connect(args.at.namespace.as_deref()).await?;
+        target.cluster(&args.at.cluster).await?;
+        let pods = target.pods(&args.at.cluster).await?;
         if pods.is_empty() {
-            eprintln!("{} has no instance pods", args.cluster);
+            eprintln!("{} has no instance pods", args.at.cluster);
             return Ok(ExitCode::from(1));
         }
         let api = target.api::<Pod>();

@@ -17,16 +17,14 @@ use tusk_api::v1alpha1::PostgresCluster;
 use tusk_operator::switchover::{self, Progress, Requested};
 
 use super::CommandError;
+use super::cluster_access::{ClusterRef, Target, block_on, kubernetes};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// The PostgresCluster.
-    pub cluster: String,
+    #[command(flatten)]
+    pub at: ClusterRef,
     /// The instance to make primary, e.g. `orders-2`.
     pub instance: String,
-    /// Namespace of the cluster [default: the kubeconfig's].
-    #[arg(short, long)]
-    pub namespace: Option<String>,
     /// Approve a blocked failover to INSTANCE, accepting that commits the
     /// failed primary acknowledged and INSTANCE never received are lost.
     #[arg(long)]
@@ -36,30 +34,22 @@ pub struct Args {
     pub wait: u64,
 }
 
-fn kubernetes(error: kube::Error) -> CommandError {
-    CommandError::Kubernetes(error.to_string())
-}
-
 pub fn run(args: &Args) -> Result<ExitCode, CommandError> {
-    let runtime = tokio::runtime::Runtime::new().map_err(CommandError::Runtime)?;
-    runtime.block_on(promote(args))
+    block_on(promote(args))
 }
 
 async fn promote(args: &Args) -> Result<ExitCode, CommandError> {
-    let client = kube::Client::try_default().await.map_err(kubernetes)?;
-    let namespace = args
-        .namespace
-        .clone()
-        .unwrap_or_else(|| client.default_namespace().to_owned());
-    let api: Api<PostgresCluster> = Api::namespaced(client, &namespace);
-    let requested = switchover::request(&api, &args.cluster, &args.instance, args.accept_data_loss)
+    let target = Target::connect(args.at.namespace.as_deref()).await?;
+    let api: Api<PostgresCluster> = target.clusters();
+    let namespace = &target.namespace;
+    let requested = switchover::request(&api, &args.at.cluster, &args.instance, args.accept_data_loss)
         .await
         .map_err(kubernetes)?;
     let annotation = match requested {
         Requested::NoCluster => {
             eprintln!(
                 "refused: no PostgresCluster {} in namespace {namespace}",
-                args.cluster
+                args.at.cluster
             );
             return Ok(ExitCode::from(1));
         }
@@ -70,14 +60,14 @@ async fn promote(args: &Args) -> Result<ExitCode, CommandError> {
         Requested::AlreadyPrimary => {
             println!(
                 "{} is the primary of {} already",
-                args.instance, args.cluster
+                args.instance, args.at.cluster
             );
             return Ok(ExitCode::SUCCESS);
         }
         Requested::Annotated(annotation, value) => {
             println!(
                 "requested: {annotation}={value} on {namespace}/{}",
-                args.cluster
+                args.at.cluster
             );
             annotation
         }
@@ -87,7 +77,7 @@ async fn promote(args: &Args) -> Result<ExitCode, CommandError> {
     }
     let started = Instant::now();
     let limit = Duration::from_secs(args.wait);
-    let progress = switchover::wait(&api, &args.cluster, &args.instance, annotation, limit)
+    let progress = switchover::wait(&api, &args.at.cluster, &args.instance, annotation, limit)
         .await
         .map_err(kubernetes)?;
     match progress {
@@ -95,7 +85,7 @@ async fn promote(args: &Args) -> Result<ExitCode, CommandError> {
             println!(
                 "{} is the primary of {} ({:.1} s)",
                 args.instance,
-                args.cluster,
+                args.at.cluster,
                 started.elapsed().as_secs_f64()
             );
             Ok(ExitCode::SUCCESS)
@@ -104,7 +94,7 @@ async fn promote(args: &Args) -> Result<ExitCode, CommandError> {
             eprintln!(
                 "refused by the operator: see the SwitchoverRefused or ApprovalRejected event in \
                  `kubectl describe pgc {}`",
-                args.cluster
+                args.at.cluster
             );
             Ok(ExitCode::from(1))
         }
@@ -112,9 +102,9 @@ async fn promote(args: &Args) -> Result<ExitCode, CommandError> {
             eprintln!(
                 "{} is not the primary of {} after {} s; the request stands: watch `kubectl get pgc {} -w`",
                 args.instance,
-                args.cluster,
+                args.at.cluster,
                 limit.as_secs(),
-                args.cluster
+                args.at.cluster
             );
             Ok(ExitCode::from(1))
         }

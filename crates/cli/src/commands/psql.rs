@@ -14,15 +14,12 @@ use k8s_openapi::api::core::v1::{Secret, Service};
 use tusk_api::contract::{Credential, PASSWORD_KEY, POSTGRES_PORT, USERNAME_KEY};
 
 use super::CommandError;
-use super::cluster_access::{Target, block_on, kubernetes};
+use super::cluster_access::{ClusterRef, Target, block_on, kubernetes};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// The PostgresCluster.
-    pub cluster: String,
-    /// Namespace of the cluster [default: the kubeconfig's].
-    #[arg(short, long)]
-    pub namespace: Option<String>,
+    #[command(flatten)]
+    pub at: ClusterRef,
     /// Connect as the PostgreSQL superuser instead of the application owner.
     #[arg(long)]
     pub superuser: bool,
@@ -197,8 +194,8 @@ pub async fn how_to_connect(
 
 pub fn run(args: &Args) -> Result<ExitCode, CommandError> {
     let connection = block_on(async {
-        let target = Target::connect(args.namespace.as_deref()).await?;
-        connection(&target, &args.cluster, args.superuser).await
+        let target = Target::connect(args.at.namespace.as_deref()).await?;
+        connection(&target, &args.at.cluster, args.superuser).await
     })?;
     if args.print {
         println!("{}", connection.command_line(&args.psql, &args.extra));

@@ -17,15 +17,12 @@ use tusk_api::fencing::Fencing;
 use tusk_api::v1alpha1::{BackupStatus, PostgresCluster, RestoreVerification, UpgradeStatus};
 
 use super::CommandError;
-use super::cluster_access::{Target, block_on, pod_ready, table};
+use super::cluster_access::{ClusterRef, Target, block_on, pod_ready, table};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// The PostgresCluster.
-    pub cluster: String,
-    /// Namespace of the cluster [default: the kubeconfig's].
-    #[arg(short, long)]
-    pub namespace: Option<String>,
+    #[command(flatten)]
+    pub at: ClusterRef,
     /// Output format.
     #[arg(short, long, value_enum, default_value_t = Format::Text)]
     pub output: Format,
@@ -103,9 +100,9 @@ pub struct FailoverLine {
 
 pub fn run(args: &Args) -> Result<ExitCode, CommandError> {
     block_on(async {
-        let target = Target::connect(args.namespace.as_deref()).await?;
-        let cluster = target.cluster(&args.cluster).await?;
-        let pods = target.pods(&args.cluster).await?;
+        let target = Target::connect(args.at.namespace.as_deref()).await?;
+        let cluster = target.cluster(&args.at.cluster).await?;
+        let pods = target.pods(&args.at.cluster).await?;
         let report = report(&cluster, &pods);
         match args.output {
             Format::Json => println!(

@@ -17,7 +17,7 @@ use tusk_api::v1alpha1::{ClusterPhase, PostgresCluster};
 use tusk_operator::failover::PRIMARY_AVAILABLE;
 
 use super::CommandError;
-use super::cluster_access::{Target, block_on, kubernetes};
+use super::cluster_access::{ClusterRef, Target, block_on, kubernetes};
 use super::status::{report, time_text};
 
 /// Warning events shown at most.
@@ -25,11 +25,8 @@ const EVENTS_SHOWN: usize = 10;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// The PostgresCluster.
-    pub cluster: String,
-    /// Namespace of the cluster [default: the kubeconfig's].
-    #[arg(short, long)]
-    pub namespace: Option<String>,
+    #[command(flatten)]
+    pub at: ClusterRef,
 }
 
 /// A Warning event about the cluster.
@@ -43,9 +40,9 @@ pub struct Warning {
 
 pub fn run(args: &Args) -> Result<ExitCode, CommandError> {
     block_on(async {
-        let target = Target::connect(args.namespace.as_deref()).await?;
-        let cluster = target.cluster(&args.cluster).await?;
-        let pods = target.pods(&args.cluster).await?;
+        let target = Target::connect(args.at.namespace.as_deref()).await?;
+        let cluster = target.cluster(&args.at.cluster).await?;
+        let pods = target.pods(&args.at.cluster).await?;
         let events = target
             .api::<Event>()
             .list(&ListParams::default())
@@ -58,7 +55,7 @@ pub fn run(args: &Args) -> Result<ExitCode, CommandError> {
             println!("Ready");
             return Ok(ExitCode::SUCCESS);
         }
-        println!("{}/{} is not Ready:", target.namespace, args.cluster);
+        println!("{}/{} is not Ready:", target.namespace, args.at.cluster);
         for reason in chain {
             println!("- {reason}");
         }
