@@ -46,6 +46,8 @@ pub struct World {
     pub node: Option<Node>,
     stop: watch::Sender<bool>,
     operator: tokio::task::JoinHandle<()>,
+    operator_client: Client,
+    operator_config: OperatorConfig,
     _sandbox: Sandbox,
     pub dir: tempfile::TempDir,
 }
@@ -64,6 +66,23 @@ async fn operator_client(sandbox: &Sandbox, admin: &Client) -> Client {
         tusk_operator::install::NAME,
     )
     .await
+}
+
+fn spawn_operator(
+    client: Client,
+    config: OperatorConfig,
+) -> (watch::Sender<bool>, tokio::task::JoinHandle<()>) {
+    let (stop, stop_rx) = watch::channel(false);
+    let settings = Settings {
+        config,
+        ..Settings::default()
+    };
+    let operator = tokio::spawn(async move {
+        if let Err(error) = run(client, settings, stop_rx).await {
+            panic!("operator failed: {error}");
+        }
+    });
+    (stop, operator)
 }
 
 impl World {
@@ -92,25 +111,29 @@ impl World {
             config.postgres_uid = i64::from(uid);
             config.postgres_gid = i64::from(gid);
         }
-        let (stop, stop_rx) = watch::channel(false);
-        let settings = Settings {
-            config,
-            ..Settings::default()
-        };
         let operator_client = operator_client(&sandbox, &client).await;
-        let operator = tokio::spawn(async move {
-            if let Err(error) = run(operator_client, settings, stop_rx).await {
-                panic!("operator failed: {error}");
-            }
-        });
+        let (stop, operator) = spawn_operator(operator_client.clone(), config.clone());
         Self {
             client,
             node: Some(node),
             stop,
             operator,
+            operator_client,
+            operator_config: config,
             _sandbox: sandbox,
             dir,
         }
+    }
+
+    /// Kills the operator (its task is dropped wherever it is, as SIGKILL
+    /// would stop the process) and starts a new one.
+    pub async fn restart_operator(&mut self) {
+        self.operator.abort();
+        let _ = (&mut self.operator).await;
+        let (stop, operator) =
+            spawn_operator(self.operator_client.clone(), self.operator_config.clone());
+        self.stop = stop;
+        self.operator = operator;
     }
 
     pub async fn shutdown(mut self) {
