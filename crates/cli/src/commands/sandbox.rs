@@ -81,7 +81,7 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
 pub fn run(args: &Args) -> Result<ExitCode, CommandError> {
     match &args.command {
         SandboxCommand::Up(up) => run_up(up),
-        SandboxCommand::Fault(fault) => super::sandbox_fault::run(fault),
+        SandboxCommand::Fault(fault) => super::sandbox_fault::run(fault, default_data_dir),
     }
 }
 

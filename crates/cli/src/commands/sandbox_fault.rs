@@ -112,10 +112,16 @@ impl FaultCommand {
     }
 }
 
-pub fn run(args: &FaultArgs) -> Result<ExitCode, CommandError> {
+/// Applies the fault to the sandbox whose data directory is
+/// `--data-dir`, or the one `default_data_dir` gives (that of `tusk
+/// sandbox up`).
+pub fn run(
+    args: &FaultArgs,
+    default_data_dir: impl FnOnce() -> Result<PathBuf, CommandError>,
+) -> Result<ExitCode, CommandError> {
     let data_dir = match &args.data_dir {
         Some(dir) => dir.clone(),
-        None => super::sandbox::default_data_dir()?,
+        None => default_data_dir()?,
     };
     let kubeconfig = data_dir.join("kubeconfig");
     let runtime = tokio::runtime::Runtime::new().map_err(CommandError::Runtime)?;
