@@ -90,7 +90,7 @@ pub fn run(args: &Args) -> Result<ExitCode, CommandError> {
     super::logging::init(args.log.log_format, &[]);
     tracing::info!(
         version = env!("CARGO_PKG_VERSION"),
-        namespace = args.namespace.as_deref().unwrap_or("(all)"),
+        watch_namespace = args.namespace.as_deref().unwrap_or("(all)"),
         http_address = %args.http_address,
         "operator starting"
     );
