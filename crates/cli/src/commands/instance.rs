@@ -85,6 +85,8 @@ pub struct RunArgs {
     /// `replication/` [env: TUSK_SECRETS_DIR; default: /etc/tusk/secrets].
     #[arg(long)]
     pub secrets_dir: Option<String>,
+    #[command(flatten)]
+    pub log: logging::LogArgs,
 }
 
 impl RunArgs {
@@ -129,8 +131,8 @@ pub struct StatusArgs {
     pub http_port: u16,
 }
 
-/// Runs the subcommand. Failures are reported here (as a log line and on
-/// standard error) and turned into exit code 2.
+/// Runs the subcommand. Failures are reported here (through the logger
+/// once it is installed, else on standard error) and turned into exit code 2.
 pub fn run(args: &Args) -> Result<ExitCode, CommandError> {
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -149,15 +151,34 @@ pub fn run(args: &Args) -> Result<ExitCode, CommandError> {
     })
 }
 
+/// Reports a failure through the logger once `run` installed it (so a JSON
+/// log stays one object a line), on standard error before.
 fn failed(message: &str) -> ExitCode {
-    tracing::error!("{message}");
-    eprintln!("error: {message}");
+    if tracing::dispatcher::has_been_set() {
+        tracing::error!("{message}");
+    } else {
+        eprintln!("error: {message}");
+    }
     ExitCode::from(2)
 }
 
 async fn run_manager(args: &RunArgs) -> Result<(), String> {
-    logging::init_json();
-    let env = args.environment().map_err(|e| e.to_string())?;
+    let env = match args.environment() {
+        Ok(env) => env,
+        Err(error) => {
+            logging::init(args.log.log_format, &[]);
+            return Err(error.to_string());
+        }
+    };
+    // Every JSON line names the instance, whichever task logs it.
+    logging::init(
+        args.log.log_format,
+        &[
+            ("cluster", &env.cluster_name),
+            ("namespace", &env.namespace),
+            ("instance", &env.pod_name),
+        ],
+    );
     let secret = |credential: Credential| {
         UserSecret::from_dir(&env.secrets_dir.join(credential.mount_name()))
             .map_err(|e| e.to_string())

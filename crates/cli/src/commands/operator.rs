@@ -54,6 +54,8 @@ pub struct Args {
     /// Group id PostgreSQL runs as in its pods.
     #[arg(long, env = "TUSK_POSTGRES_GID", default_value_t = 999, value_parser = clap::value_parser!(i64).range(1..))]
     pub postgres_gid: i64,
+    #[command(flatten)]
+    pub log: super::logging::LogArgs,
 }
 
 impl Args {
@@ -85,9 +87,15 @@ impl Args {
 }
 
 pub fn run(args: &Args) -> Result<ExitCode, CommandError> {
-    super::logging::init_json();
+    super::logging::init(args.log.log_format, &[]);
+    tracing::info!(
+        version = env!("CARGO_PKG_VERSION"),
+        watch_namespace = args.namespace.as_deref().unwrap_or("(all)"),
+        http_address = %args.http_address,
+        "operator starting"
+    );
     let runtime = tokio::runtime::Runtime::new().map_err(CommandError::Runtime)?;
-    runtime.block_on(async {
+    let outcome = runtime.block_on(async {
         let client = kube::Client::try_default()
             .await
             .map_err(|e| CommandError::Kubernetes(e.to_string()))?;
@@ -101,6 +109,11 @@ pub fn run(args: &Args) -> Result<ExitCode, CommandError> {
             .await
             .map_err(|e| CommandError::Kubernetes(e.to_string()))?;
         Ok(ExitCode::SUCCESS)
+    });
+    // Reported through the logger, so a JSON log stays one object a line.
+    outcome.or_else(|error: CommandError| {
+        tracing::error!(%error, "the operator stopped");
+        Ok(ExitCode::from(2))
     })
 }
 

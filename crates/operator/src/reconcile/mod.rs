@@ -109,7 +109,9 @@ async fn reconcile_cluster(
     let result = finalizer(&api, FINALIZER, cluster, |event| async {
         match event {
             Finalizer::Apply(cluster) => converge(&cluster, &ctx).instrument(span.clone()).await,
-            Finalizer::Cleanup(cluster) => cleanup::run(&cluster, &ctx).await,
+            Finalizer::Cleanup(cluster) => {
+                cleanup::run(&cluster, &ctx).instrument(span.clone()).await
+            }
         }
     })
     .await
@@ -145,13 +147,15 @@ fn finalizer_error(error: runtime::finalizer::Error<Error>) -> Error {
 pub fn error_policy(cluster: Arc<CachedCluster>, error: &Error, ctx: Arc<Context>) -> Action {
     let failures = ctx.failures.failed(&cluster_key(cluster.as_ref()));
     let category = error.category();
+    // The same fields as the reconcile span, which has ended by now.
+    let (name, namespace) = (cluster.name_any(), cluster.namespace().unwrap_or_default());
     match crate::retry::delay(category, failures) {
         Some(delay) => {
-            tracing::warn!(%error, category = category.reason(), failures, retry_in_seconds = delay.as_secs_f64(), "reconcile failed");
+            tracing::warn!(cluster = %name, %namespace, %error, category = category.reason(), failures, retry_in_seconds = delay.as_secs_f64(), "reconcile failed");
             Action::requeue(delay)
         }
         None => {
-            tracing::warn!(%error, category = category.reason(), "reconcile failed; waiting for a change");
+            tracing::warn!(cluster = %name, %namespace, %error, category = category.reason(), "reconcile failed; waiting for a change");
             Action::await_change()
         }
     }
