@@ -5,7 +5,7 @@
 //! Operator-owned settings come first and cannot be overridden: user
 //! parameters naming one of them are refused (the API already rejects them;
 //! this is the last line of defence). User parameters come after the
-//! defaults they may override (`wal_keep_size`, `max_wal_senders`, ...);
+//! defaults they may override (`wal_keep_size`, `max_replication_slots`, ...);
 //! PostgreSQL applies the last occurrence of a setting.
 
 use std::collections::BTreeMap;
