@@ -111,7 +111,14 @@ pub fn validate(
     let synchronous = spec
         .synchronous()
         .map_err(|error| spec_error("spec.replication.synchronous.number", error.to_string()))?;
-    let bootstrap = bootstrap(spec)?;
+    // The names only matter for a bootstrap still to come: a cluster whose
+    // data exists keeps running under the names it was created with
+    // (bootstrap is immutable, so refusing them would stop it for good).
+    let bootstrapped = cluster
+        .status
+        .as_ref()
+        .is_some_and(|s| s.target_primary.is_some());
+    let bootstrap = bootstrap(spec, bootstrapped)?;
     let unsupported = unsupported(spec, &bootstrap);
 
     Ok(ValidatedCluster {
@@ -250,12 +257,14 @@ fn storage(size: &str) -> Result<(Quantity, u128), SpecError> {
     Ok((storage_size, storage_bytes))
 }
 
-fn bootstrap(spec: &PostgresClusterSpec) -> Result<Bootstrap, SpecError> {
+fn bootstrap(spec: &PostgresClusterSpec, bootstrapped: bool) -> Result<Bootstrap, SpecError> {
     let bootstrap = match &spec.bootstrap {
         None => Bootstrap::Initdb(InitdbSpec::default()),
         Some(b) => match (&b.initdb, &b.recovery) {
             (Some(initdb), None) => {
-                check_initdb_names(initdb)?;
+                if !bootstrapped {
+                    check_initdb_names(initdb)?;
+                }
                 Bootstrap::Initdb(initdb.clone())
             }
             (None, Some(recovery)) => Bootstrap::Recovery(recovery.clone()),
@@ -425,6 +434,22 @@ pub(crate) mod tests {
         let error = initdb(serde_json::json!({ "database": "template0" })).expect_err("template");
         assert_eq!(error.field, "spec.bootstrap.initdb.database");
         assert!(initdb(serde_json::json!({ "owner": "shop", "database": "shop" })).is_ok());
+    }
+
+    #[test]
+    fn a_cluster_bootstrapped_under_a_name_now_reserved_keeps_running() {
+        let mut spec = three_instances();
+        spec["bootstrap"] = serde_json::json!({ "initdb": { "owner": "postgres" } });
+        let mut existing = cluster(spec);
+        assert!(validate(&existing, &OperatorConfig::default()).is_err());
+        existing.status = Some(tusk_api::v1alpha1::PostgresClusterStatus {
+            target_primary: Some("orders-1".into()),
+            ..Default::default()
+        });
+        assert!(
+            validate(&existing, &OperatorConfig::default()).is_ok(),
+            "bootstrap is immutable: its names cannot be fixed in place"
+        );
     }
 
     #[test]

@@ -42,9 +42,14 @@ async fn promote(args: &Args) -> Result<ExitCode, CommandError> {
     let target = Target::connect(args.at.namespace.as_deref()).await?;
     let api: Api<PostgresCluster> = target.clusters();
     let namespace = &target.namespace;
-    let requested = switchover::request(&api, &args.at.cluster, &args.instance, args.accept_data_loss)
-        .await
-        .map_err(kubernetes)?;
+    let requested = switchover::request(
+        &api,
+        &args.at.cluster,
+        &args.instance,
+        args.accept_data_loss,
+    )
+    .await
+    .map_err(kubernetes)?;
     let annotation = match requested {
         Requested::NoCluster => {
             eprintln!(
