@@ -383,6 +383,171 @@ fn operator_owned_parameters_cannot_be_set() {
 }
 
 #[test]
+fn parameters_that_break_durability_or_load_code_cannot_be_set() {
+    let params = |p: Value| json!({"postgres": {"version": 15, "parameters": p}});
+    let field = "spec.postgres.parameters";
+    let mut cases = Vec::new();
+    for name in [
+        "archive_cleanup_command",
+        "recovery_end_command",
+        "include",
+        "include_dir",
+        "Include_If_Exists",
+        "dynamic_library_path",
+        "fsync",
+        "max_wal_senders",
+        "unix_socket_group",
+        "jit_provider",
+        "zero_damaged_pages",
+        "log_line_prefix",
+    ] {
+        cases.push(create(
+            name,
+            params(json!({ name: "x" })),
+            Expect::Invalid(field, "cannot be set"),
+        ));
+    }
+    for (name, value) in [
+        ("log_statement", "all"),
+        ("log_min_duration_statement", "0"),
+        (
+            "shared_preload_libraries",
+            "pg_stat_statements, auto_explain",
+        ),
+        ("session_preload_libraries", "auto_explain"),
+        ("wal_keep_size", "1GB"),
+    ] {
+        cases.push(create(name, params(json!({ name: value })), Expect::Valid));
+    }
+    for (name, value) in [
+        ("shared_preload_libraries", "timescaledb"),
+        ("shared_preload_libraries", "/tmp/evil.so"),
+        ("Local_Preload_Libraries", "pg_stat_statements,x"),
+    ] {
+        cases.push(create(
+            "a library the image may not ship",
+            params(json!({ name: value })),
+            Expect::Invalid(field, "comma-separated list of libraries from: auth_delay"),
+        ));
+    }
+    check(cases);
+}
+
+#[test]
+fn parameter_names_must_be_known_to_postgresql() {
+    let params = |p: Value| json!({"postgres": {"version": 15, "parameters": p}});
+    let field = "spec.postgres.parameters";
+    check(vec![
+        create(
+            "known, in any case",
+            params(json!({"DateStyle": "ISO", "work_mem": "8MB", "transaction_timeout": "1min"})),
+            Expect::Valid,
+        ),
+        create(
+            "custom prefix.name",
+            params(json!({"pg_stat_statements.track": "all", "app.tenant_1": "x"})),
+            Expect::Valid,
+        ),
+        create(
+            "a typo",
+            params(json!({"shared_buffer": "1GB"})),
+            Expect::Invalid(
+                field,
+                "spec.postgres.parameters.shared_buffer is not a PostgreSQL parameter",
+            ),
+        ),
+        create(
+            "not an identifier",
+            params(json!({"work mem": "8MB"})),
+            Expect::Invalid(field, "spec.postgres.parameters.work mem is not"),
+        ),
+        create(
+            "two dots",
+            params(json!({"a.b.c": "1"})),
+            Expect::Invalid(field, "spec.postgres.parameters.a.b.c is not"),
+        ),
+    ]);
+}
+
+#[test]
+fn parameter_values_must_parse_in_postgresql_conf() {
+    let params = |p: Value| json!({"postgres": {"version": 15, "parameters": p}});
+    let field = "spec.postgres.parameters";
+    let mut cases = vec![create(
+        "quotes and inner backslashes",
+        params(json!({"search_path": "\"$user\", it's", "app.path": "C:\\dir\\n"})),
+        Expect::Valid,
+    )];
+    for value in ["8MB\nfsync = off", "8MB\r", "8\u{0}MB", "8MB\t"] {
+        cases.push(create(
+            "a control character",
+            params(json!({ "work_mem": value })),
+            Expect::Invalid(
+                field,
+                "spec.postgres.parameters.work_mem: a value must not contain a line break",
+            ),
+        ));
+    }
+    cases.push(create(
+        "a trailing backslash",
+        params(json!({"app.path": "C:\\dir\\"})),
+        Expect::Invalid(
+            field,
+            "spec.postgres.parameters.app.path: a value must not contain",
+        ),
+    ));
+    cases.push(create(
+        "a trailing backslash is named",
+        params(json!({"app.path": "x\\"})),
+        Expect::Invalid(field, "must not end with a backslash"),
+    ));
+    check(cases);
+}
+
+#[test]
+fn application_owner_and_database_are_names_of_their_own() {
+    let initdb = |i: Value| json!({"bootstrap": {"initdb": i}});
+    let owner = "spec.bootstrap.initdb.owner";
+    check(vec![
+        create(
+            "shop",
+            initdb(json!({"owner": "shop", "database": "shop"})),
+            Expect::Valid,
+        ),
+        create(
+            "the superuser",
+            initdb(json!({"owner": "postgres"})),
+            Expect::Invalid(owner, "nor be postgres or streaming_replica"),
+        ),
+        create(
+            "the replication role",
+            initdb(json!({"owner": "streaming_replica"})),
+            Expect::Invalid(owner, "roles the operator manages"),
+        ),
+        create(
+            "a reserved role name",
+            initdb(json!({"owner": "pg_monitor"})),
+            Expect::Invalid(owner, "must not start with pg_"),
+        ),
+        create(
+            "too long",
+            initdb(json!({"owner": "a".repeat(64)})),
+            Expect::Invalid(owner, "longer than 63"),
+        ),
+        create(
+            "upper case or NUL",
+            initdb(json!({"owner": "Shop\u{0}"})),
+            Expect::Invalid(owner, "does not match"),
+        ),
+        create(
+            "a template",
+            initdb(json!({"database": "template1"})),
+            Expect::Invalid("spec.bootstrap.initdb.database", "template0 or template1"),
+        ),
+    ]);
+}
+
+#[test]
 fn bootstrap_names_one_method_and_is_immutable() {
     let recovery = json!({"bootstrap": {"recovery": {"source": {"url": "s3://old/orders"}}}});
     check(vec![
@@ -614,7 +779,7 @@ fn unknown_fields_are_reported_not_dropped() {
             Expect::Invalid("spec.size", "unknown field"),
         ),
         create(
-            "unknown parameter name is fine (a map)",
+            "a custom parameter name is fine (a map)",
             json!({"postgres": {"version": 15, "parameters": {"my.custom": "1"}}}),
             Expect::Valid,
         ),

@@ -6,6 +6,10 @@
 //! bind parameters of a function call: neither the plain password nor its
 //! verifier appears in any statement text, so neither PostgreSQL's
 //! statement log nor the client library's debug log can show them.
+//! PostgreSQL can still log a statement's bind parameters (`log_statement`,
+//! `log_min_duration_statement`, sampling, which users may set), so the
+//! call runs in a transaction that turns all of that off for itself
+//! ([`QUIET_TRANSACTION`]).
 
 use std::error::Error;
 use std::fmt;
@@ -60,15 +64,38 @@ impl ToSql for Redacted<'_> {
     to_sql_checked!();
 }
 
+/// Opens a transaction in which PostgreSQL logs no statement and no bind
+/// parameter, whatever the server's logging parameters say: statement and
+/// duration logging off, and parameters left out of any line still logged
+/// (a transaction sampled by `log_transaction_sample_rate` at its start
+/// is logged in full). `auto_explain`, if loaded, logs nothing either.
+/// These are superuser settings; the manager is the superuser.
+const QUIET_TRANSACTION: &str = "BEGIN;
+SET LOCAL log_statement = 'none';
+SET LOCAL log_min_duration_statement = -1;
+SET LOCAL log_min_duration_sample = -1;
+SET LOCAL log_parameter_max_length = 0;
+SET LOCAL log_parameter_max_length_on_error = 0;
+SET LOCAL auto_explain.log_min_duration = -1";
+
 /// Sets the password of `role` to `password`.
 pub async fn set_password(client: &Client, role: &str, password: &str) -> Result<(), SqlError> {
     client.batch_execute(SET_PASSWORD_FUNCTION).await?;
-    client
+    client.batch_execute(QUIET_TRANSACTION).await?;
+    let set = client
         .execute(
             "SELECT pg_temp.tusk_set_password($1, $2)",
             &[&role, &Redacted(&scram_verifier(password))],
         )
-        .await?;
+        .await;
+    match set {
+        Ok(_) => client.batch_execute("COMMIT").await?,
+        Err(error) => {
+            // The session is reused; leave it outside any transaction.
+            let _ = client.batch_execute("ROLLBACK").await;
+            return Err(error.into());
+        }
+    }
     Ok(())
 }
 

@@ -1,6 +1,9 @@
 //! No credential ever reaches the logs (R17): every log line of a primary
 //! bootstrap, a replica clone, a switchover with rewind and the HTTP
-//! endpoints is captured and searched for the passwords.
+//! endpoints is captured and searched for the passwords. PostgreSQL runs
+//! with every statement logged, with its parameters, as a user may set it
+//! (`log_statement: all`, `log_min_duration_statement: 0`), and its log
+//! lines are part of the capture.
 
 mod common;
 
@@ -41,7 +44,17 @@ async fn logs_never_contain_credentials() {
     let mut cluster = TestCluster::new();
     let mut a = cluster.instance("db-1");
     let mut b = cluster.instance("db-2");
-    let on_a = desired("db-1", a.address);
+    let logging_everything = |primary: &str, address| {
+        let mut desired = desired(primary, address);
+        for (name, value) in [
+            ("log_statement", "all"),
+            ("log_min_duration_statement", "0"),
+        ] {
+            desired.parameters.insert(name.into(), value.into());
+        }
+        desired
+    };
+    let on_a = logging_everything("db-1", a.address);
     a.start(on_a.clone());
     a.wait_status("a ready primary", Duration::from_secs(60), |r| r.ready)
         .await;
@@ -53,7 +66,7 @@ async fn logs_never_contain_credentials() {
     for path in ["/status", "/metrics", "/readyz", "/healthz"] {
         a.http_get(path).await;
     }
-    let on_b = desired("db-2", b.address);
+    let on_b = logging_everything("db-2", b.address);
     b.set_desired(on_b.clone());
     b.wait_status("db-2 promoted", Duration::from_secs(30), |r| {
         r.role == InstanceRole::Primary
@@ -72,6 +85,10 @@ async fn logs_never_contain_credentials() {
     let lines = logs.lines().count();
     assert!(lines > 50, "the logs were captured ({lines} lines)");
     assert!(logs.contains("pg_rewind"), "the switchover was logged");
+    assert!(
+        logs.contains("tusk_set_password"),
+        "PostgreSQL logged statements, among them the password function's creation"
+    );
     for secret in [
         common::SUPERUSER_PASSWORD,
         common::APP_PASSWORD,

@@ -105,12 +105,20 @@ pub fn validate(
         .map_err(|error| spec_error("spec.postgres.version", error.to_string()))?;
 
     refuse_operator_owned(&spec.postgres.parameters)?;
+    refuse_unparseable_parameters(&spec.postgres.parameters)?;
     refuse_lossy_commit(spec)?;
     let (storage_size, storage_bytes) = storage(&spec.storage.size)?;
     let synchronous = spec
         .synchronous()
         .map_err(|error| spec_error("spec.replication.synchronous.number", error.to_string()))?;
-    let bootstrap = bootstrap(spec)?;
+    // The names only matter for a bootstrap still to come: a cluster whose
+    // data exists keeps running under the names it was created with
+    // (bootstrap is immutable, so refusing them would stop it for good).
+    let bootstrapped = cluster
+        .status
+        .as_ref()
+        .is_some_and(|s| s.target_primary.is_some());
+    let bootstrap = bootstrap(spec, bootstrapped)?;
     let unsupported = unsupported(spec, &bootstrap);
 
     Ok(ValidatedCluster {
@@ -181,6 +189,61 @@ fn refuse_operator_owned(parameters: &BTreeMap<String, String>) -> Result<(), Sp
     Ok(())
 }
 
+/// Names PostgreSQL does not know and values it cannot read back stop
+/// the server at its next start; the first one found is named.
+fn refuse_unparseable_parameters(parameters: &BTreeMap<String, String>) -> Result<(), SpecError> {
+    for (name, value) in parameters {
+        if let Some(rule) = tusk_postgres::parameters::parameter_problem(name, value) {
+            return Err(spec_error(
+                &format!("spec.postgres.parameters.{name}"),
+                rule,
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The application owner and database as `bootstrap.initdb` names them:
+/// PostgreSQL identifiers the operator can quote, not a role it manages
+/// or reserves, not a template database.
+fn check_initdb_names(initdb: &InitdbSpec) -> Result<(), SpecError> {
+    use tusk_postgres::roles::{REPLICATION, SUPERUSER};
+    let identifier = |name: &str| {
+        (1..=63).contains(&name.len())
+            && name.starts_with(|c: char| c.is_ascii_lowercase() || c == '_')
+            && name
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+    };
+    const IDENTIFIER_RULE: &str =
+        "must be 1 to 63 lower-case letters, digits or '_', not starting with a digit";
+    for (field, name) in [
+        ("spec.bootstrap.initdb.owner", &initdb.owner),
+        ("spec.bootstrap.initdb.database", &initdb.database),
+    ] {
+        if !identifier(name) {
+            return Err(spec_error(field, IDENTIFIER_RULE));
+        }
+    }
+    if initdb.owner.starts_with("pg_") || [SUPERUSER, REPLICATION].contains(&initdb.owner.as_str())
+    {
+        return Err(spec_error(
+            "spec.bootstrap.initdb.owner",
+            format!(
+                "must not start with pg_ (reserved by PostgreSQL) nor be {SUPERUSER} or \
+                 {REPLICATION} (roles the operator manages)"
+            ),
+        ));
+    }
+    if ["template0", "template1"].contains(&initdb.database.as_str()) {
+        return Err(spec_error(
+            "spec.bootstrap.initdb.database",
+            "must not be template0 or template1 (PostgreSQL's templates)",
+        ));
+    }
+    Ok(())
+}
+
 fn storage(size: &str) -> Result<(Quantity, u128), SpecError> {
     let storage_size = Quantity(size.to_owned());
     let storage_bytes = quantity_bytes(&storage_size)
@@ -194,11 +257,16 @@ fn storage(size: &str) -> Result<(Quantity, u128), SpecError> {
     Ok((storage_size, storage_bytes))
 }
 
-fn bootstrap(spec: &PostgresClusterSpec) -> Result<Bootstrap, SpecError> {
+fn bootstrap(spec: &PostgresClusterSpec, bootstrapped: bool) -> Result<Bootstrap, SpecError> {
     let bootstrap = match &spec.bootstrap {
         None => Bootstrap::Initdb(InitdbSpec::default()),
         Some(b) => match (&b.initdb, &b.recovery) {
-            (Some(initdb), None) => Bootstrap::Initdb(initdb.clone()),
+            (Some(initdb), None) => {
+                if !bootstrapped {
+                    check_initdb_names(initdb)?;
+                }
+                Bootstrap::Initdb(initdb.clone())
+            }
             (None, Some(recovery)) => Bootstrap::Recovery(recovery.clone()),
             _ => {
                 return Err(spec_error(
@@ -309,6 +377,79 @@ pub(crate) mod tests {
         );
         spec["failover"] = serde_json::json!({"dataDurability": "preferred"});
         assert!(validate(&cluster(spec), &OperatorConfig::default()).is_ok());
+    }
+
+    #[test]
+    fn parameters_postgresql_cannot_start_with_are_refused_naming_the_parameter() {
+        let refused = |parameters: serde_json::Value| {
+            let mut spec = three_instances();
+            spec["postgres"]["parameters"] = parameters;
+            validate(&cluster(spec), &OperatorConfig::default()).expect_err("invalid")
+        };
+        let error = refused(serde_json::json!({"shared_buffer": "1GB"}));
+        assert_eq!(error.field, "spec.postgres.parameters.shared_buffer");
+        assert!(error.rule.contains("not a PostgreSQL parameter"), "{error}");
+        let error = refused(serde_json::json!({"work_mem": "8MB\nfsync = off"}));
+        assert_eq!(error.field, "spec.postgres.parameters.work_mem");
+        assert!(error.rule.contains("line break"), "{error}");
+        let error = refused(serde_json::json!({"app.dir": "C:\\"}));
+        assert_eq!(error.field, "spec.postgres.parameters.app.dir");
+        assert!(error.rule.contains("backslash"), "{error}");
+        let error = refused(serde_json::json!({"shared_preload_libraries": "evil"}));
+        assert_eq!(
+            error.field,
+            "spec.postgres.parameters.shared_preload_libraries"
+        );
+        let error = refused(serde_json::json!({"fsync": "off"}));
+        assert_eq!(error.field, "spec.postgres.parameters");
+
+        let mut spec = three_instances();
+        spec["postgres"]["parameters"] = serde_json::json!({
+            "search_path": "\"$user\", it's", "pg_stat_statements.track": "all",
+            "shared_preload_libraries": "pg_stat_statements", "log_statement": "all"
+        });
+        assert!(validate(&cluster(spec), &OperatorConfig::default()).is_ok());
+    }
+
+    #[test]
+    fn application_names_the_operator_manages_or_reserves_are_refused() {
+        let initdb = |initdb: serde_json::Value| {
+            let mut spec = three_instances();
+            spec["bootstrap"] = serde_json::json!({ "initdb": initdb });
+            validate(&cluster(spec), &OperatorConfig::default())
+        };
+        for owner in [
+            "postgres",
+            "streaming_replica",
+            "pg_monitor",
+            "Shop",
+            "a\u{0}",
+        ] {
+            let error = initdb(serde_json::json!({ "owner": owner })).expect_err(owner);
+            assert_eq!(error.field, "spec.bootstrap.initdb.owner", "{owner}");
+        }
+        let long = "a".repeat(64);
+        let error = initdb(serde_json::json!({ "owner": long })).expect_err("too long");
+        assert!(error.rule.contains("1 to 63"), "{error}");
+        let error = initdb(serde_json::json!({ "database": "template0" })).expect_err("template");
+        assert_eq!(error.field, "spec.bootstrap.initdb.database");
+        assert!(initdb(serde_json::json!({ "owner": "shop", "database": "shop" })).is_ok());
+    }
+
+    #[test]
+    fn a_cluster_bootstrapped_under_a_name_now_reserved_keeps_running() {
+        let mut spec = three_instances();
+        spec["bootstrap"] = serde_json::json!({ "initdb": { "owner": "postgres" } });
+        let mut existing = cluster(spec);
+        assert!(validate(&existing, &OperatorConfig::default()).is_err());
+        existing.status = Some(tusk_api::v1alpha1::PostgresClusterStatus {
+            target_primary: Some("orders-1".into()),
+            ..Default::default()
+        });
+        assert!(
+            validate(&existing, &OperatorConfig::default()).is_ok(),
+            "bootstrap is immutable: its names cannot be fixed in place"
+        );
     }
 
     #[test]

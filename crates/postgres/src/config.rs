@@ -5,7 +5,7 @@
 //! Operator-owned settings come first and cannot be overridden: user
 //! parameters naming one of them are refused (the API already rejects them;
 //! this is the last line of defence). User parameters come after the
-//! defaults they may override (`wal_keep_size`, `max_wal_senders`, ...);
+//! defaults they may override (`wal_keep_size`, `max_replication_slots`, ...);
 //! PostgreSQL applies the last occurrence of a setting.
 
 use std::collections::BTreeMap;
@@ -13,7 +13,7 @@ use std::fmt::Write as _;
 use std::net::IpAddr;
 use std::path::Path;
 
-use crate::parameters::is_operator_owned;
+use crate::parameters::{is_known_parameter, is_operator_owned, value_problem};
 use crate::synchronous::SynchronousStandbys;
 
 /// Line prefix of PostgreSQL's log lines; `supervisor` parses it into
@@ -25,10 +25,10 @@ pub const LOG_LINE_PREFIX: &str = "%m [%p] ";
 pub enum ConfigError {
     #[error("parameter `{0}` is owned by the operator and cannot be set")]
     OwnedParameter(String),
-    #[error("`{0}` is not a valid parameter name")]
+    #[error("`{0}` is not a PostgreSQL parameter (nor a custom prefix.name one)")]
     InvalidName(String),
-    #[error("the value of parameter `{0}` contains a line break or control character")]
-    InvalidValue(String),
+    #[error("the value of parameter `{0}` {1}")]
+    InvalidValue(String, String),
     #[error("user or password for {0} contains a line break")]
     InvalidCredential(&'static str),
 }
@@ -67,7 +67,6 @@ pub struct ServerConfig {
 /// Operator defaults that users may override.
 const OVERRIDABLE_DEFAULTS: &[(&str, &str)] = &[
     ("max_replication_slots", "10"),
-    ("max_wal_senders", "10"),
     ("wal_keep_size", "512MB"),
     // A standby notices a silent primary (frozen, cut off) within seconds
     // instead of the default minute, so a promotion waiting for its WAL
@@ -86,6 +85,7 @@ pub fn render_postgresql_conf(config: &ServerConfig) -> Result<String, ConfigErr
         ("unix_socket_permissions", "0700".into()),
         ("cluster_name", config.instance_name.clone()),
         ("wal_level", "replica".into()),
+        ("max_wal_senders", "10".into()),
         ("hot_standby", "on".into()),
         ("wal_log_hints", "on".into()),
         ("full_page_writes", "on".into()),
@@ -133,24 +133,25 @@ pub fn render_postgresql_conf(config: &ServerConfig) -> Result<String, ConfigErr
 }
 
 fn check_parameter(name: &str, value: &str) -> Result<(), ConfigError> {
-    let valid_name = !name.is_empty()
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.');
-    if !valid_name {
-        return Err(ConfigError::InvalidName(name.to_owned()));
-    }
     if is_operator_owned(name) {
         return Err(ConfigError::OwnedParameter(name.to_owned()));
     }
-    if value.chars().any(char::is_control) {
-        return Err(ConfigError::InvalidValue(name.to_owned()));
+    if !is_known_parameter(name) {
+        return Err(ConfigError::InvalidName(name.to_owned()));
+    }
+    if let Some(rule) = value_problem(name, value) {
+        return Err(ConfigError::InvalidValue(name.to_owned(), rule));
     }
     Ok(())
 }
 
+/// One `name = 'value'` line. Inside quotes PostgreSQL's configuration
+/// lexer reads `''` as a quote and a backslash as the start of an escape
+/// (`\n`, `\t`, octal, or the next character itself), so both are doubled:
+/// the server reads back exactly the declared value.
 fn line(out: &mut String, name: &str, value: &str) {
-    let _ = writeln!(out, "{name} = '{}'", value.replace('\'', "''"));
+    let quoted = value.replace('\\', "\\\\").replace('\'', "''");
+    let _ = writeln!(out, "{name} = '{quoted}'");
 }
 
 /// libpq connection string a standby uses to stream from `upstream`; its
@@ -316,11 +317,22 @@ mod tests {
         assert_eq!(setting(&conf, "shared_buffers").as_deref(), Some("16MB"));
         assert_eq!(setting(&conf, "wal_keep_size").as_deref(), Some("1GB"));
         assert!(conf.contains("search_path = '\"$user\", it''s'"));
+        config
+            .parameters
+            .insert("tusk.path".into(), "C:\\dir\\n".into());
+        let conf = render_postgresql_conf(&config).expect("renders");
+        assert!(conf.contains("tusk.path = 'C:\\\\dir\\\\n'"), "{conf}");
     }
 
     #[test]
     fn bad_user_parameters_are_refused() {
-        let cases: [(&str, &str, ConfigError); 4] = [
+        let cases: [(&str, &str, ConfigError); 6] = [
+            ("fsync", "off", ConfigError::OwnedParameter("fsync".into())),
+            (
+                "no_such_parameter",
+                "1",
+                ConfigError::InvalidName("no_such_parameter".into()),
+            ),
             (
                 "wal_level",
                 "minimal",
@@ -339,7 +351,10 @@ mod tests {
             (
                 "work_mem",
                 "4MB\nwal_level = minimal",
-                ConfigError::InvalidValue("work_mem".into()),
+                ConfigError::InvalidValue(
+                    "work_mem".into(),
+                    crate::parameters::CONTROL_CHARACTER_RULE.into(),
+                ),
             ),
         ];
         for (name, value, expected) in cases {

@@ -141,6 +141,9 @@ pub struct PostgresSpec {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     #[schemars(extend("maxProperties" = 256))]
     #[x_kube(validation = rules::no_operator_owned_parameters())]
+    #[x_kube(validation = rules::known_parameter_names())]
+    #[x_kube(validation = rules::parameter_values_parse())]
+    #[x_kube(validation = rules::preload_libraries_allowed())]
     pub parameters: BTreeMap<String, String>,
 }
 
@@ -370,17 +373,19 @@ pub struct BootstrapSpec {
 }
 
 /// A new, empty database.
-#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct InitdbSpec {
     /// Name of the application database.
     #[serde(default = "default_app_name")]
     #[schemars(length(min = 1, max = 63), regex(pattern = r"^[a-z_][a-z0-9_]*$"))]
+    #[x_kube(validation = rules::app_database_is_new())]
     pub database: String,
 
     /// Name of the role that owns the application database.
     #[serde(default = "default_app_name")]
     #[schemars(length(min = 1, max = 63), regex(pattern = r"^[a-z_][a-z0-9_]*$"))]
+    #[x_kube(validation = rules::app_owner_is_own_role())]
     pub owner: String,
 }
 

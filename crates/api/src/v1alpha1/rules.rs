@@ -13,7 +13,24 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
 };
 use kube::core::{Message, Reason, Rule};
 
-use crate::parameters::{DURABLE_SYNCHRONOUS_COMMITS, OWNED_PARAMETER_PREFIXES, OWNED_PARAMETERS};
+use crate::parameters::{
+    CONTROL_CHARACTER_CLASS, CONTROL_CHARACTER_RULE, CUSTOM_PARAMETER_PATTERN,
+    DURABLE_SYNCHRONOUS_COMMITS, KNOWN_PARAMETERS, OWNED_PARAMETER_PREFIXES, OWNED_PARAMETERS,
+    PRELOAD_PARAMETERS, TRAILING_BACKSLASH_RULE, UNKNOWN_PARAMETER_RULE, preload_list_pattern,
+    preload_rule,
+};
+use tusk_postgres::roles::{REPLICATION, SUPERUSER};
+
+/// `text` as a CEL string literal.
+fn cel_string(text: &str) -> String {
+    format!("'{}'", text.replace('\\', "\\\\").replace('\'', "\\'"))
+}
+
+/// `names` as a CEL list of string literals.
+fn cel_list(names: &[&str]) -> String {
+    let items: Vec<String> = names.iter().map(|n| cel_string(n)).collect();
+    format!("[{}]", items.join(", "))
+}
 
 /// `spec.instances >= 1` (R3).
 pub fn at_least_one_instance() -> Rule {
@@ -148,6 +165,79 @@ pub fn no_operator_owned_parameters() -> Rule {
         .message(Message::Expression(format!(
             "'parameters managed by the operator cannot be set: ' + self.filter(k, {owned}).join(', ')"
         )))
+        .reason(Reason::FieldValueForbidden)
+}
+
+/// Parameter names PostgreSQL knows, or custom `prefix.name` ones: an
+/// unknown name in `postgresql.conf` stops the server at its next start.
+/// Owned names are left to [`no_operator_owned_parameters`].
+pub fn known_parameter_names() -> Rule {
+    let known = format!(
+        "(k.lowerAscii() in {} || k.lowerAscii() in {} || k.matches({}))",
+        cel_list(KNOWN_PARAMETERS),
+        cel_list(OWNED_PARAMETERS),
+        cel_string(CUSTOM_PARAMETER_PATTERN),
+    );
+    Rule::new(format!("self.all(k, {known})"))
+        .message(Message::Expression(format!(
+            "self.filter(k, !{known}).map(k, 'spec.postgres.parameters.' + k).join(', ') + {}",
+            cel_string(&format!(" {UNKNOWN_PARAMETER_RULE}"))
+        )))
+        .reason(Reason::FieldValueInvalid)
+}
+
+/// Values must render to a line PostgreSQL parses: no control character
+/// (a line break would start a new setting), no trailing backslash.
+pub fn parameter_values_parse() -> Rule {
+    let bad = format!(
+        "(self[k].matches({}) || self[k].endsWith('\\\\'))",
+        cel_string(CONTROL_CHARACTER_CLASS)
+    );
+    Rule::new(format!("self.all(k, !{bad})"))
+        .message(Message::Expression(format!(
+            "self.filter(k, {bad}).map(k, 'spec.postgres.parameters.' + k).join(', ') + {}",
+            cel_string(&format!(
+                ": a value {CONTROL_CHARACTER_RULE}, and {TRAILING_BACKSLASH_RULE}"
+            ))
+        )))
+        .reason(Reason::FieldValueInvalid)
+}
+
+/// `*_preload_libraries` list only libraries every image ships.
+pub fn preload_libraries_allowed() -> Rule {
+    let bad = format!(
+        "(k.lowerAscii() in {} && !self[k].matches({}))",
+        cel_list(PRELOAD_PARAMETERS),
+        cel_string(&preload_list_pattern())
+    );
+    Rule::new(format!("self.all(k, !{bad})"))
+        .message(Message::Expression(format!(
+            "self.filter(k, {bad}).map(k, 'spec.postgres.parameters.' + k).join(', ') + {}",
+            cel_string(&format!(" {}", preload_rule()))
+        )))
+        .reason(Reason::FieldValueForbidden)
+}
+
+/// The application owner is a role of its own: not the superuser or the
+/// replication role the operator manages (their passwords would be
+/// shared with the application), and not in the `pg_` namespace
+/// PostgreSQL reserves.
+pub fn app_owner_is_own_role() -> Rule {
+    Rule::new(format!(
+        "!self.startsWith('pg_') && !(self in {})",
+        cel_list(&[SUPERUSER, REPLICATION])
+    ))
+    .message(Message::Message(format!(
+        "must not start with pg_ (reserved by PostgreSQL) nor be {SUPERUSER} or {REPLICATION} \
+         (roles the operator manages)"
+    )))
+    .reason(Reason::FieldValueForbidden)
+}
+
+/// The application database is a new one: not a template.
+pub fn app_database_is_new() -> Rule {
+    Rule::new("!(self in ['template0', 'template1'])")
+        .message("must not be template0 or template1 (PostgreSQL's templates)")
         .reason(Reason::FieldValueForbidden)
 }
 

@@ -35,7 +35,6 @@ pub fn test_parameters() -> std::collections::BTreeMap<String, String> {
     [
         ("shared_buffers", "16MB"),
         ("max_connections", "30"),
-        ("fsync", "off"),
         ("synchronous_commit", "on"),
         ("wal_keep_size", "64MB"),
     ]
