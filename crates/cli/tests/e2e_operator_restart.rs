@@ -10,25 +10,14 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{NS, World, Writer, rejoins_without_accepting_a_write, wait_for};
+use common::{NS, World, rejoins_without_accepting_a_write, wait_for};
 
 const CLUSTER: &str = "restart";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failover_survives_the_operator_being_killed_twice_in_its_middle() {
     let mut world = World::start().await;
-    world
-        .create_cluster(CLUSTER, common::durable_cluster(3))
-        .await;
-    world.wait_replicating(CLUSTER, 3).await;
-    world.create_ledger(CLUSTER).await;
-    let writer = Writer::start(&world, &format!("{CLUSTER}-rw"), CLUSTER, "ledger").await;
-    writer.wait_for_more(20, Duration::from_secs(60)).await;
-    let old = world
-        .status(CLUSTER)
-        .await
-        .current_primary
-        .expect("a primary");
+    let (writer, old) = world.durable_cluster_with_writer(CLUSTER, 3).await;
 
     let faults = world.node.as_ref().expect("node").faults();
     faults.freeze(NS, &old, "postgres").expect("freeze");

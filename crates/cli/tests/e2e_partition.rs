@@ -15,7 +15,7 @@ mod common;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{NS, World, Writer, pod_ip, rejoins_without_accepting_a_write, wait_for};
+use common::{NS, World, pod_ip, rejoins_without_accepting_a_write, wait_for};
 
 const CLUSTER: &str = "cut";
 /// Ids the direct client writes start here, apart from the writer's.
@@ -60,18 +60,7 @@ fn direct_writer(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_primary_cut_off_from_the_api_server_stops_before_a_standby_is_promoted() {
     let world = World::start().await;
-    world
-        .create_cluster(CLUSTER, common::durable_cluster(2))
-        .await;
-    world.wait_replicating(CLUSTER, 3).await;
-    world.create_ledger(CLUSTER).await;
-    let writer = Writer::start(&world, &format!("{CLUSTER}-rw"), CLUSTER, "ledger").await;
-    writer.wait_for_more(20, Duration::from_secs(60)).await;
-    let old = world
-        .status(CLUSTER)
-        .await
-        .current_primary
-        .expect("a primary");
+    let (writer, old) = world.durable_cluster_with_writer(CLUSTER, 2).await;
     let old_ip = pod_ip(&world, &old).await.expect("its IP");
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let direct = direct_writer(world.conninfo_at(&old_ip, CLUSTER).await, stop.clone());

@@ -4,14 +4,12 @@
 
 mod common;
 
+use common::api::{client_for, install_crds, pod_with_ip, set_pod_ip};
+
 use std::net::IpAddr;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use serde_json::json;
 use tokio::sync::watch;
 use tusk_api::instance::{InstancePhase, InstanceRole};
@@ -21,40 +19,6 @@ use tusk_instance::desired::DesiredState;
 use tusk_sandbox::{Config, Sandbox};
 
 const WAIT: Duration = Duration::from_secs(20);
-
-async fn client_for(sandbox: &Sandbox) -> Client {
-    let kubeconfig = Kubeconfig::read_from(sandbox.kubeconfig_path()).expect("kubeconfig reads");
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-        .await
-        .expect("kubeconfig is usable");
-    Client::try_from(config).expect("client builds")
-}
-
-async fn pod_with_ip(client: &Client, name: &str, ip: &str) {
-    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
-    let pod: Pod = serde_json::from_value(json!({
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name},
-        "spec": {"containers": [{"name": "postgres", "image": "postgres:15"}]},
-    }))
-    .expect("a pod");
-    pods.create(&PostParams::default(), &pod)
-        .await
-        .expect("pod created");
-    set_pod_ip(client, name, ip).await;
-}
-
-async fn set_pod_ip(client: &Client, name: &str, ip: &str) {
-    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
-    pods.patch_status(
-        name,
-        &PatchParams::default(),
-        &Patch::Merge(json!({"status": {"podIP": ip}})),
-    )
-    .await
-    .expect("pod status patched");
-}
 
 async fn wait_for(
     receiver: &mut watch::Receiver<Option<DesiredState>>,
@@ -81,12 +45,7 @@ async fn the_watch_follows_target_primary_its_address_fencing_and_parameters() {
         .await
         .expect("API server starts");
     let client = client_for(&sandbox).await;
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for crd in tusk_api::crds() {
-        crds.create(&PostParams::default(), &crd)
-            .await
-            .expect("CRD created");
-    }
+    install_crds(&client).await;
     pod_with_ip(&client, "db-1", "10.1.0.1").await;
     pod_with_ip(&client, "db-2", "10.1.0.2").await;
 
@@ -169,12 +128,7 @@ async fn an_instance_manager_converges_to_what_the_api_declares() {
         .await
         .expect("API server starts");
     let client = client_for(&sandbox).await;
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for crd in tusk_api::crds() {
-        crds.create(&PostParams::default(), &crd)
-            .await
-            .expect("CRD created");
-    }
+    install_crds(&client).await;
     let mut cluster = common::TestCluster::new();
     let mut primary = cluster.instance("db-1");
     pod_with_ip(&client, "db-1", &primary.address.to_string()).await;

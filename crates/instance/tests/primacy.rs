@@ -5,14 +5,14 @@
 
 mod common;
 
+use common::api::{client_for, install_crds, pod_with_ip};
+
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use serde_json::json;
 use tokio::time::Instant;
 use tusk_api::instance::{InstancePhase, InstanceRole};
@@ -24,40 +24,12 @@ use tusk_sandbox::{Config, Sandbox};
 /// `spec.failover.delaySeconds` of the test cluster: a 2 s lease.
 const DELAY_SECONDS: i32 = 2;
 
-async fn client_for(sandbox: &Sandbox) -> Client {
-    let kubeconfig = Kubeconfig::read_from(sandbox.kubeconfig_path()).expect("kubeconfig reads");
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-        .await
-        .expect("kubeconfig is usable");
-    Client::try_from(config).expect("client builds")
-}
-
 /// A sandbox with the CRDs, a pod `db-1` at `address` and cluster `db`
 /// whose target primary is `db-1`.
 async fn declared_cluster(sandbox: &Sandbox, address: &str) -> Client {
     let client = client_for(sandbox).await;
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for crd in tusk_api::crds() {
-        crds.create(&PostParams::default(), &crd)
-            .await
-            .expect("CRD created");
-    }
-    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), "default");
-    let pod = serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "db-1"},
-        "spec": {"containers": [{"name": "postgres", "image": "postgres:15"}]},
-    }))
-    .expect("a pod");
-    pods.create(&PostParams::default(), &pod)
-        .await
-        .expect("pod created");
-    pods.patch_status(
-        "db-1",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"status": {"podIP": address}})),
-    )
-    .await
-    .expect("pod IP set");
+    install_crds(&client).await;
+    pod_with_ip(&client, "db-1", address).await;
     let clusters: Api<PostgresCluster> = Api::namespaced(client.clone(), "default");
     let cluster = serde_json::from_value(json!({
         "apiVersion": "postgres.tusk.dev/v1alpha1",

@@ -245,6 +245,28 @@ impl World {
         (missing, stored.len())
     }
 
+    /// A three-instance [`durable_cluster`] named `cluster`, replicating,
+    /// with a [`Writer`] filling its ledger through `-rw` (20 writes
+    /// acknowledged already), and the name of its primary.
+    pub async fn durable_cluster_with_writer(
+        &self,
+        cluster: &str,
+        delay_seconds: u64,
+    ) -> (Writer, String) {
+        self.create_cluster(cluster, durable_cluster(delay_seconds))
+            .await;
+        self.wait_replicating(cluster, 3).await;
+        self.create_ledger(cluster).await;
+        let writer = Writer::start(self, &format!("{cluster}-rw"), cluster, "ledger").await;
+        writer.wait_for_more(20, Duration::from_secs(60)).await;
+        let primary = self
+            .status(cluster)
+            .await
+            .current_primary
+            .expect("a primary");
+        (writer, primary)
+    }
+
     /// Pods and nodes cut off from the API server (sandbox faults).
     pub fn partitions(&self) -> &tusk_sandbox::apiserver::partitions::Partitions {
         self._sandbox.faults().partitions()

@@ -7,6 +7,8 @@
 
 #![allow(dead_code)]
 
+pub mod api;
+
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU8, Ordering};
