@@ -10,8 +10,6 @@ use std::future::Future;
 use std::net::IpAddr;
 use std::time::Duration;
 
-use nix::sys::signal::{Signal, kill};
-use nix::unistd::Pid;
 use tokio::time::Instant;
 use tusk_api::instance::InstancePhase;
 
@@ -28,7 +26,7 @@ use crate::report;
 use crate::rewind::{self, RewindError};
 use crate::sql::{self, SqlError};
 use crate::state::SharedState;
-use crate::supervisor::{Backoff, Postmaster, SupervisorError};
+use crate::supervisor::{Backoff, Postmaster, SupervisorError, exited};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConvergenceError {
@@ -595,19 +593,4 @@ impl<S: DesiredStateSource> Manager<S> {
         state.primary_pid = None;
         state.lease_fenced = false;
     }
-}
-
-/// Resolves when the supervised postmaster exits; never when there is none.
-async fn exited(
-    postmaster: &mut Option<Postmaster>,
-) -> Result<std::process::ExitStatus, SupervisorError> {
-    match postmaster {
-        Some(postmaster) => postmaster.exited().await,
-        None => std::future::pending().await,
-    }
-}
-
-/// Sends SIGHUP-free liveness probe: true when `pid` exists.
-pub fn process_alive(pid: i32) -> bool {
-    kill(Pid::from_raw(pid), None::<Signal>).is_ok()
 }

@@ -14,8 +14,8 @@ use tusk_api::instance::{
 };
 
 use crate::context::InstanceContext;
-use crate::convergence::process_alive;
 use crate::state::SharedState;
+use crate::supervisor::process_alive;
 use crate::{metrics, observe, report, sql};
 
 #[derive(Debug, thiserror::Error)]

@@ -129,6 +129,21 @@ impl Postmaster {
     }
 }
 
+/// Resolves when the supervised postmaster exits; never when there is none.
+pub async fn exited(
+    postmaster: &mut Option<Postmaster>,
+) -> Result<std::process::ExitStatus, SupervisorError> {
+    match postmaster {
+        Some(postmaster) => postmaster.exited().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// A liveness check that sends no signal: true when `pid` exists.
+pub fn process_alive(pid: i32) -> bool {
+    kill(Pid::from_raw(pid), None::<Signal>).is_ok()
+}
+
 /// One of PostgreSQL's log lines, split into its prefix fields.
 #[derive(Debug, PartialEq, Eq)]
 pub struct LogLine<'a> {

@@ -114,12 +114,20 @@ fn renewed_at(lease: &Lease) -> SystemTime {
         + Duration::from_micros(renew.0.as_microsecond().try_into().expect("after 1970"))
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_primary_cut_off_from_the_api_server_stops_acknowledging_writes_before_its_lease_expires()
-{
+/// A running API server, cluster `db` declared in it, and its primary
+/// `db-1` serving under the primary lease.
+struct Serving {
+    _dir: tempfile::TempDir,
+    sandbox: Sandbox,
+    _cluster: common::TestCluster,
+    primary: common::TestInstance,
+    client: Client,
+}
+
+async fn serving_leased_primary() -> Serving {
     common::init_logs();
     let dir = tempfile::tempdir().expect("temporary directory");
-    let mut sandbox = Sandbox::start(Config::new(dir.path()))
+    let sandbox = Sandbox::start(Config::new(dir.path()))
         .await
         .expect("API server starts");
     let mut cluster = common::TestCluster::new();
@@ -130,6 +138,25 @@ async fn a_primary_cut_off_from_the_api_server_stops_acknowledging_writes_before
     primary
         .wait_status("a serving primary", Duration::from_secs(60), |r| r.ready)
         .await;
+    Serving {
+        _dir: dir,
+        sandbox,
+        _cluster: cluster,
+        primary,
+        client,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_primary_cut_off_from_the_api_server_stops_acknowledging_writes_before_its_lease_expires()
+{
+    let Serving {
+        _dir,
+        mut sandbox,
+        _cluster,
+        mut primary,
+        client,
+    } = serving_leased_primary().await;
     let held = lease(&client).await;
     assert_eq!(
         held.spec
@@ -185,19 +212,13 @@ async fn a_primary_cut_off_from_the_api_server_stops_acknowledging_writes_before
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_primary_whose_lease_another_holds_stays_stopped_until_the_lease_is_free() {
-    common::init_logs();
-    let dir = tempfile::tempdir().expect("temporary directory");
-    let sandbox = Sandbox::start(Config::new(dir.path()))
-        .await
-        .expect("API server starts");
-    let mut cluster = common::TestCluster::new();
-    let mut primary = cluster.instance("db-1");
-    let client = declared_cluster(&sandbox, &primary.address.to_string()).await;
-    let desired = cluster_watch::start_with_client(client.clone(), "default", "db", "db-1");
-    primary.start_leased(desired, client.clone(), "db");
-    primary
-        .wait_status("a serving primary", Duration::from_secs(60), |r| r.ready)
-        .await;
+    let Serving {
+        _dir,
+        sandbox: _sandbox,
+        _cluster,
+        mut primary,
+        client,
+    } = serving_leased_primary().await;
 
     // Another instance takes the lease over, as a new primary does.
     let leases: Api<Lease> = Api::namespaced(client.clone(), "default");

@@ -46,6 +46,14 @@ fn rule(
 /// The ClusterRole's rules: PostgresClusters and their children in every
 /// namespace the operator watches.
 pub fn operator_rules() -> Vec<Rule> {
+    let mut rules = cluster_and_data_rules();
+    rules.extend(companion_rules());
+    rules
+}
+
+/// Clusters, their status, and the objects that hold or run the data:
+/// pods and volumes.
+fn cluster_and_data_rules() -> Vec<Rule> {
     vec![
         rule(
             "Clusters are watched to be reconciled (list, watch); the finalizer is added and removed, and handled request annotations cleared, with patches (patch); instance managers' Roles grant get on their cluster.",
@@ -75,6 +83,13 @@ pub fn operator_rules() -> Vec<Rule> {
             &["get", "list", "watch", "create", "patch", "delete"],
             &[],
         ),
+    ]
+}
+
+/// What each cluster's instances need around them: credentials,
+/// Services, identity and RBAC, budgets, the primary lease, events.
+fn companion_rules() -> Vec<Rule> {
+    vec![
         rule(
             "Credential Secrets are cached to know which exist (list, watch) and created once with generated passwords (create); they are never read through the API nor changed.",
             &[""],
