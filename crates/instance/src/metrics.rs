@@ -34,15 +34,28 @@ fn saturating(value: u64) -> i64 {
 /// The exposition text for `report` and `figures`.
 pub fn render(report: &InstanceReport, figures: Option<&DatabaseFigures>) -> String {
     let mut registry = Registry::with_prefix("tusk_postgres");
+    register_state(&mut registry, report);
+    register_replication(&mut registry, report);
+    if let Some(figures) = figures {
+        register_database(&mut registry, figures);
+    }
+    let mut text = String::new();
+    // Writing into a String cannot fail.
+    let _ = encode(&mut text, &registry);
+    text
+}
+
+/// Whether PostgreSQL runs and serves, its role, crashes, pending restarts.
+fn register_state(registry: &mut Registry, report: &InstanceReport) {
     let up = report.role != InstanceRole::Stopped;
     gauge(
-        &mut registry,
+        registry,
         "up",
         "1 when PostgreSQL runs and answers",
         i64::from(up),
     );
     gauge(
-        &mut registry,
+        registry,
         "ready",
         "1 when the instance is ready to serve",
         i64::from(report.ready),
@@ -62,20 +75,24 @@ pub fn render(report: &InstanceReport, figures: Option<&DatabaseFigures>) -> Str
     registry.register("role", "1 for the instance's current role", roles);
 
     gauge(
-        &mut registry,
+        registry,
         "crashes",
         "Unexpected PostgreSQL exits since the manager started",
         i64::from(report.crash_count),
     );
     gauge(
-        &mut registry,
+        registry,
         "pending_restart",
         "Settings waiting for a restart",
         saturating(report.pending_restart.len() as u64),
     );
+}
+
+/// Timeline, WAL position, lag and standbys.
+fn register_replication(registry: &mut Registry, report: &InstanceReport) {
     if let Some(timeline) = report.timeline {
         gauge(
-            &mut registry,
+            registry,
             "timeline",
             "Current timeline",
             i64::from(timeline),
@@ -88,7 +105,7 @@ pub fn render(report: &InstanceReport, figures: Option<&DatabaseFigures>) -> Str
         .and_then(|text| text.parse::<crate::postgres::lsn::Lsn>().ok());
     if let Some(lsn) = wal {
         gauge(
-            &mut registry,
+            registry,
             "wal_position_bytes",
             "Current (primary) or replayed (standby) WAL position",
             saturating(lsn.0),
@@ -96,7 +113,7 @@ pub fn render(report: &InstanceReport, figures: Option<&DatabaseFigures>) -> Str
     }
     if let Some(lag) = report.lag_bytes {
         gauge(
-            &mut registry,
+            registry,
             "replication_lag_bytes",
             "Received but not replayed WAL",
             saturating(lag),
@@ -104,42 +121,40 @@ pub fn render(report: &InstanceReport, figures: Option<&DatabaseFigures>) -> Str
     }
     if let Some(lag) = report.lag_seconds {
         float_gauge(
-            &mut registry,
+            registry,
             "replication_lag_seconds",
             "Age of the last replayed transaction when behind",
             lag,
         );
     }
     gauge(
-        &mut registry,
+        registry,
         "standbys",
         "Connected standbys",
         saturating(report.standbys.len() as u64),
     );
-    if let Some(figures) = figures {
-        gauge(
-            &mut registry,
-            "connections",
-            "Client connections",
-            figures.connections,
-        );
-        gauge(
-            &mut registry,
-            "database_size_bytes",
-            "Total size of all databases",
-            figures.database_size_bytes,
-        );
-        gauge(
-            &mut registry,
-            "transaction_id_age",
-            "Age of the oldest unfrozen transaction id",
-            figures.transaction_id_age,
-        );
-    }
-    let mut text = String::new();
-    // Writing into a String cannot fail.
-    let _ = encode(&mut text, &registry);
-    text
+}
+
+/// What the database figures say: connections, size, transaction id age.
+fn register_database(registry: &mut Registry, figures: &DatabaseFigures) {
+    gauge(
+        registry,
+        "connections",
+        "Client connections",
+        figures.connections,
+    );
+    gauge(
+        registry,
+        "database_size_bytes",
+        "Total size of all databases",
+        figures.database_size_bytes,
+    );
+    gauge(
+        registry,
+        "transaction_id_age",
+        "Age of the oldest unfrozen transaction id",
+        figures.transaction_id_age,
+    );
 }
 
 #[cfg(test)]
