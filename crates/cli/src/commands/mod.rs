@@ -4,7 +4,6 @@ pub mod cluster_access;
 pub mod crds;
 pub mod fence;
 pub mod install;
-pub mod install_helm;
 pub mod install_manager;
 pub mod instance;
 pub mod logging;

@@ -9,7 +9,7 @@ use crate::apiserver::admission::{self, Admitted, FieldValidation};
 use crate::apiserver::apply::{self, Scope};
 use crate::apiserver::error::{ApiError, Cause};
 use crate::apiserver::objects::kinds::{self, after_put};
-use crate::apiserver::objects::meta::{meta_mut, normalize_meta, now};
+use crate::apiserver::objects::meta::{meta_mut, normalize_meta, now, random_suffix};
 use crate::apiserver::objects::options::{
     Manage, WriteOptions, Written, check_escalation, list_types,
 };
@@ -266,16 +266,6 @@ pub fn valid_name(resource: &Resource, name: &str) -> Option<String> {
         return Some(format!("Invalid value: \"{name}\": {what}"));
     }
     None
-}
-
-pub(crate) fn random_suffix() -> String {
-    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-    let bytes = uuid::Uuid::new_v4().into_bytes();
-    bytes
-        .iter()
-        .take(5)
-        .map(|b| ALPHABET[usize::from(*b) % ALPHABET.len()] as char)
-        .collect()
 }
 
 pub fn check_namespace(

@@ -83,3 +83,15 @@ pub fn string_list(value: Option<&Value>) -> Vec<String> {
         })
         .unwrap_or_default()
 }
+
+/// Five characters kube-apiserver would use for `generateName` and token
+/// volume names: consonants and digits that spell no word.
+pub(crate) fn random_suffix() -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let bytes = uuid::Uuid::new_v4().into_bytes();
+    bytes
+        .iter()
+        .take(5)
+        .map(|b| ALPHABET[usize::from(*b) % ALPHABET.len()] as char)
+        .collect()
+}

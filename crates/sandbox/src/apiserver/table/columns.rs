@@ -4,15 +4,8 @@
 use serde_json::{Value, json};
 
 use crate::apiserver::table::cells::text;
+use crate::apiserver::table::column::{Column, string};
 use crate::apiserver::table::{events, kinds, nodes, pods, volumes, workloads};
-
-pub struct Column {
-    pub name: &'static str,
-    pub type_: &'static str,
-    pub format: &'static str,
-    pub priority: i64,
-    pub cell: fn(&Value) -> Value,
-}
 
 /// The columns of a built-in kind around NAME (always first) and AGE.
 pub struct Layout {
@@ -64,16 +57,6 @@ pub fn builtin_columns(kind: &str) -> Layout {
             after_age: &[],
         },
         _ => layout(&[], &[]),
-    }
-}
-
-pub const fn string(name: &'static str, priority: i64, cell: fn(&Value) -> Value) -> Column {
-    Column {
-        name,
-        type_: "string",
-        format: "",
-        priority,
-        cell,
     }
 }
 

@@ -5,7 +5,7 @@
 use serde_json::{Value, json};
 
 use crate::apiserver::table::cells::since;
-use crate::apiserver::table::columns::{Column, string};
+use crate::apiserver::table::column::{Column, string};
 
 fn str_at<'v>(event: &'v Value, pointer: &str) -> &'v str {
     event.pointer(pointer).and_then(Value::as_str).unwrap_or("")

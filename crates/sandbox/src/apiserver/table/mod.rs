@@ -4,6 +4,7 @@
 //! computed here.
 
 mod cells;
+mod column;
 mod columns;
 mod events;
 mod kinds;
@@ -16,7 +17,8 @@ use serde_json::{Value, json};
 
 use crate::apiserver::resources::{PrinterColumn, Resource};
 use cells::age;
-use columns::{Column, builtin_columns};
+use column::Column;
+use columns::builtin_columns;
 
 const AGE: Column = Column {
     name: "Age",

@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use crate::apiserver::table::columns::{Column, string};
+use crate::apiserver::table::column::{Column, string};
 
 fn str_at<'v>(object: &'v Value, pointer: &str) -> &'v str {
     object

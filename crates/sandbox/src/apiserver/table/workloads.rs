@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use crate::apiserver::table::columns::Column;
+use crate::apiserver::table::column::Column;
 
 fn count(o: &Value, pointer: &str) -> i64 {
     o.pointer(pointer).and_then(Value::as_i64).unwrap_or(0)

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use super::KindRules;
 use crate::apiserver::admission::{defaults, service_account};
 use crate::apiserver::error::{ApiError, Cause};
-use crate::apiserver::objects::create::random_suffix;
+use crate::apiserver::objects::meta::random_suffix;
 use crate::apiserver::objects::meta::{meta_mut, str_at};
 use crate::apiserver::storage::{ObjectKey, Transaction};
 

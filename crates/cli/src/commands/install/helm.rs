@@ -17,8 +17,8 @@ use std::path::Path;
 use serde::Serialize;
 use tusk_operator::install;
 
-use super::CommandError;
-use super::install::{HEADER, Part, yaml};
+use super::parts::{HEADER, Part, yaml};
+use crate::commands::CommandError;
 
 /// `image` and `TUSK_OPERATOR_IMAGE`: the chart's appVersion unless a tag
 /// is set.
