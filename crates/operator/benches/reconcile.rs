@@ -293,7 +293,12 @@ async fn run(clusters: usize) {
     let rss = memory_kib(pid, "VmRSS:");
     let peak = memory_kib(pid, "VmHWM:");
     let sizes = child_sizes(&client, clusters).await;
+    let counts_before = sandbox.faults().counts();
+    let reconciles_before_changes = metric(port, "tusk_operator_reconciles_total").await;
     let changes = spec_changes(&api, converged_at.keys().cloned().collect()).await;
+    let during_changes = requests_since(&counts_before, &sandbox.faults().counts());
+    let reconciles_during_changes =
+        metric(port, "tusk_operator_reconciles_total").await - reconciles_before_changes;
     println!("clusters: {clusters} (1 instance each, API server only)");
     println!(
         "  created in {create_seconds:.1} s; all converged after {all_converged:.1} s ({} of {clusters})",
@@ -338,6 +343,9 @@ async fn run(clusters: usize) {
         percentile(&changes.latencies, 0.99),
         changes.latencies.last().copied().unwrap_or(f64::NAN)
     );
+    println!(
+        "  while the spec changes ran: {reconciles_during_changes} reconciles; requests by verb and resource: {during_changes}"
+    );
     if clusters >= 1000 {
         let p99 = percentile(&changes.latencies, 0.99);
         println!(
@@ -348,6 +356,22 @@ async fn run(clusters: usize) {
         );
     }
     drop(operator);
+}
+
+/// The requests made between two snapshots of the sandbox's counters, by
+/// verb and resource (a `list` here is a watcher that had to start again).
+fn requests_since(
+    before: &std::collections::BTreeMap<(String, String), u64>,
+    after: &std::collections::BTreeMap<(String, String), u64>,
+) -> String {
+    after
+        .iter()
+        .filter_map(|(key, n)| {
+            let made = n - before.get(key).copied().unwrap_or(0);
+            (made > 0).then(|| format!("{} {} {made}", key.0, key.1))
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Bytes per cluster of each child kind as the API serves it (without
