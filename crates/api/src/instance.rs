@@ -152,6 +152,12 @@ pub struct InstanceReport {
     /// each took its safe value until it is fixed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub desired_state_errors: Vec<String>,
+    /// A former data directory kept on the volume after a fresh clone
+    /// replaced it (it may hold writes the primary never received); kept
+    /// until deleted by hand, and while it is there no further clone
+    /// replaces this instance's data.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kept_copy: Option<String>,
 }
 
 /// A standby as its primary sees it (`pg_stat_replication`).
@@ -224,6 +230,7 @@ mod tests {
             crash_count: 0,
             last_error: None,
             desired_state_errors: vec![],
+            kept_copy: None,
         };
         let json = serde_json::to_value(&report).expect("serialises");
         assert_eq!(json["role"], "replica");

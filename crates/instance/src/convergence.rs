@@ -517,20 +517,22 @@ impl<S: DesiredStateSource> Manager<S> {
     }
 
     /// A standby that answers but has not streamed for [`STALL_LIMIT`] while
-    /// its primary is writable cannot follow that primary: it replayed WAL
-    /// from a former primary past the point where the new one's timeline
-    /// forked (a rewind fixes it), or it needs WAL the primary no longer
-    /// keeps (only a fresh clone does).
+    /// its primary is writable cannot follow that primary: it needs WAL
+    /// the primary no longer keeps (only a fresh clone helps), or it
+    /// replayed WAL from a former primary past the point where the new
+    /// one's timeline forked (a rewind fixes it). A standby still stalled
+    /// after a rewind keeps its data and reports it.
     async fn rejoin_if_stalled(
         &mut self,
         desired: &DesiredState,
         address: IpAddr,
     ) -> Result<(), ConvergenceError> {
-        let streaming = match (&self.postmaster, report::observe_local(&self.ctx).await) {
-            (Some(_), Some(observation)) => observation.streaming,
-            // Not running or not answering yet (still recovering): not stalled.
-            _ => true,
+        let observation = match &self.postmaster {
+            Some(_) => report::observe_local(&self.ctx).await,
+            None => None,
         };
+        // Not running or not answering yet (still recovering): not stalled.
+        let streaming = observation.as_ref().is_none_or(|o| o.streaming);
         // A failing WAL receiver shows `streaming` for an instant at each
         // retry; only streaming seen on consecutive ticks counts.
         if streaming {
@@ -546,20 +548,27 @@ impl<S: DesiredStateSource> Manager<S> {
         if since.elapsed() < STALL_LIMIT || !self.is_writable_primary(address).await {
             return Ok(());
         }
+        let needed = observation.and_then(|o| o.replayed_lsn.or(o.received_lsn));
+        let wal_gone = match needed {
+            Some(lsn) => rewind::primary_lacks_wal(&self.ctx, address, &lsn.to_string()).await?,
+            None => false,
+        };
+        if !wal_gone && self.stall_rejoins > 0 {
+            return Err(RewindError::StillStalled.into());
+        }
         tracing::warn!(
             %address,
             seconds = since.elapsed().as_secs(),
+            wal_gone,
             "standby cannot stream from its primary; rejoining it"
         );
         self.stalled_since = None;
         self.state.set_phase(InstancePhase::Rejoining);
         self.stop_postgres().await;
-        // A rewind that did not help (the WAL it needs is gone from the
-        // primary, say) is followed by a fresh clone.
-        let method = if self.stall_rejoins == 0 {
-            rewind::rejoin(&self.ctx, desired, address).await?
-        } else {
+        let method = if wal_gone {
             rewind::reclone(&self.ctx, desired, address).await?
+        } else {
+            rewind::rejoin(&self.ctx, desired, address).await?
         };
         self.stall_rejoins += 1;
         tracing::info!(?method, "stalled standby rejoined its primary");

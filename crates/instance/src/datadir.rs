@@ -20,6 +20,10 @@ pub enum DataDirError {
     User(#[from] ProcessUserError),
     #[error("unreadable PG_VERSION: {0}")]
     Version(#[from] VersionError),
+    #[error(
+        "a former copy of this instance's data is kept at {0}; replacing the data again waits until that copy is deleted (docs/runbook.md, \"A diverged copy is kept\")"
+    )]
+    CopyKept(PathBuf),
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> DataDirError + '_ {
@@ -129,16 +133,46 @@ pub fn promote_staging(staging: &Path, pgdata: &Path) -> Result<(), DataDirError
     std::fs::rename(staging, pgdata).map_err(io(pgdata))
 }
 
-/// Moves a data directory aside before it is replaced by a fresh clone.
-/// One such copy is kept (`<pgdata>.replaced`) for inspection of what the
-/// former primary had; an older one is removed so the volume does not fill.
-pub fn move_aside(pgdata: &Path) -> Result<PathBuf, DataDirError> {
+/// Where the data directory replaced by a fresh clone is kept.
+pub fn kept_copy(pgdata: &Path) -> PathBuf {
     let name = pgdata
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "pgdata".into());
-    let aside = pgdata.with_file_name(format!("{name}.replaced"));
-    remove_dir(&aside)?;
+    pgdata.with_file_name(format!("{name}.replaced"))
+}
+
+/// Moves a data directory aside before it is replaced by a fresh clone,
+/// to `<pgdata>.replaced`, where it stays until a person deletes it: it
+/// may hold the only copy of writes the new primary never received.
+/// At most one copy is kept, so the volume holds at most twice the data:
+/// while one is kept, a further replacement is refused
+/// ([`DataDirError::CopyKept`]) rather than deleting the older copy.
+pub fn move_aside(pgdata: &Path) -> Result<PathBuf, DataDirError> {
+    let aside = kept_copy(pgdata);
+    if aside.exists() {
+        return Err(DataDirError::CopyKept(aside));
+    }
     std::fs::rename(pgdata, &aside).map_err(io(pgdata))?;
     Ok(aside)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_kept_copy_is_never_replaced_by_a_newer_one() {
+        let root = tempfile::tempdir().expect("temporary directory");
+        let pgdata = root.path().join("pgdata");
+        std::fs::create_dir(&pgdata).expect("pgdata");
+        std::fs::write(pgdata.join("first"), "diverged").expect("a file");
+        let aside = move_aside(&pgdata).expect("moved aside");
+        assert_eq!(aside, root.path().join("pgdata.replaced"));
+        std::fs::create_dir(&pgdata).expect("a new pgdata");
+        let refused = move_aside(&pgdata).expect_err("a second copy is refused");
+        assert!(matches!(refused, DataDirError::CopyKept(_)), "{refused}");
+        assert!(aside.join("first").is_file(), "the first copy is intact");
+        assert!(pgdata.is_dir(), "the data stays in place");
+    }
 }

@@ -72,7 +72,10 @@ pub async fn serve(
 async fn current_report(app: &AppState) -> InstanceReport {
     let observation = report::observe_local(&app.ctx).await;
     let state = app.state.snapshot();
-    report::build(&app.ctx.settings.pod_name, &state, observation.as_ref())
+    let mut report = report::build(&app.ctx.settings.pod_name, &state, observation.as_ref());
+    let kept = crate::datadir::kept_copy(&app.ctx.settings.pgdata);
+    report.kept_copy = kept.exists().then(|| kept.display().to_string());
+    report
 }
 
 /// Liveness: the manager answers, and PostgreSQL either runs or is stopped

@@ -188,6 +188,7 @@ mod tests {
             crash_count: 2,
             last_error: None,
             desired_state_errors: vec![],
+            kept_copy: None,
         };
         let figures = DatabaseFigures {
             connections: 3,

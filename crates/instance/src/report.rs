@@ -66,6 +66,7 @@ pub fn build(
         crash_count: state.crash_count,
         last_error: state.last_error.clone(),
         desired_state_errors: state.desired_state_errors.clone(),
+        kept_copy: None,
     }
 }
 

@@ -381,6 +381,11 @@ async fn a_former_primary_whose_rewind_fails_is_cloned_afresh() {
         aside.join("PG_VERSION").is_file(),
         "the old data directory is kept aside"
     );
+    assert_eq!(
+        report.kept_copy,
+        Some(aside.display().to_string()),
+        "the kept copy is reported"
+    );
     let count: i64 = a
         .app()
         .await

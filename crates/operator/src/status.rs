@@ -465,6 +465,7 @@ fn instance_status(
             lag_bytes: report.lag_bytes.and_then(|b| i64::try_from(b).ok()),
             sync_state,
             flush_lsn,
+            kept_copy: report.kept_copy.clone(),
             name,
         },
         None => InstanceStatus {
@@ -476,6 +477,7 @@ fn instance_status(
             sync_state,
             flush_lsn,
             lag_bytes: None,
+            kept_copy: before.and_then(|b| b.kept_copy.clone()),
         },
     }
 }

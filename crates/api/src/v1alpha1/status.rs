@@ -160,6 +160,12 @@ pub struct InstanceStatus {
     /// Bytes of WAL the replica has still to replay.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lag_bytes: Option<i64>,
+    /// A former data directory kept on the instance's volume after a fresh
+    /// clone replaced it (it may hold writes no other instance has); it
+    /// stays until deleted by hand, and while it does, no further clone
+    /// replaces this instance's data (docs/runbook.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kept_copy: Option<String>,
 }
 
 impl InstanceStatus {

@@ -92,6 +92,7 @@ fn standby(name: &str, received: &str, replayed: &str) -> InstanceReport {
         crash_count: 0,
         last_error: None,
         desired_state_errors: vec![],
+        kept_copy: None,
     }
 }
 

@@ -42,7 +42,7 @@ pub async fn apply(
     budgets(ctx, valid, children).await?;
     let volumes: Api<PersistentVolumeClaim> = Api::namespaced(ctx.client.clone(), ns);
     claims::resize(&volumes, valid, children, &plan.resizes).await?;
-    claims::set_owners(&volumes, &plan.owners).await?;
+    claims::set_owners(&volumes, valid, &plan.owners).await?;
     instance_step(ctx, valid, children, plan).await?;
     label_roles(ctx, ns, plan).await
 }

@@ -96,13 +96,17 @@ pub fn not_ours(claim: &PersistentVolumeClaim, uid: &str) -> String {
 }
 
 /// Sets or removes the cluster's owner reference on its volumes, keeping
-/// everyone else's references.
+/// everyone else's references, and records the cluster's uid on them.
 pub async fn set_owners(
     api: &Api<PersistentVolumeClaim>,
+    valid: &ValidatedCluster,
     changes: &[OwnerChange],
 ) -> Result<(), Error> {
     for change in changes {
-        let patch = json!({"metadata": {"ownerReferences": change.references}});
+        let patch = json!({"metadata": {
+            "ownerReferences": change.references,
+            "labels": {labels::CLUSTER_UID: valid.owner.uid},
+        }});
         let params = PatchParams {
             field_manager: Some(FIELD_MANAGER.to_owned()),
             ..PatchParams::default()

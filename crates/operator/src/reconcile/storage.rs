@@ -7,6 +7,7 @@ use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::ResourceExt;
+use tusk_api::labels;
 
 use crate::builders;
 
@@ -49,7 +50,10 @@ pub fn refuse_shrink(
 }
 
 /// A volume whose owner references change: the cluster's reference is
-/// added (`deletionPolicy: Delete`) or removed (`Retain`).
+/// added (`deletionPolicy: Delete`) or removed (`Retain`). A claim made
+/// before claims recorded their cluster's uid gains that label in the same
+/// patch: once its owner reference is gone, the label is what keeps it the
+/// cluster's.
 #[derive(Debug, PartialEq)]
 pub struct OwnerChange {
     pub volume: String,
@@ -57,7 +61,8 @@ pub struct OwnerChange {
     pub references: Vec<OwnerReference>,
 }
 
-/// The volumes whose owner reference does not match the deletion policy.
+/// The volumes whose owner reference does not match the deletion policy,
+/// or that do not record the cluster's uid yet.
 pub fn ownership(valid: &ValidatedCluster, volumes: &[PersistentVolumeClaim]) -> Vec<OwnerChange> {
     let owned = builders::owned_by_cluster(valid);
     volumes
@@ -65,7 +70,8 @@ pub fn ownership(valid: &ValidatedCluster, volumes: &[PersistentVolumeClaim]) ->
         .filter_map(|volume| {
             let references = volume.owner_references();
             let has = references.iter().any(|r| r.uid == valid.owner.uid);
-            (has != owned).then(|| OwnerChange {
+            let labelled = volume.labels().get(labels::CLUSTER_UID) == Some(&valid.owner.uid);
+            (has != owned || !labelled).then(|| OwnerChange {
                 volume: volume.name_any(),
                 references: references
                     .iter()
@@ -149,6 +155,12 @@ mod tests {
         let mut free = volume("orders-2", Some("1Gi"));
         free.metadata.owner_references =
             Some(serde_json::from_value(serde_json::json!([other])).expect("refs"));
+        for volume in [&mut owned, &mut free] {
+            volume.metadata.labels = Some(std::collections::BTreeMap::from([(
+                labels::CLUSTER_UID.to_owned(),
+                "0c1d-uid".to_owned(),
+            )]));
+        }
         let volumes = [owned, free];
         // (policy, volume that changes, its references afterwards)
         for (policy, changed, uids) in [
@@ -169,5 +181,27 @@ mod tests {
                 .collect();
             assert_eq!(kept, uids, "{policy}");
         }
+    }
+
+    #[test]
+    fn a_claim_from_before_the_uid_label_keeps_belonging_once_its_reference_goes() {
+        let valid = declared("1Gi");
+        let mut old = volume("orders-1", Some("1Gi"));
+        old.metadata.owner_references = Some(vec![valid.owner.clone()]);
+        assert!(crate::children::volume_belongs(&old, &valid.owner.uid));
+        let changes = ownership(&valid, std::slice::from_ref(&old));
+        assert_eq!(changes.len(), 1, "{changes:?}");
+        assert!(
+            changes[0].references.is_empty(),
+            "Retain: no owner reference"
+        );
+        // What the patch writes: the references and the uid label.
+        old.metadata.owner_references = Some(changes[0].references.clone());
+        old.metadata.labels = Some(std::collections::BTreeMap::from([(
+            labels::CLUSTER_UID.to_owned(),
+            valid.owner.uid.clone(),
+        )]));
+        assert!(crate::children::volume_belongs(&old, &valid.owner.uid));
+        assert_eq!(ownership(&valid, &[old]), vec![]);
     }
 }

@@ -151,3 +151,22 @@ fn unsupported_features_are_reported_not_ignored() {
     let without = compose(&input(Some(&status), &reports, at(6)));
     assert!(conditions::find_condition(&without.conditions, conditions::UNSUPPORTED).is_none());
 }
+
+#[test]
+fn a_kept_copy_is_shown_and_remembered_while_the_instance_is_silent() {
+    let pod: Pod =
+        serde_json::from_value(serde_json::json!({"metadata": {"name": "orders-2"}})).expect("pod");
+    let report: InstanceReport = serde_json::from_value(serde_json::json!({
+        "name": "orders-2", "role": "replica", "phase": "running", "ready": true,
+        "fenced": false, "keptCopy": "/var/lib/postgresql/data/pgdata.replaced",
+    }))
+    .expect("a report");
+    let reports = BTreeMap::from([("orders-2".to_owned(), report)]);
+    let seen = instance_status(&pod, &reports, None, None);
+    assert_eq!(
+        seen.kept_copy.as_deref(),
+        Some("/var/lib/postgresql/data/pgdata.replaced")
+    );
+    let silent = instance_status(&pod, &BTreeMap::new(), Some(&seen), None);
+    assert_eq!(silent.kept_copy, seen.kept_copy);
+}

@@ -10,3 +10,4 @@ mod permissions;
 mod resilience;
 mod spec_changes;
 mod support;
+mod volumes;
