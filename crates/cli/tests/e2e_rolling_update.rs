@@ -74,7 +74,11 @@ async fn a_resources_change_rolls_every_instance_without_losing_a_write() {
         let status = world.status(CLUSTER).await;
         upgrading |= status.phase == Some(ClusterPhase::Upgrading);
         if let Some(rollout) = &status.rollout {
-            let step = format!("{} {}", rollout.step, rollout.instance.as_deref().unwrap_or(""));
+            let step = format!(
+                "{} {}",
+                rollout.step,
+                rollout.instance.as_deref().unwrap_or("")
+            );
             if steps.last() != Some(&step) {
                 println!("{:>6.1?} {step} ({})", started.elapsed(), rollout.reason);
                 steps.push(step);
@@ -95,13 +99,20 @@ async fn a_resources_change_rolls_every_instance_without_losing_a_write() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     println!("rolled {replaced:?} in {:?}", started.elapsed());
-    assert!(upgrading, "the cluster reported Upgrading during the rollout");
+    assert!(
+        upgrading,
+        "the cluster reported Upgrading during the rollout"
+    );
 
     // Replicas first, the former primary last, each on its own volume.
     assert_eq!(replaced.last(), Some(&old_primary), "{replaced:?}");
     let after = uids(&world).await;
     for (name, (_, volume)) in &before {
-        assert_eq!(after.get(name).map(|(_, v)| v), Some(volume), "{name} kept its volume");
+        assert_eq!(
+            after.get(name).map(|(_, v)| v),
+            Some(volume),
+            "{name} kept its volume"
+        );
     }
     let status = world.status(CLUSTER).await;
     let record = status.last_failover.clone().expect("a switchover");
@@ -109,7 +120,10 @@ async fn a_resources_change_rolls_every_instance_without_losing_a_write() {
         (record.reason.as_str(), record.from.as_str()),
         ("Switchover", old_primary.as_str())
     );
-    assert_ne!(status.current_primary.as_deref(), Some(old_primary.as_str()));
+    assert_ne!(
+        status.current_primary.as_deref(),
+        Some(old_primary.as_str())
+    );
 
     world.wait_replicating(CLUSTER, 3).await;
     writer.wait_for_more(20, Duration::from_secs(60)).await;

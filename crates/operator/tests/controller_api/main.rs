@@ -8,5 +8,6 @@ mod failover;
 mod instances;
 mod permissions;
 mod resilience;
+mod rollout;
 mod spec_changes;
 mod support;
