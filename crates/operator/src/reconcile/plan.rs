@@ -198,6 +198,16 @@ fn move_primary(
         return (FailoverCheck::default(), Vec::new(), Vec::new());
     }
     let (mut check, mut events) = primary::judge(cluster, valid, observed, now);
+    if restart_in_place(cluster, valid, &step.target_primary, now) && check.record.is_some() {
+        // The rollout restarts this primary on purpose, as the owner chose
+        // (`primaryUpdateMethod: restart`): no failover while it comes back.
+        check = FailoverCheck {
+            primary_available: Some(false),
+            delay_left: Some(std::time::Duration::from_secs(1)),
+            ..FailoverCheck::default()
+        };
+        events.clear();
+    }
     let mut clear = Vec::new();
     if let Some(requested) = cluster.annotations().get(labels::PROMOTE) {
         let primary = check
@@ -215,6 +225,32 @@ fn move_primary(
         clear.push(labels::APPROVE_DATA_LOSS);
     }
     (check, events, clear)
+}
+
+/// Whether the rolling update restarts the primary `target` in place and
+/// the restart is still within `spec.failover.promotionTimeoutSeconds` of
+/// the primary turning unavailable; past that, a failover replaces it as
+/// it would any failed primary.
+fn restart_in_place(
+    cluster: &PostgresCluster,
+    valid: &ValidatedCluster,
+    target: &InstanceName,
+    now: Timestamp,
+) -> bool {
+    let Some(status) = cluster.status.as_ref() else {
+        return false;
+    };
+    if !crate::rollout::restarting(status.rollout.as_ref(), target.as_str()) {
+        return false;
+    }
+    let down_since = tusk_api::conditions::find_condition(
+        &status.conditions,
+        crate::failover::PRIMARY_AVAILABLE,
+    )
+    .filter(|c| c.status == "False")
+    .map(|c| c.last_transition_time.0);
+    let limit = i64::from(valid.failover.promotion_timeout_seconds.max(1));
+    down_since.is_none_or(|since| now.as_second() - since.as_second() < limit)
 }
 
 /// Each instance of the cluster as its pod and volume show it.

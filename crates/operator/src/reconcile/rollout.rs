@@ -117,5 +117,6 @@ pub fn decide(
             .unwrap_or_default(),
         paused: valid.paused || paused_by_annotation,
         slot: outdated.slot,
+        previous: cluster.status.as_ref().and_then(|s| s.rollout.clone()),
     })
 }

@@ -55,6 +55,9 @@ pub struct Input {
     /// A rollout slot is held for this cluster (needed only when the
     /// operator's version is the whole reason).
     pub slot: bool,
+    /// The rollout status of the previous pass: the last pod replaced is
+    /// followed until it serves again, even once no pod is outdated.
+    pub previous: Option<RolloutStatus>,
 }
 
 /// What the rollout does in this pass.
@@ -104,7 +107,7 @@ pub fn decide(input: &Input) -> Rollout {
     if outdated.is_empty() {
         return Rollout {
             action: Action::Wait,
-            status: None,
+            status: last_replaced(input),
         };
     }
     let mut reasons: Vec<&str> = outdated.iter().flat_map(|m| m.reasons.clone()).collect();
@@ -128,8 +131,13 @@ pub fn decide(input: &Input) -> Rollout {
     if operator_upgrade && !input.slot {
         return wait(step::WAITING_FOR_SLOT, None);
     }
-    if let Some(busy) = input.members.iter().find(|m| !m.ready || !m.streaming) {
-        return wait(step::WAITING_FOR_REPLICA, Some(&busy.name));
+    if let Some(busy) = input.members.iter().find(|m| !serves(m)) {
+        let step = if restarting(input.previous.as_ref(), &busy.name) {
+            step::RESTARTING_PRIMARY
+        } else {
+            step::WAITING_FOR_REPLICA
+        };
+        return wait(step, Some(&busy.name));
     }
     if !input.settled {
         return wait(step::WAITING_FOR_REPLICA, None);
@@ -156,6 +164,39 @@ pub fn decide(input: &Input) -> Rollout {
             status: Some(status(step::RESTARTING_PRIMARY, Some(&input.primary))),
         },
     }
+}
+
+fn serves(member: &Member) -> bool {
+    member.ready && member.streaming
+}
+
+/// Whether the previous pass restarted (or waited for) `instance` as the
+/// primary in place.
+pub fn restarting(previous: Option<&RolloutStatus>, instance: &str) -> bool {
+    previous.is_some_and(|p| {
+        p.step == step::RESTARTING_PRIMARY && p.instance.as_deref() == Some(instance)
+    })
+}
+
+/// With every pod up to date, the status of the rollout while the pod it
+/// replaced last does not serve yet (`None` once it does).
+fn last_replaced(input: &Input) -> Option<RolloutStatus> {
+    let previous = input.previous.as_ref()?;
+    let instance = previous.instance.as_deref()?;
+    let member = input.members.iter().find(|m| m.name == instance)?;
+    if serves(member) {
+        return None;
+    }
+    let step = if restarting(Some(previous), instance) {
+        step::RESTARTING_PRIMARY
+    } else {
+        step::WAITING_FOR_REPLICA
+    };
+    Some(RolloutStatus {
+        step: step.to_owned(),
+        outdated: Vec::new(),
+        ..previous.clone()
+    })
 }
 
 #[cfg(test)]

@@ -22,8 +22,13 @@ fn input(members: Vec<Member>) -> Input {
         method: PrimaryUpdateMethod::Switchover,
         paused: false,
         slot: false,
+        previous: None,
     }
 }
+
+/// What a case is, its input, the action expected, and the step and
+/// instance status should say.
+type Case<'a> = (&'a str, Input, Action, Option<(&'a str, Option<&'a str>)>);
 
 fn step_of(rollout: &Rollout) -> Option<(&str, Option<&str>)> {
     rollout
@@ -44,7 +49,7 @@ fn a_rolling_update_replaces_replicas_then_switches_over_then_the_former_primary
         f(&mut i);
         i
     };
-    let cases: Vec<(&str, Input, Action, Option<(&str, Option<&str>)>)> = vec![
+    let cases: Vec<Case<'_>> = vec![
         (
             "up to date: nothing to do",
             input(vec![member("db-1", false), member("db-2", false)]),
@@ -156,4 +161,31 @@ fn an_operator_upgrade_rolls_only_with_a_slot_and_says_why() {
         rollout.status.expect("a rollout").reason,
         "changed: spec.resources, the operator's version"
     );
+}
+
+#[test]
+fn the_last_pod_replaced_is_followed_until_it_serves_again() {
+    let previous = |step: &str| RolloutStatus {
+        step: step.to_owned(),
+        instance: Some("db-1".to_owned()),
+        reason: "changed: spec.resources".to_owned(),
+        outdated: vec!["db-1".to_owned()],
+        operator_upgrade: false,
+    };
+    let restarting = Member {
+        ready: false,
+        ..member("db-1", false)
+    };
+    let mut waiting = input(vec![restarting, member("db-2", false)]);
+    waiting.previous = Some(previous("RestartingPrimary"));
+    let rollout = decide(&waiting);
+    assert_eq!(rollout.action, Action::Wait);
+    assert_eq!(step_of(&rollout), Some(("RestartingPrimary", Some("db-1"))));
+    waiting.previous = Some(previous("ReplacingReplica"));
+    assert_eq!(
+        step_of(&decide(&waiting)),
+        Some(("WaitingForReplica", Some("db-1")))
+    );
+    waiting.members[0].ready = true;
+    assert_eq!(decide(&waiting).status, None, "done once it serves");
 }

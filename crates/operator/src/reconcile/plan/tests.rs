@@ -319,3 +319,36 @@ fn a_declared_major_version_is_held_so_a_recreated_pod_runs_its_data() {
     let valid = crate::reconcile::validate::validate(&cluster, &config, &observed).expect("valid");
     assert_eq!(valid.version, 15);
 }
+
+/// `primaryUpdateMethod: restart`: the primary the rollout restarts in
+/// place is not failed over while it comes back, for at most
+/// `promotionTimeoutSeconds` (30 s) from it turning unavailable.
+#[test]
+fn a_primary_restarted_in_place_is_not_failed_over_while_it_comes_back() {
+    let restarting = |down_since: &str| {
+        let mut status = serving();
+        status.rollout = Some(tusk_api::v1alpha1::RolloutStatus {
+            step: "RestartingPrimary".to_owned(),
+            instance: Some("orders-1".to_owned()),
+            reason: "changed: spec.resources".to_owned(),
+            ..Default::default()
+        });
+        status.conditions[0].last_transition_time =
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                down_since.parse().expect("a time"),
+            );
+        with_status(resized("512Mi", "restart"), &status)
+    };
+    let failed = primary_failed();
+    // Down for 10 s (the delay of 5 s is over): held.
+    let held = restarting("2026-01-01T10:00:50Z");
+    let held_valid = valid(&held);
+    let plan = planned(&held, &failed, &held_valid);
+    assert_eq!(plan.status.target_primary.as_deref(), Some("orders-1"));
+    assert!(plan.primary.record.is_none() && plan.events.is_empty());
+    // Down for 60 s: the restart failed; a failover replaces it.
+    let overdue = restarting("2026-01-01T10:00:00Z");
+    let overdue_valid = valid(&overdue);
+    let plan = planned(&overdue, &failed, &overdue_valid);
+    assert_eq!(plan.status.target_primary.as_deref(), Some("orders-3"));
+}
