@@ -75,7 +75,7 @@ pub fn members(
             let report = observed.reports.get(&name);
             let streaming = report.is_some_and(|r| match r.role {
                 InstanceRole::Primary => r.ready && !r.fenced,
-                _ => r.ready && r.streaming == Some(true),
+                _ => r.ready && r.streaming == Some(true) && primary_streams_to(observed, &name),
             });
             let position = report
                 .and_then(|r| r.received_lsn.as_deref().or(r.current_lsn.as_deref()))
@@ -90,6 +90,18 @@ pub fn members(
             }
         })
         .collect()
+}
+
+/// Whether the serving primary's report lists `standby` as streaming: a
+/// standby still catching up confirms no commit, so replacing the next
+/// one before it streams would hold synchronous commits up.
+fn primary_streams_to(observed: &Observed, standby: &str) -> bool {
+    observed
+        .reports
+        .values()
+        .filter(|r| r.role == InstanceRole::Primary && r.ready)
+        .flat_map(|r| &r.standbys)
+        .any(|s| s.name == standby && s.state == "streaming")
 }
 
 /// The rollout's decision in this pass; `settled` when nothing else moves.

@@ -167,8 +167,25 @@ fn built_from(spec: serde_json::Value, mut observed: Observed) -> Observed {
         pod.metadata.annotations =
             Some([(labels::POD_TEMPLATE.to_owned(), fingerprint.text())].into());
     }
+    let standbys: Vec<String> = observed
+        .reports
+        .values()
+        .filter(|r| r.role == tusk_api::instance::InstanceRole::Replica)
+        .map(|r| r.name.clone())
+        .collect();
     for report in observed.reports.values_mut() {
         report.streaming = Some(report.role == tusk_api::instance::InstanceRole::Replica);
+        if report.role == tusk_api::instance::InstanceRole::Primary {
+            report.standbys = standbys
+                .iter()
+                .map(|name| {
+                    serde_json::from_value(
+                        json!({"name": name, "state": "streaming", "syncState": "quorum"}),
+                    )
+                    .expect("a standby")
+                })
+                .collect();
+        }
     }
     observed
 }
