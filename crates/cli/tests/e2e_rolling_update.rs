@@ -145,10 +145,11 @@ async fn a_resources_change_rolls_every_instance_without_losing_a_write() {
         served + Duration::from_millis(300),
     );
     println!(
-        "switchover {} -> {}: longest time without an acknowledged write {pause:?}; \
-         over the whole rolling update {:?}",
+        "switchover {} -> {} ({:?} s from the decision to the new primary serving): longest time \
+         without an acknowledged write {pause:?}; over the whole rolling update {:?}",
         record.from,
         record.to,
+        record.duration_seconds,
         writer.longest_pause_since(started)
     );
     let acknowledged = writer.finish().await;
