@@ -160,5 +160,50 @@ async fn a_resources_change_rolls_every_instance_without_losing_a_write() {
         missing.len()
     );
     assert!(missing.is_empty(), "acknowledged rows lost: {missing:?}");
+
+    // An approved major version this operator does not upgrade to is
+    // held: a pod re-created afterwards keeps running its data's major
+    // (before, it got the new major's binaries and crash-looped on
+    // `VersionMismatch`).
+    let patch = serde_json::json!({"spec": {"postgres": {"version": 16},
+        "upgrade": {"approvedVersion": 16}}});
+    world
+        .clusters()
+        .patch(CLUSTER, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("version declared");
+    let replica = status
+        .instances
+        .iter()
+        .find(|i| i.role == "replica")
+        .map(|i| i.name.clone())
+        .expect("a replica");
+    let pods: Api<Pod> = Api::namespaced(world.client.clone(), NS);
+    let old_pod = uids(&world).await[&replica].0.clone();
+    pods.delete(&replica, &Default::default())
+        .await
+        .expect("pod deleted");
+    common::wait_for(
+        "the re-created pod serving again",
+        Duration::from_secs(120),
+        || async {
+            let s = world.status(CLUSTER).await;
+            let recreated = uids(&world)
+                .await
+                .get(&replica)
+                .is_some_and(|(uid, _)| *uid != old_pod);
+            recreated && s.ready_instances == 3 && s.rollout.is_none()
+        },
+    )
+    .await;
+    let status = world.status(CLUSTER).await;
+    assert_eq!(status.postgres_version, Some(15));
+    let unsupported = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Unsupported" && c.status == "True")
+        .map(|c| c.message.clone())
+        .unwrap_or_default();
+    assert!(unsupported.contains("spec.postgres.version 16"), "{unsupported}");
     world.shutdown().await;
 }
