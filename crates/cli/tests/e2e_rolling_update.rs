@@ -204,6 +204,9 @@ async fn a_resources_change_rolls_every_instance_without_losing_a_write() {
         .find(|c| c.type_ == "Unsupported" && c.status == "True")
         .map(|c| c.message.clone())
         .unwrap_or_default();
-    assert!(unsupported.contains("spec.postgres.version 16"), "{unsupported}");
+    assert!(
+        unsupported.contains("spec.postgres.version 16"),
+        "{unsupported}"
+    );
     world.shutdown().await;
 }
