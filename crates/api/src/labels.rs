@@ -35,6 +35,14 @@ pub const PROMOTE: &str = "tusk.dev/promote";
 pub const APPROVE_DATA_LOSS: &str = "tusk.dev/approve-data-loss";
 /// Annotation on a cluster letting a stuck deletion finish without cleanup.
 pub const FORCE_DELETE: &str = "tusk.dev/force-delete";
+/// Annotation on a cluster pausing its rolling update (`"true"`): no pod
+/// is replaced and no switchover started for an update while it is set.
+pub const PAUSE_ROLLOUT: &str = "tusk.dev/pause-rollout";
+/// Annotation on an instance's pod: the fingerprint of the template it was
+/// built from (`<spec>-<pod>`: the cluster's declared pod inputs, then the
+/// whole pod), so the operator tells an outdated pod, and why, without
+/// comparing fields the API server may have defaulted.
+pub const POD_TEMPLATE: &str = "tusk.dev/pod-template";
 
 /// Values of [`ROLE`].
 pub mod role {

@@ -27,6 +27,8 @@ use crate::status::StatusInput;
 
 pub async fn run(cluster: &PostgresCluster, ctx: &Context) -> Result<Action, Error> {
     let namespace = cluster.namespace().unwrap_or_default();
+    ctx.rollout_slots
+        .release(&crate::freshness::cluster_key(cluster));
     let outcome = async {
         if cluster.spec.deletion_policy == DeletionPolicy::Retain {
             let children = Children::fetch(&ctx.stores, cluster).await?;

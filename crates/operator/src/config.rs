@@ -17,6 +17,9 @@ pub struct OperatorConfig {
     pub postgres_gid: i64,
     /// Seconds a pod gets to stop cleanly (fast shutdown, then immediate).
     pub termination_grace_period_seconds: i64,
+    /// Clusters that roll their pods at once for nothing but a new
+    /// operator version (see [`crate::rollout::slots`]).
+    pub max_concurrent_upgrades: u16,
 }
 
 impl Default for OperatorConfig {
@@ -29,6 +32,7 @@ impl Default for OperatorConfig {
             postgres_uid: 999,
             postgres_gid: 999,
             termination_grace_period_seconds: 120,
+            max_concurrent_upgrades: crate::rollout::slots::DEFAULT_LIMIT,
         }
     }
 }

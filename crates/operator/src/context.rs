@@ -23,6 +23,9 @@ pub struct Context {
     pub freshness: crate::freshness::Freshness,
     /// When each primary lease version was first seen (see [`crate::primacy`]).
     pub leases: crate::primacy::LeaseObservations,
+    /// Clusters rolling their pods for the operator's version alone (see
+    /// [`crate::rollout::slots`]).
+    pub rollout_slots: crate::rollout::slots::Slots,
 }
 
 impl Context {
@@ -32,6 +35,7 @@ impl Context {
         metrics: Arc<Metrics>,
         stores: Stores,
     ) -> Self {
+        let config_limit = config.max_concurrent_upgrades;
         Self {
             client,
             config,
@@ -45,6 +49,7 @@ impl Context {
             failures: crate::retry::Failures::default(),
             freshness: crate::freshness::Freshness::default(),
             leases: crate::primacy::LeaseObservations::default(),
+            rollout_slots: crate::rollout::slots::Slots::new(config_limit),
         }
     }
 }

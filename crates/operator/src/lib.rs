@@ -33,6 +33,7 @@ pub mod primacy;
 pub mod reconcile;
 pub mod report;
 pub mod retry;
+pub mod rollout;
 pub mod run;
 pub mod server;
 pub mod status;

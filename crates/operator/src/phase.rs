@@ -5,6 +5,7 @@
 //! Pending -> Provisioning -> Ready
 //! Provisioning -> Degraded (failure) -> Provisioning (retry, back-off)
 //! Ready -> Scaling -> Ready
+//! Ready -> Upgrading (a rolling update) -> Ready
 //! Ready -> Degraded (an instance failed) -> Ready
 //! any -> Deleting (deletionTimestamp set)
 //! ```
@@ -26,6 +27,8 @@ pub struct Observation {
     pub ready: u32,
     /// The cluster reached Ready at least once (initial provisioning done).
     pub provisioned: bool,
+    /// A rolling update under way: what it does.
+    pub rollout: Option<String>,
 }
 
 /// Phase plus the three standard conditions.
@@ -72,6 +75,15 @@ pub fn assess(o: &Observation) -> Assessment {
         return failed(o, *category, message, counts);
     }
     let all_ready = o.ready == o.declared && o.existing == o.declared;
+    if let Some(message) = o.rollout.as_ref().filter(|_| o.existing == o.declared) {
+        let ready = if all_ready { True } else { False };
+        return Assessment {
+            phase: ClusterPhase::Upgrading,
+            ready: (ready, "RollingUpdate", counts),
+            progressing: (True, "RollingUpdate", message.clone()),
+            degraded: not_degraded,
+        };
+    }
     if all_ready {
         return Assessment {
             phase: ClusterPhase::Ready,
@@ -185,6 +197,7 @@ mod tests {
             existing,
             ready,
             provisioned,
+            rollout: None,
         }
     }
 

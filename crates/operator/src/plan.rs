@@ -34,6 +34,10 @@ pub enum InstanceStep {
     WaitForReady(InstanceName),
     /// Remove this replica (Pod, and PVC per the deletion policy).
     Remove(InstanceName),
+    /// Delete this instance's outdated Pod, keeping its PVC: the Pod is
+    /// re-created from the current template (a rolling update's step,
+    /// decided by [`crate::rollout`]).
+    ReplacePod(InstanceName),
 }
 
 /// The plan for this reconcile.

@@ -11,7 +11,7 @@ use tusk_api::instance::{InstanceReport, InstanceRole};
 use tusk_api::labels;
 use tusk_api::v1alpha1::{
     BlockedFailover, ClusterPhase, FailoverStatus, InstanceStatus, PostgresCluster,
-    PostgresClusterStatus,
+    PostgresClusterStatus, RolloutStatus,
 };
 
 use crate::phase::{Observation, assess};
@@ -47,6 +47,10 @@ pub struct StatusInput<'a> {
     /// The primary lease version the new primary of that failover takes
     /// over.
     pub lease_takeover: Option<String>,
+    /// The rolling update under way, if any.
+    pub rollout: Option<RolloutStatus>,
+    /// The major version the instances' data runs.
+    pub postgres_version: Option<u32>,
     pub now: Time,
 }
 
@@ -81,6 +85,10 @@ impl<'a> StatusInput<'a> {
             promotion_stalled: None,
             last_failover: None,
             lease_takeover: None,
+            rollout: previous.and_then(|s| s.rollout.clone()),
+            postgres_version: previous
+                .and_then(|s| s.postgres_version)
+                .and_then(|v| u32::try_from(v).ok()),
             now,
         }
     }
@@ -122,6 +130,7 @@ pub fn compose(input: &StatusInput<'_>) -> PostgresClusterStatus {
         existing,
         ready,
         provisioned,
+        rollout: input.rollout.as_ref().map(rollout_message),
     });
     let mut status = PostgresClusterStatus {
         phase: Some(assessment.phase),
@@ -132,6 +141,8 @@ pub fn compose(input: &StatusInput<'_>) -> PostgresClusterStatus {
         current_primary,
         target_primary: input.target_primary.clone(),
         latest_instance_serial: i32::try_from(input.latest_serial).unwrap_or(i32::MAX),
+        rollout: input.rollout.clone(),
+        postgres_version: input.postgres_version.and_then(|v| i32::try_from(v).ok()),
         last_reconcile_time: previous.last_reconcile_time.clone(),
         ..previous
     };
@@ -159,6 +170,20 @@ pub fn compose(input: &StatusInput<'_>) -> PostgresClusterStatus {
     }
     set_unsupported(&mut status, input);
     status
+}
+
+/// What the Progressing condition says of a rolling update.
+fn rollout_message(rollout: &RolloutStatus) -> String {
+    let instance = rollout
+        .instance
+        .as_deref()
+        .map_or_else(String::new, |i| format!(" {i}"));
+    format!(
+        "rolling update ({}): {}{instance}; outdated: {}",
+        rollout.reason,
+        rollout.step,
+        rollout.outdated.join(", ")
+    )
 }
 
 /// Each pod's instance, from its report or, while it is silent, from what

@@ -75,6 +75,17 @@ pub struct PostgresClusterStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub upgrade: Option<UpgradeStatus>,
 
+    /// The PostgreSQL major version the instances' data runs. It changes
+    /// only through a major upgrade: a declared `spec.postgres.version`
+    /// that differs is not applied to pods until then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub postgres_version: Option<i32>,
+
+    /// A rolling update of the instances' pods under way: which instance,
+    /// why, and what is left.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<RolloutStatus>,
+
     /// Backups and WAL archiving as observed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backup: Option<BackupStatus>,
@@ -101,7 +112,8 @@ pub enum ClusterPhase {
     Degraded,
     /// Adding or removing instances.
     Scaling,
-    /// Running an approved major-version upgrade.
+    /// Rolling an update through the instances' pods, or running an
+    /// approved major-version upgrade.
     Upgrading,
     /// Being deleted; waiting for cleanup.
     Deleting,
@@ -255,6 +267,29 @@ pub struct RecoveryPoint {
     /// Commit time of the last transaction at that position, when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time: Option<Time>,
+}
+
+/// A rolling update of pods whose template differs from the declared one.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutStatus {
+    /// What happens now: ReplacingReplica, WaitingForReplica, Switchover,
+    /// RestartingPrimary, Paused or WaitingForSlot.
+    pub step: String,
+    /// The instance being replaced or switched over to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance: Option<String>,
+    /// Why: what changed (`spec.postgres.image`, `spec.resources`,
+    /// `spec.podTemplate`, `spec.postgres.version`, or the operator's
+    /// version).
+    pub reason: String,
+    /// Instances whose pods are still outdated.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub outdated: Vec<String>,
+    /// Set only when the operator's own version is the whole reason: such
+    /// rollouts run for a limited number of clusters at once.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub operator_upgrade: bool,
 }
 
 /// Progress of an approved major-version upgrade (R27).

@@ -54,6 +54,11 @@ pub struct Args {
     /// Group id PostgreSQL runs as in its pods.
     #[arg(long, env = "TUSK_POSTGRES_GID", default_value_t = 999, value_parser = clap::value_parser!(i64).range(1..))]
     pub postgres_gid: i64,
+    /// Clusters whose pods roll at the same time when nothing but the
+    /// operator's version changed them (an operator upgrade); the others
+    /// wait their turn. Changes of a cluster's own spec roll at once.
+    #[arg(long, env = "TUSK_MAX_CONCURRENT_UPGRADES", default_value_t = tusk_operator::rollout::slots::DEFAULT_LIMIT, value_parser = clap::value_parser!(u16).range(1..))]
+    pub max_concurrent_upgrades: u16,
     #[command(flatten)]
     pub log: super::logging::LogArgs,
 }
@@ -70,6 +75,7 @@ impl Args {
                 default_postgres_image: self.default_postgres_image.clone(),
                 postgres_uid: self.postgres_uid,
                 postgres_gid: self.postgres_gid,
+                max_concurrent_upgrades: self.max_concurrent_upgrades,
                 ..OperatorConfig::default()
             },
             options: Options {

@@ -420,6 +420,22 @@ impl Writer {
             .unwrap_or_default()
     }
 
+    /// The longest time without an acknowledged write from `from` to
+    /// `to` (counting from the last acknowledgement before `from` to the
+    /// first after `to`).
+    pub fn longest_pause_between(&self, from: Instant, to: Instant) -> Duration {
+        let Ok(times) = self.times.lock() else {
+            return Duration::ZERO;
+        };
+        let start = times.partition_point(|t| *t < from);
+        let end = times.partition_point(|t| *t <= to);
+        times[start.saturating_sub(1)..(end + 1).min(times.len())]
+            .windows(2)
+            .map(|w| w[1] - w[0])
+            .max()
+            .unwrap_or_default()
+    }
+
     /// Commits acknowledged so far.
     pub fn acknowledged(&self) -> usize {
         self.acknowledged.load(std::sync::atomic::Ordering::SeqCst)

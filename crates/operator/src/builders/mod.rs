@@ -10,13 +10,17 @@ mod rbac;
 mod secrets;
 mod services;
 mod storage;
+mod template;
 
 pub use disruption::{primary_pdb, replicas_pdb};
-pub use pod::{CONTROLLER_DIR, InstanceEnv, PGDATA, POSTGRES_PORT, SECRETS_DIR, instance_pod};
+pub use pod::{
+    CONTROLLER_DIR, InstanceEnv, PGDATA, POSTGRES_PORT, SECRETS_DIR, instance_pod, pod_fingerprint,
+};
 pub use rbac::{instance_role, instance_role_binding, instance_service_account};
 pub use secrets::{Credential, credentials_secret};
 pub use services::{r_service, ro_service, rw_service};
 pub use storage::{instance_pvc, owned_by_cluster};
+pub use template::{Fingerprint, OPERATOR_VERSION};
 
 use std::collections::BTreeMap;
 

@@ -23,6 +23,7 @@ use tusk_api::instance::{HEALTHZ_PATH, READYZ_PATH};
 use tusk_api::labels;
 
 use super::container::{field_env, restricted, value_env};
+use super::template::Fingerprint;
 use super::{Credential, child_meta};
 use crate::config::OperatorConfig;
 use crate::names::InstanceName;
@@ -35,11 +36,42 @@ pub use tusk_api::contract::{
 /// The pod of `instance`, labelled with `role` (`None` while the operator
 /// does not know it yet: such a pod is selected by no role-specific
 /// Service).
+/// The pod carries the fingerprint of its template (see [`Fingerprint`]).
 pub fn instance_pod(
     cluster: &ValidatedCluster,
     config: &OperatorConfig,
     instance: &InstanceName,
     role: Option<&str>,
+) -> Pod {
+    let mut pod = template_pod(cluster, config, instance);
+    let fingerprint = Fingerprint::of(cluster, &pod);
+    pod.metadata
+        .annotations
+        .get_or_insert_with(BTreeMap::new)
+        .insert(labels::POD_TEMPLATE.to_owned(), fingerprint.text());
+    if let Some(role) = role {
+        pod.metadata
+            .labels
+            .get_or_insert_with(BTreeMap::new)
+            .insert(labels::ROLE.to_owned(), role.to_owned());
+    }
+    pod
+}
+
+/// The fingerprint of the pod `instance` should run now.
+pub fn pod_fingerprint(
+    cluster: &ValidatedCluster,
+    config: &OperatorConfig,
+    instance: &InstanceName,
+) -> Fingerprint {
+    Fingerprint::of(cluster, &template_pod(cluster, config, instance))
+}
+
+/// The pod of `instance` without its role label and fingerprint.
+fn template_pod(
+    cluster: &ValidatedCluster,
+    config: &OperatorConfig,
+    instance: &InstanceName,
 ) -> Pod {
     let mut metadata = child_meta(cluster, instance.as_str());
     let pod_labels = metadata.labels.get_or_insert_with(BTreeMap::new);
@@ -47,9 +79,6 @@ pub fn instance_pod(
         pod_labels.insert(key.clone(), value.clone());
     }
     pod_labels.insert(labels::INSTANCE.to_owned(), instance.to_string());
-    if let Some(role) = role {
-        pod_labels.insert(labels::ROLE.to_owned(), role.to_owned());
-    }
     if !cluster.pod_template.annotations.is_empty() {
         metadata.annotations = Some(cluster.pod_template.annotations.clone());
     }

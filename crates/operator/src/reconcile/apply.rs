@@ -200,6 +200,7 @@ async fn instance_step(
             apply_one(&pods, None, &pod).await?;
             Ok(())
         }
+        InstanceStep::ReplacePod(instance) => delete(&pods, instance.as_str()).await,
         InstanceStep::Remove(instance) => {
             delete(&pods, instance.as_str()).await?;
             if valid.deletion_policy == DeletionPolicy::Delete {

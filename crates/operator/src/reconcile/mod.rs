@@ -16,6 +16,7 @@ mod plan;
 mod primary;
 mod requeue;
 mod roles;
+mod rollout;
 mod storage;
 mod validate;
 
@@ -49,7 +50,7 @@ pub const FINALIZER: &str = "postgres.tusk.dev/cleanup";
 async fn converge(cluster: &PostgresCluster, ctx: &Context) -> Result<Action, Error> {
     let observed = fetch::fetch(cluster, ctx).await?;
     let now = Timestamp::now();
-    let valid = match validate::validate(cluster, &ctx.config, &observed.children) {
+    let valid = match validate::validate(cluster, &ctx.config, &observed) {
         Ok(valid) => valid,
         Err(error) => {
             // Nothing is applied, and status keeps what was observed: the
@@ -65,7 +66,8 @@ async fn converge(cluster: &PostgresCluster, ctx: &Context) -> Result<Action, Er
             return Err(error);
         }
     };
-    let plan = plan::plan(cluster, &valid, &observed, now);
+    let outdated = rollout::Outdated::observe(cluster, &valid, ctx, &observed);
+    let plan = plan::plan(cluster, &valid, &observed, &outdated, now);
     let applied = apply::apply(ctx, &valid, &observed.children, &plan).await;
     publish_all(cluster, ctx, &plan.events).await;
     let written = report::write(cluster, ctx, &plan.status, applied.as_ref().err()).await?;

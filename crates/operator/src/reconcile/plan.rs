@@ -11,12 +11,14 @@ use tusk_api::v1alpha1::PostgresCluster;
 use super::fetch::Observed;
 use super::primary;
 use super::roles::{RoleLabel, role_labels};
+use super::rollout::{self as rolling, Outdated};
 use super::storage::{OwnerChange, ownership, resizes};
 use crate::children::{Children, named, pod_ready};
 use crate::events::Note;
 use crate::failover::FailoverCheck;
 use crate::names::InstanceName;
 use crate::plan::{InstancePlan, InstanceStep, ObservedInstance, plan_instances};
+use crate::rollout::{Action, Rollout};
 use crate::status::StatusInput;
 use crate::validate::ValidatedCluster;
 
@@ -39,6 +41,8 @@ pub struct Plan<'a> {
     pub clear: Vec<&'static str>,
     /// Events for the decisions.
     pub events: Vec<Note>,
+    /// The rolling update's decision.
+    pub rollout: Rollout,
     /// The status to write, given the apply outcome.
     pub status: StatusInput<'a>,
 }
@@ -47,17 +51,23 @@ pub fn plan<'a>(
     cluster: &'a PostgresCluster,
     valid: &'a ValidatedCluster,
     observed: &'a Observed,
+    outdated: &Outdated,
     now: Timestamp,
 ) -> Plan<'a> {
     let previous = cluster.status.as_ref();
-    let step = plan_instances(
+    let mut step = plan_instances(
         &valid.name,
         valid.instances,
         &observe_instances(valid, &observed.children),
         previous.and_then(|s| s.target_primary.as_deref()),
         previous.map_or(0, |s| u32::try_from(s.latest_instance_serial).unwrap_or(0)),
     );
-    let (check, events, clear) = move_primary(cluster, valid, observed, &step, now);
+    wait_for_termination(&mut step, &observed.children);
+    let (mut check, mut events, clear) = move_primary(cluster, valid, observed, &step, now);
+    let rollout = roll(
+        cluster, valid, observed, outdated, &mut step, &mut check, now,
+    );
+    events.extend(rollout_note(&rollout, step.target_primary.as_str()));
     let target = check.record.as_ref().map_or_else(
         || step.target_primary.clone(),
         |r| InstanceName::recorded(&r.to),
@@ -89,6 +99,8 @@ pub fn plan<'a>(
         promotion_stalled: check.stalled.clone(),
         last_failover: check.record.clone(),
         lease_takeover: check.lease_takeover.clone(),
+        rollout: rollout.status.clone(),
+        postgres_version: Some(valid.version),
         ..StatusInput::unplanned(
             cluster,
             &observed.children.pods,
@@ -106,8 +118,71 @@ pub fn plan<'a>(
         roles,
         clear,
         events,
+        rollout,
         status,
     }
+}
+
+/// A pod still terminating is not re-created over: the new pod waits for
+/// the old one to be gone (its spec cannot be changed in place).
+fn wait_for_termination(step: &mut InstancePlan, children: &Children) {
+    if let InstanceStep::RecreatePod(instance) = &step.step
+        && named(&children.pods, instance.as_str()).is_some()
+    {
+        step.step = InstanceStep::WaitForReady(instance.clone());
+    }
+}
+
+/// The rolling update's step, when nothing else moves: a pod to replace
+/// becomes the instance step, a switchover the primary's move.
+fn roll(
+    cluster: &PostgresCluster,
+    valid: &ValidatedCluster,
+    observed: &Observed,
+    outdated: &Outdated,
+    step: &mut InstancePlan,
+    check: &mut FailoverCheck,
+    now: Timestamp,
+) -> Rollout {
+    let previous = cluster.status.as_ref();
+    let primary = step.target_primary.to_string();
+    let settled = step.step == InstanceStep::Steady
+        && check.record.is_none()
+        && check.primary_available == Some(true)
+        && previous.is_some_and(|s| s.current_primary.as_deref() == Some(primary.as_str()))
+        && !cluster.annotations().contains_key(labels::PROMOTE);
+    let rollout = rolling::decide(cluster, valid, outdated, &primary, settled);
+    match &rollout.action {
+        Action::Wait => {}
+        Action::Replace(instance) => {
+            step.step = InstanceStep::ReplacePod(InstanceName::recorded(instance));
+        }
+        Action::Switchover(to) => {
+            let (record, _) = primary::switchover(to, &primary, check, observed, now);
+            if record.is_some() {
+                check.record = record;
+            }
+        }
+    }
+    rollout
+}
+
+/// The event of a rollout's action.
+fn rollout_note(rollout: &Rollout, primary: &str) -> Option<Note> {
+    let reason = rollout.status.as_ref().map(|s| s.reason.as_str())?;
+    let message = match &rollout.action {
+        Action::Wait => return None,
+        Action::Replace(instance) if instance == primary => {
+            format!("restarting the primary {instance} in place on its volume ({reason})")
+        }
+        Action::Replace(instance) => {
+            format!("replacing the pod of {instance} on its volume ({reason})")
+        }
+        Action::Switchover(to) => {
+            format!("switching over from {primary} to the updated {to} ({reason})")
+        }
+    };
+    Some(Note::normal("RollingUpdate", message))
 }
 
 /// The failover check, then a requested switchover: the primary's fate
@@ -123,6 +198,16 @@ fn move_primary(
         return (FailoverCheck::default(), Vec::new(), Vec::new());
     }
     let (mut check, mut events) = primary::judge(cluster, valid, observed, now);
+    if restart_in_place(cluster, valid, &step.target_primary, now) && check.record.is_some() {
+        // The rollout restarts this primary on purpose, as the owner chose
+        // (`primaryUpdateMethod: restart`): no failover while it comes back.
+        check = FailoverCheck {
+            primary_available: Some(false),
+            delay_left: Some(std::time::Duration::from_secs(1)),
+            ..FailoverCheck::default()
+        };
+        events.clear();
+    }
     let mut clear = Vec::new();
     if let Some(requested) = cluster.annotations().get(labels::PROMOTE) {
         let primary = check
@@ -140,6 +225,32 @@ fn move_primary(
         clear.push(labels::APPROVE_DATA_LOSS);
     }
     (check, events, clear)
+}
+
+/// Whether the rolling update restarts the primary `target` in place and
+/// the restart is still within `spec.failover.promotionTimeoutSeconds` of
+/// the primary turning unavailable; past that, a failover replaces it as
+/// it would any failed primary.
+fn restart_in_place(
+    cluster: &PostgresCluster,
+    valid: &ValidatedCluster,
+    target: &InstanceName,
+    now: Timestamp,
+) -> bool {
+    let Some(status) = cluster.status.as_ref() else {
+        return false;
+    };
+    if !crate::rollout::restarting(status.rollout.as_ref(), target.as_str()) {
+        return false;
+    }
+    let down_since = tusk_api::conditions::find_condition(
+        &status.conditions,
+        crate::failover::PRIMARY_AVAILABLE,
+    )
+    .filter(|c| c.status == "False")
+    .map(|c| c.last_transition_time.0);
+    let limit = i64::from(valid.failover.promotion_timeout_seconds.max(1));
+    down_since.is_none_or(|since| now.as_second() - since.as_second() < limit)
 }
 
 /// Each instance of the cluster as its pod and volume show it.

@@ -18,6 +18,10 @@ const PROGRESS: Duration = Duration::from_secs(10);
 const PROMOTING: Duration = Duration::from_millis(250);
 /// While the primary is unavailable and the failover delay runs.
 const FAILING: Duration = Duration::from_secs(1);
+/// While a rolling update replaces pods: a replaced replica is followed
+/// until it streams again (the pod's readiness triggers a reconcile, the
+/// instance manager's report of streaming does not).
+const ROLLING: Duration = Duration::from_secs(2);
 /// While the cache lags behind the operator's own last write.
 pub const STALE: Duration = Duration::from_millis(100);
 /// Periodic resync of a converged cluster (R7).
@@ -44,6 +48,12 @@ fn delay(status: &PostgresClusterStatus, primary: &FailoverCheck, step: &Instanc
     if primary.primary_available == Some(false) {
         let wait = primary.delay_left.map_or(FAILING, |left| left.min(FAILING));
         return wait.max(STALE);
+    }
+    let rolling = status.rollout.as_ref().is_some_and(|r| {
+        r.step != crate::rollout::step::PAUSED && r.step != crate::rollout::step::WAITING_FOR_SLOT
+    });
+    if rolling {
+        return ROLLING;
     }
     if status.phase == Some(ClusterPhase::Ready) && *step == InstanceStep::Steady {
         RESYNC

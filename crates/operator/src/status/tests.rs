@@ -26,6 +26,8 @@ fn input<'a>(
         promotion_stalled: None,
         last_failover: None,
         lease_takeover: None,
+        rollout: None,
+        postgres_version: None,
         now,
     }
 }

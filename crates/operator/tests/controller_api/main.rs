@@ -8,6 +8,7 @@ mod failover;
 mod instances;
 mod permissions;
 mod resilience;
+mod rollout;
 mod spec_changes;
 mod support;
 mod volumes;

@@ -87,15 +87,26 @@ impl Operator {
         leadership: Option<Leadership>,
         http: Option<std::net::SocketAddr>,
     ) -> Self {
+        Self::start_with_settings(
+            client,
+            Settings {
+                leadership,
+                http_address: http,
+                ..Settings::default()
+            },
+        )
+    }
+
+    /// An operator with these settings (two reconciles at once, every
+    /// namespace).
+    pub fn start_with_settings(client: &Client, settings: Settings) -> Self {
         let (stop, stop_rx) = watch::channel(false);
         let settings = Settings {
             options: Options {
                 concurrency: 2,
                 namespace: None,
             },
-            leadership,
-            http_address: http,
-            ..Settings::default()
+            ..settings
         };
         let client = client.clone();
         let task = tokio::spawn(async move {

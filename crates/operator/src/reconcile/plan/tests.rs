@@ -12,7 +12,11 @@ fn planned<'a>(
     observed: &'a Observed,
     valid: &'a ValidatedCluster,
 ) -> Plan<'a> {
-    plan(cluster, valid, observed, now())
+    let outdated = Outdated {
+        members: rolling::members(valid, &OperatorConfig::default(), observed),
+        slot: false,
+    };
+    plan(cluster, valid, observed, &outdated, now())
 }
 
 fn valid(cluster: &PostgresCluster) -> ValidatedCluster {
@@ -150,4 +154,218 @@ fn a_planned_failover_relabels_the_pods_for_the_new_target() {
         ]
     );
     assert_eq!(json!(plan.status.failover_blocked), json!(null));
+}
+
+/// `observed` with every pod built from `spec`'s template (stamped with its
+/// fingerprint) and every standby streaming.
+fn built_from(spec: serde_json::Value, mut observed: Observed) -> Observed {
+    let before = valid(&crate::validate::tests::cluster(spec));
+    for pod in &mut observed.children.pods {
+        let instance = InstanceName::recorded(&pod.name_any());
+        let fingerprint =
+            crate::builders::pod_fingerprint(&before, &OperatorConfig::default(), &instance);
+        pod.metadata.annotations =
+            Some([(labels::POD_TEMPLATE.to_owned(), fingerprint.text())].into());
+    }
+    let standbys: Vec<String> = observed
+        .reports
+        .values()
+        .filter(|r| r.role == tusk_api::instance::InstanceRole::Replica)
+        .map(|r| r.name.clone())
+        .collect();
+    for report in observed.reports.values_mut() {
+        report.streaming = Some(report.role == tusk_api::instance::InstanceRole::Replica);
+        if report.role == tusk_api::instance::InstanceRole::Primary {
+            report.standbys = standbys
+                .iter()
+                .map(|name| {
+                    serde_json::from_value(
+                        json!({"name": name, "state": "streaming", "syncState": "quorum"}),
+                    )
+                    .expect("a standby")
+                })
+                .collect();
+        }
+    }
+    observed
+}
+
+fn resized(memory: &str, method: &str) -> serde_json::Value {
+    let mut spec = spec("preferred", false);
+    spec["resources"] = json!({"requests": {"memory": memory}});
+    spec["upgrade"] = json!({"primaryUpdateMethod": method});
+    spec
+}
+
+#[test]
+fn a_resources_change_rolls_replicas_first_then_switches_over_to_the_most_advanced() {
+    let cluster = with_status(resized("512Mi", "switchover"), &serving());
+    let valid = valid(&cluster);
+    // Every pod runs the template from before the change.
+    let observed = built_from(resized("256Mi", "switchover"), healthy());
+    let plan = planned(&cluster, &observed, &valid);
+    assert_eq!(
+        plan.instances.step,
+        InstanceStep::ReplacePod(InstanceName::recorded("orders-2"))
+    );
+    let rollout = plan.status.rollout.clone().expect("a rollout in status");
+    assert_eq!(
+        (rollout.step.as_str(), rollout.instance.as_deref()),
+        ("ReplacingReplica", Some("orders-2"))
+    );
+    assert_eq!(rollout.reason, "changed: spec.resources");
+    assert_eq!(rollout.outdated, ["orders-1", "orders-2", "orders-3"]);
+    let reasons: Vec<&str> = plan.events.iter().map(|e| e.reason.as_str()).collect();
+    assert_eq!(reasons, ["RollingUpdate"]);
+
+    // The replicas are done: the primary switches over to orders-3, the
+    // standby that received the most WAL; nothing is deleted.
+    let mut observed = built_from(resized("512Mi", "switchover"), healthy());
+    let old = built_from(resized("256Mi", "switchover"), healthy());
+    observed.children.pods[0] = old.children.pods[0].clone();
+    let plan = planned(&cluster, &observed, &valid);
+    assert_eq!(plan.instances.step, InstanceStep::Steady);
+    assert_eq!(plan.status.target_primary.as_deref(), Some("orders-3"));
+    let record = plan.primary.record.clone().expect("a switchover");
+    assert_eq!(
+        (record.from.as_str(), record.reason.as_str()),
+        ("orders-1", "Switchover")
+    );
+
+    // With primaryUpdateMethod: restart the primary restarts in place.
+    let restart = with_status(resized("512Mi", "restart"), &serving());
+    let valid = self::valid(&restart);
+    let mut observed = built_from(resized("512Mi", "restart"), healthy());
+    let old = built_from(resized("256Mi", "restart"), healthy());
+    observed.children.pods[0] = old.children.pods[0].clone();
+    let plan = planned(&restart, &observed, &valid);
+    assert_eq!(
+        plan.instances.step,
+        InstanceStep::ReplacePod(InstanceName::recorded("orders-1"))
+    );
+    assert_eq!(plan.status.target_primary.as_deref(), Some("orders-1"));
+}
+
+#[test]
+fn a_paused_rollout_replaces_nothing_and_says_so() {
+    let cluster = annotated(
+        with_status(resized("512Mi", "switchover"), &serving()),
+        labels::PAUSE_ROLLOUT,
+        "true",
+    );
+    let valid = valid(&cluster);
+    let observed = built_from(resized("256Mi", "switchover"), healthy());
+    let plan = planned(&cluster, &observed, &valid);
+    assert_eq!(plan.instances.step, InstanceStep::Steady);
+    assert_eq!(
+        plan.status.rollout.map(|r| r.step),
+        Some("Paused".to_owned())
+    );
+    assert!(plan.events.is_empty());
+}
+
+#[test]
+fn a_pod_still_terminating_is_not_recreated_over() {
+    let cluster = with_status(resized("512Mi", "switchover"), &serving());
+    let valid = valid(&cluster);
+    let mut observed = built_from(resized("256Mi", "switchover"), healthy());
+    observed.children.pods[1].metadata.deletion_timestamp =
+        Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now()));
+    observed.children.volumes = ["orders-1", "orders-2", "orders-3"]
+        .iter()
+        .map(|name| serde_json::from_value(json!({"metadata": {"name": name}})).expect("a claim"))
+        .collect();
+    let plan = planned(&cluster, &observed, &valid);
+    assert_eq!(
+        plan.instances.step,
+        InstanceStep::WaitForReady(InstanceName::recorded("orders-2"))
+    );
+}
+
+/// A declared major version is an upgrade this version does not perform:
+/// a pod re-created after it (any restart) must keep the data's major,
+/// or its instance manager refuses the data (`VersionMismatch`) forever.
+#[test]
+fn a_declared_major_version_is_held_so_a_recreated_pod_runs_its_data() {
+    let mut declared = spec("preferred", false);
+    declared["postgres"]["version"] = 16.into();
+    declared["upgrade"] = json!({"approvedVersion": 16});
+    let mut status = serving();
+    status.postgres_version = Some(15);
+    let cluster = with_status(declared.clone(), &status);
+    let config = OperatorConfig::default();
+    let mut observed = healthy();
+    observed.children.pods.remove(1);
+    observed.children.volumes = ["orders-1", "orders-2", "orders-3"]
+        .iter()
+        .map(|name| serde_json::from_value(json!({"metadata": {"name": name}})).expect("a claim"))
+        .collect();
+    let valid = crate::reconcile::validate::validate(&cluster, &config, &observed).expect("valid");
+    let plan = planned(&cluster, &observed, &valid);
+    let instance = InstanceName::recorded("orders-2");
+    assert_eq!(
+        plan.instances.step,
+        InstanceStep::RecreatePod(instance.clone())
+    );
+    let pod = crate::builders::instance_pod(&valid, &config, &instance, None);
+    let container = &pod.spec.expect("spec").containers[0];
+    assert_eq!(container.image.as_deref(), Some("postgres:15"));
+    let bin_dir = container
+        .env
+        .iter()
+        .flatten()
+        .find(|e| e.name == crate::builders::InstanceEnv::PG_BIN_DIR)
+        .and_then(|e| e.value.clone());
+    assert_eq!(bin_dir.as_deref(), Some("/usr/lib/postgresql/15/bin"));
+    assert!(
+        valid
+            .unsupported
+            .iter()
+            .any(|u| u.starts_with("spec.postgres.version 16")),
+        "{:?}",
+        valid.unsupported
+    );
+    assert_eq!(plan.status.postgres_version, Some(15));
+
+    // A cluster from before the record: its instances say what they run.
+    let cluster = with_status(declared, &serving());
+    let mut observed = healthy();
+    for report in observed.reports.values_mut() {
+        report.postgres_version = Some("15.8".to_owned());
+    }
+    let valid = crate::reconcile::validate::validate(&cluster, &config, &observed).expect("valid");
+    assert_eq!(valid.version, 15);
+}
+
+/// `primaryUpdateMethod: restart`: the primary the rollout restarts in
+/// place is not failed over while it comes back, for at most
+/// `promotionTimeoutSeconds` (30 s) from it turning unavailable.
+#[test]
+fn a_primary_restarted_in_place_is_not_failed_over_while_it_comes_back() {
+    let restarting = |down_since: &str| {
+        let mut status = serving();
+        status.rollout = Some(tusk_api::v1alpha1::RolloutStatus {
+            step: "RestartingPrimary".to_owned(),
+            instance: Some("orders-1".to_owned()),
+            reason: "changed: spec.resources".to_owned(),
+            ..Default::default()
+        });
+        status.conditions[0].last_transition_time =
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                down_since.parse().expect("a time"),
+            );
+        with_status(resized("512Mi", "restart"), &status)
+    };
+    let failed = primary_failed();
+    // Down for 10 s (the delay of 5 s is over): held.
+    let held = restarting("2026-01-01T10:00:50Z");
+    let held_valid = valid(&held);
+    let plan = planned(&held, &failed, &held_valid);
+    assert_eq!(plan.status.target_primary.as_deref(), Some("orders-1"));
+    assert!(plan.primary.record.is_none() && plan.events.is_empty());
+    // Down for 60 s: the restart failed; a failover replaces it.
+    let overdue = restarting("2026-01-01T10:00:00Z");
+    let overdue_valid = valid(&overdue);
+    let plan = planned(&overdue, &failed, &overdue_valid);
+    assert_eq!(plan.status.target_primary.as_deref(), Some("orders-3"));
 }
