@@ -13,6 +13,8 @@ use tokio::sync::watch;
 use tusk_sandbox::controllers::node_lifecycle::NodeLifecycleConfig;
 use tusk_sandbox::converge;
 use tusk_sandbox::node::Node;
+use tusk_sandbox::node::kubelet::docker::DockerRuntime;
+use tusk_sandbox::node::kubelet::{ContainerRuntime, KubeletConfig};
 
 use super::CommandError;
 use super::sandbox_operator::{self, OperatorMode};
@@ -21,6 +23,7 @@ use super::sandbox_operator::{self, OperatorMode};
 pub struct NodeOptions {
     pub apply: Vec<PathBuf>,
     pub kubelet: bool,
+    pub runtime: super::sandbox::RuntimeKind,
     /// The node lifecycle controller's grace period.
     pub node_monitor_grace_period: Duration,
     pub operator: OperatorMode,
@@ -66,8 +69,18 @@ pub async fn run(
             ..NodeLifecycleConfig::default()
         }
         .monitored_within_grace();
-        let node =
-            Node::start_with_lifecycle(client.clone(), data_dir, kubeconfig, tusk, lifecycle);
+        let text = std::fs::read_to_string(kubeconfig).map_err(CommandError::Runtime)?;
+        let mut config = KubeletConfig::new(data_dir, text, tusk).map_err(failed)?;
+        if options.runtime == super::sandbox::RuntimeKind::Docker {
+            let runtime = DockerRuntime::connect(data_dir).await.map_err(failed)?;
+            println!(
+                "pods run as Docker containers on network {} (gateway {})",
+                runtime.network(),
+                runtime.gateway()
+            );
+            config.runtime = ContainerRuntime::Docker(runtime);
+        }
+        let node = Node::start_configured(client.clone(), config, lifecycle);
         Some(node.map_err(failed)?)
     } else {
         None
@@ -77,7 +90,8 @@ pub async fn run(
     let operator = match options.operator {
         OperatorMode::InProcess => Some(sandbox_operator::start_in_process(&client, stop_signal)?),
         OperatorMode::Pod => {
-            applied.extend(sandbox_operator::install_operator(&client).await?);
+            let as_is = options.runtime == super::sandbox::RuntimeKind::Docker;
+            applied.extend(sandbox_operator::install_operator(&client, as_is).await?);
             println!("installed the operator (deployment tusk-system/tusk-operator)");
             None
         }

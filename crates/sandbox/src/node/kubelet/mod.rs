@@ -16,6 +16,7 @@ mod addresses;
 mod backoff;
 mod claims;
 mod container;
+pub mod docker;
 mod env;
 mod faults;
 mod identity;
@@ -30,6 +31,7 @@ mod pod;
 mod probes;
 mod process;
 mod projected;
+mod runtime;
 mod served;
 mod server;
 mod status;
@@ -53,6 +55,7 @@ pub use backoff::Backoff;
 pub use faults::{FaultError, KubeletFaults};
 pub use images::{ImageError, ImageMapping, ImageRule, Runtime};
 pub use node_loss::Processes;
+pub use runtime::ContainerRuntime;
 
 use addresses::AddressPool;
 
@@ -76,6 +79,8 @@ pub enum KubeletError {
     Endpoint { source: std::io::Error },
     #[error(transparent)]
     Images(#[from] ImageError),
+    #[error(transparent)]
+    Docker(#[from] docker::DockerError),
 }
 
 /// How the kubelet runs.
@@ -96,6 +101,8 @@ pub struct KubeletConfig {
     pub status_interval: Duration,
     /// Node status and Lease renewal period.
     pub heartbeat: Duration,
+    /// What runs pods' containers.
+    pub runtime: ContainerRuntime,
 }
 
 impl KubeletConfig {
@@ -119,6 +126,7 @@ impl KubeletConfig {
             kubeconfig,
             status_interval: Duration::from_millis(200),
             heartbeat: Duration::from_secs(10),
+            runtime: ContainerRuntime::Process,
         })
     }
 }
@@ -178,6 +186,9 @@ pub struct KubeletHandle {
     heartbeat: JoinHandle<()>,
     claims: JoinHandle<()>,
     endpoint: JoinHandle<()>,
+    /// The Docker runtime's relay from pods to the API server.
+    api_forwarder: Option<JoinHandle<()>>,
+    runtime: ContainerRuntime,
 }
 
 impl KubeletHandle {
@@ -192,6 +203,9 @@ impl KubeletHandle {
         if let Some(task) = self.task.take() {
             let _ = task.await;
         }
+        if let Some(runtime) = self.runtime.docker() {
+            runtime.clean().await;
+        }
     }
 }
 
@@ -200,6 +214,9 @@ impl Drop for KubeletHandle {
         self.heartbeat.abort();
         self.claims.abort();
         self.endpoint.abort();
+        if let Some(forwarder) = &self.api_forwarder {
+            forwarder.abort();
+        }
         if let Some(task) = &self.task {
             task.abort();
         }
@@ -266,7 +283,17 @@ pub fn start(client: Client, config: KubeletConfig) -> Result<KubeletHandle, Kub
         faults.node_loss().clone(),
     ));
     let claims = tokio::spawn(claims::run(client.clone(), config.data_dir.clone()));
-    let addresses = AddressPool::seeded(&config.data_dir.to_string_lossy());
+    let seed = config.data_dir.to_string_lossy().into_owned();
+    let (addresses, api_forwarder) = match config.runtime.docker() {
+        None => (AddressPool::seeded(&seed), None),
+        Some(runtime) => {
+            let (first, last) = runtime.address_range();
+            let api = api_address(&config.kubeconfig);
+            let forwarder = docker::forward_api(runtime.gateway(), api)?;
+            (AddressPool::seeded_in(&seed, first, last), Some(forwarder))
+        }
+    };
+    let runtime = config.runtime.clone();
     let ctx = Arc::new(Context {
         client,
         config,
@@ -284,7 +311,24 @@ pub fn start(client: Client, config: KubeletConfig) -> Result<KubeletHandle, Kub
         heartbeat,
         claims,
         endpoint,
+        api_forwarder,
+        runtime,
     })
+}
+
+/// The API server's address, from the kubeconfig the kubelet was given
+/// (`server: https://127.0.0.1:<port>`).
+fn api_address(kubeconfig: &str) -> std::net::SocketAddr {
+    let config: serde_json::Value = serde_yaml_ng::from_str(kubeconfig).unwrap_or_default();
+    let port = config["clusters"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find_map(|cluster| cluster["cluster"]["server"].as_str())
+        .and_then(|server| server.rsplit(':').next())
+        .and_then(|port| port.trim_end_matches('/').parse::<u16>().ok())
+        .unwrap_or(443);
+    std::net::SocketAddr::from(([127, 0, 0, 1], port))
 }
 
 /// Starts the endpoint the API server proxies `pods/log` and `pods/exec`

@@ -29,6 +29,8 @@ pub enum PodError {
     Input(#[from] InputError),
     #[error(transparent)]
     Volume(#[from] VolumeError),
+    #[error(transparent)]
+    Docker(#[from] super::docker::DockerError),
     #[error("cannot prepare the pod directory {path}: {source}")]
     Dir {
         path: PathBuf,
@@ -131,6 +133,10 @@ async fn prepare(
             std::os::unix::fs::chown(claim, Some(owner.uid), Some(owner.gid))
                 .map_err(dir_error(claim))?;
         }
+    }
+    if let Some(runtime) = ctx.config.runtime.docker() {
+        let uid = pod.uid().unwrap_or_default();
+        runtime.start_pause(&uid, &pod.name_any(), pod_ip).await?;
     }
     let spec = pod.spec.clone().unwrap_or_default();
     let grace =
@@ -460,6 +466,9 @@ pub async fn run(
     let _ = done.send(true);
     let _ = (&mut publisher.0).await;
     ctx.served.unregister(&namespace, &name, &uid);
+    if let Some(runtime) = ctx.config.runtime.docker() {
+        runtime.remove_pod(&uid).await;
+    }
     if matches!(ending, Signal::NodeStopping) {
         return;
     }
@@ -506,6 +515,9 @@ async fn prepare_until_ready(
             Err(error) => {
                 let reason = match error {
                     PodError::Input(InputError::ClaimNotBound(_)) => "ContainerCreating",
+                    PodError::Docker(super::docker::DockerError::MissingImage(_)) => {
+                        super::container::IMAGE_MISSING
+                    }
                     _ => "CreateContainerConfigError",
                 };
                 set_all_waiting(reason, &error.to_string());

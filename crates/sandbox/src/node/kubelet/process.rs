@@ -67,20 +67,29 @@ pub struct Exit {
     /// (the convention container runtimes report).
     pub code: i32,
     pub signal: Option<i32>,
+    /// Ended by the kernel's OOM killer at the container's memory limit
+    /// (the Docker runtime only; the process runtime sets no limit).
+    pub oom_killed: bool,
 }
 
 impl Exit {
     fn from_status(status: std::process::ExitStatus) -> Self {
         use std::os::unix::process::ExitStatusExt;
         match (status.code(), status.signal()) {
-            (Some(code), _) => Self { code, signal: None },
+            (Some(code), _) => Self {
+                code,
+                signal: None,
+                oom_killed: false,
+            },
             (None, Some(signal)) => Self {
                 code: 128 + signal,
                 signal: Some(signal),
+                oom_killed: false,
             },
             (None, None) => Self {
                 code: -1,
                 signal: None,
+                oom_killed: false,
             },
         }
     }
@@ -229,6 +238,7 @@ impl Process {
             Err(_) => Exit {
                 code: -1,
                 signal: None,
+                oom_killed: false,
             },
         };
         // Children left behind by the main process go with it.
@@ -408,7 +418,8 @@ mod tests {
             exit,
             Exit {
                 code: 3,
-                signal: None
+                signal: None,
+                oom_killed: false,
             }
         );
         let log = std::fs::read(&spec.log).expect("log");
