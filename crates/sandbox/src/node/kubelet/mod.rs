@@ -1,4 +1,6 @@
-//! The sandbox kubelet: runs every pod's containers as local processes.
+//! The sandbox kubelet: runs every pod's containers as local processes
+//! or, with the Docker runtime (`docker`), as containers of the machine's
+//! engine; `runtime` is the seam between the two and the shared logic.
 //!
 //! There is one node and no scheduler, so the kubelet takes every pod that
 //! names no node (binding it to itself) or names this one. Each pod gets a
@@ -13,11 +15,13 @@
 //! `identity`, `projected`, `isolation`) is described in `docs/sandbox.md`.
 
 mod addresses;
+mod api_access;
 mod backoff;
 mod claims;
 mod container;
 pub mod docker;
 mod env;
+mod exit;
 mod faults;
 mod identity;
 mod images;
@@ -288,7 +292,7 @@ pub fn start(client: Client, config: KubeletConfig) -> Result<KubeletHandle, Kub
         None => (AddressPool::seeded(&seed), None),
         Some(runtime) => {
             let (first, last) = runtime.address_range();
-            let api = api_address(&config.kubeconfig);
+            let api = api_access::api_address(&config.kubeconfig);
             let forwarder = docker::forward_api(runtime.gateway(), api)?;
             (AddressPool::seeded_in(&seed, first, last), Some(forwarder))
         }
@@ -316,21 +320,6 @@ pub fn start(client: Client, config: KubeletConfig) -> Result<KubeletHandle, Kub
     })
 }
 
-/// The API server's address, from the kubeconfig the kubelet was given
-/// (`server: https://127.0.0.1:<port>`).
-fn api_address(kubeconfig: &str) -> std::net::SocketAddr {
-    let config: serde_json::Value = serde_yaml_ng::from_str(kubeconfig).unwrap_or_default();
-    let port = config["clusters"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find_map(|cluster| cluster["cluster"]["server"].as_str())
-        .and_then(|server| server.rsplit(':').next())
-        .and_then(|port| port.trim_end_matches('/').parse::<u16>().ok())
-        .unwrap_or(443);
-    std::net::SocketAddr::from(([127, 0, 0, 1], port))
-}
-
 /// Starts the endpoint the API server proxies `pods/log` and `pods/exec`
 /// to (see `server`); its port goes into the Node's status.
 fn start_endpoint(
@@ -344,22 +333,9 @@ fn start_endpoint(
     let state = Arc::new(server::ServerState {
         pods: served.clone(),
         faults: faults.clone(),
-        token: api_token(&config.kubeconfig),
+        token: api_access::api_token(&config.kubeconfig),
     });
     Ok((tokio::spawn(server::serve(listener, state)), port, served))
-}
-
-/// The bearer token of the kubeconfig the kubelet was given: the API
-/// server's credential, which it presents when it proxies to the kubelet.
-fn api_token(kubeconfig: &str) -> String {
-    let config: serde_json::Value = serde_yaml_ng::from_str(kubeconfig).unwrap_or_default();
-    config["users"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find_map(|user| user["user"]["token"].as_str())
-        .unwrap_or_default()
-        .to_owned()
 }
 
 /// Whether `text` has the shape of a Kubernetes uid (a UUID).

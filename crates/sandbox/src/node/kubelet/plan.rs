@@ -218,9 +218,6 @@ pub struct PodFacts<'a> {
 }
 
 pub fn plan_container(facts: PodFacts<'_>, container: &Container) -> ContainerPlan {
-    if let Some(runtime) = facts.ctx.config.runtime.docker() {
-        return super::docker::plan::plan_container(runtime, facts, container);
-    }
     let PodFacts {
         ctx,
         pod_dir,

@@ -150,7 +150,10 @@ async fn prepare(
         pod_ip,
         grace,
     };
-    let plan = |c: &Container| plan_container(facts, c);
+    let plan = |c: &Container| match ctx.config.runtime.docker() {
+        Some(runtime) => super::docker::plan::plan_container(runtime, facts, c),
+        None => plan_container(facts, c),
+    };
     Ok(Prepared {
         init: spec.init_containers.iter().flatten().map(plan).collect(),
         main: spec.containers.iter().map(plan).collect(),

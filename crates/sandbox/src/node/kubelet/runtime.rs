@@ -9,7 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::docker::{DockerContainer, DockerError, DockerRuntime, DockerSpec};
-use super::process::{Exit, Process, ProcessSpec};
+use super::exit::Exit;
+use super::process::{Process, ProcessSpec};
 
 /// Which runtime the kubelet runs pods with.
 #[derive(Clone, Debug, Default)]

@@ -100,8 +100,9 @@ impl std::fmt::Debug for DockerRuntime {
     }
 }
 
-/// The id of the sandbox in `data_dir`: a short hash of its path.
-fn sandbox_id(data_dir: &Path) -> String {
+/// The id of the sandbox in `data_dir`: a short hash of its path, the
+/// value of the [`SANDBOX_LABEL`] of everything it creates.
+pub fn sandbox_id(data_dir: &Path) -> String {
     let path = data_dir
         .canonicalize()
         .unwrap_or_else(|_| data_dir.to_owned());
