@@ -22,8 +22,8 @@ struct DockerNode {
     client: Client,
     runtime: std::sync::Arc<DockerRuntime>,
     node: Option<tusk_sandbox::node::Node>,
-    _api: tusk_sandbox::Sandbox,
-    _dir: tempfile::TempDir,
+    api: tusk_sandbox::Sandbox,
+    dir: tempfile::TempDir,
 }
 
 impl DockerNode {
@@ -53,8 +53,8 @@ impl DockerNode {
             client,
             runtime,
             node: Some(node),
-            _api: api,
-            _dir: dir,
+            api,
+            dir,
         }
     }
 
@@ -220,5 +220,63 @@ async fn an_image_that_is_not_on_the_machine_is_never_pulled() {
     })
     .await;
     assert!(reason.contains("scripts/build-images"), "{reason}");
+    node.stop().await;
+}
+
+/// Runs kubectl against the node's API server; its stdout.
+fn kubectl(node: &DockerNode, args: &[&str]) -> String {
+    let output = std::process::Command::new("kubectl")
+        .args(args)
+        .env("KUBECONFIG", node.api.kubeconfig_path())
+        .env("HOME", node.dir.path())
+        .output()
+        .expect("kubectl runs (scripts/setup installs it)");
+    assert!(
+        output.status.success(),
+        "kubectl {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exec_and_exec_probes_run_inside_the_container() {
+    let node = DockerNode::start().await;
+    node.create(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "probed"},
+        "spec": {
+            "terminationGracePeriodSeconds": 1,
+            "securityContext": {"runAsUser": 1000, "runAsGroup": 1000},
+            "containers": [{
+                "name": "main", "image": BASE,
+                "command": ["sleep", "infinity"],
+                "readinessProbe": {"exec": {"command": ["test", "-f", "/scratch/ready"]},
+                                   "periodSeconds": 1},
+                "volumeMounts": [{"name": "scratch", "mountPath": "/scratch"}]
+            }],
+            "volumes": [{"name": "scratch", "emptyDir": {}}]
+        }
+    }))
+    .await;
+    let pods: Api<Pod> = Api::namespaced(node.client.clone(), "default");
+    let container_state = |want_ready: bool| {
+        let pods = pods.clone();
+        async move {
+            let pod = pods.get("probed").await.ok()?;
+            let status = serde_json::to_value(pod.status?).ok()?;
+            let container = &status["containerStatuses"][0];
+            (!container["state"]["running"].is_null() && container["ready"] == want_ready)
+                .then_some(())
+        }
+    };
+    eventually("the container to run, not ready", WAIT, || {
+        container_state(false)
+    })
+    .await;
+    let user = kubectl(&node, &["exec", "probed", "--", "id", "-u"]);
+    assert_eq!(user.trim(), "1000", "exec runs as the container's user");
+    kubectl(&node, &["exec", "probed", "--", "touch", "/scratch/ready"]);
+    eventually("the exec probe to pass", WAIT, || container_state(true)).await;
     node.stop().await;
 }
