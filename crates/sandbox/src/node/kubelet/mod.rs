@@ -293,7 +293,7 @@ pub fn start(client: Client, config: KubeletConfig) -> Result<KubeletHandle, Kub
         Some(runtime) => {
             let (first, last) = runtime.address_range();
             let api = api_access::api_address(&config.kubeconfig);
-            let forwarder = docker::forward_api(runtime.gateway(), api)?;
+            let forwarder = docker::forward_api(runtime, api)?;
             (AddressPool::seeded_in(&seed, first, last), Some(forwarder))
         }
     };

@@ -12,7 +12,8 @@
 //! container waiting with `ErrImageNeverPull`.
 //!
 //! Pods reach the API server, which listens on 127.0.0.1 only, through a
-//! forwarder the kubelet runs on the bridge's gateway address, port 443;
+//! forwarder the kubelet runs on the bridge's gateway address, port 443
+//! (a free port when binding 443 is refused);
 //! pods resolve `kubernetes.default.svc` (a name the server certificate
 //! carries) to the gateway, and their `KUBERNETES_SERVICE_HOST` names it.
 //!
@@ -88,6 +89,8 @@ pub struct DockerRuntime {
     gateway: Ipv4Addr,
     /// The first and last pod address of the network's /24.
     range: (Ipv4Addr, Ipv4Addr),
+    /// The forwarder's port on the gateway (443 unless it was refused).
+    api_port: std::sync::atomic::AtomicU16,
 }
 
 impl std::fmt::Debug for DockerRuntime {
@@ -134,6 +137,7 @@ impl DockerRuntime {
             network,
             gateway,
             range,
+            api_port: std::sync::atomic::AtomicU16::new(443),
         }))
     }
 
@@ -143,6 +147,11 @@ impl DockerRuntime {
 
     pub fn gateway(&self) -> Ipv4Addr {
         self.gateway
+    }
+
+    /// The port pods reach the API server at on the gateway.
+    pub fn api_port(&self) -> u16 {
+        self.api_port.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The pod addresses of the network.
@@ -282,18 +291,26 @@ async fn remove_labelled(docker: &Docker, label: &str) {
     }
 }
 
-/// Relays connections from pods (on the gateway, port 443) to the API
-/// server at `api`, so pods reach a server that listens on loopback only.
+/// Relays connections from pods (on the gateway, port 443, or a free
+/// port where 443 needs privileges the sandbox lacks) to the API server at
+/// `api`, so pods reach a server that listens on loopback only. Pods are
+/// told the port chosen ([`DockerRuntime::api_port`]).
 pub fn forward_api(
-    gateway: Ipv4Addr,
+    runtime: &DockerRuntime,
     api: std::net::SocketAddr,
 ) -> Result<tokio::task::JoinHandle<()>, DockerError> {
-    let address = std::net::SocketAddr::from((gateway, 443));
+    let address = std::net::SocketAddr::from((runtime.gateway, 443));
     let error = |source| DockerError::Forwarder {
         address: address.to_string(),
         source,
     };
-    let listener = std::net::TcpListener::bind(address).map_err(error)?;
+    let listener = std::net::TcpListener::bind(address)
+        .or_else(|_| std::net::TcpListener::bind((runtime.gateway, 0)))
+        .map_err(error)?;
+    let port = listener.local_addr().map_err(error)?.port();
+    runtime
+        .api_port
+        .store(port, std::sync::atomic::Ordering::Relaxed);
     listener.set_nonblocking(true).map_err(error)?;
     let listener = tokio::net::TcpListener::from_std(listener).map_err(error)?;
     Ok(tokio::spawn(async move {

@@ -21,17 +21,27 @@ use crate::node::kubelet::probes::ProbePlan;
 use crate::node::kubelet::runtime::Launch;
 
 /// The `kubernetes` Service's variables as pods on the Docker network
-/// reach it: through the forwarder at [`API_HOST`], port 443.
-fn service_env(facts: &PodFacts<'_>) -> Vec<(String, String)> {
+/// reach it: through the forwarder at [`API_HOST`] and its port.
+fn service_env(runtime: &DockerRuntime, facts: &PodFacts<'_>) -> Vec<(String, String)> {
     let vars = facts.inputs.service_env();
     let host = vars
         .iter()
         .find(|(name, _)| name == "KUBERNETES_SERVICE_HOST")
         .map(|(_, value)| value.clone());
+    let port = runtime.api_port().to_string();
     match host {
         Some(host) if !host.is_empty() => vars
             .into_iter()
-            .map(|(name, value)| (name, value.replace(&host, API_HOST)))
+            .map(|(name, value)| {
+                // The names keep the Service's port (443), as Kubernetes
+                // writes them; the values say where the forwarder is.
+                let value = if value == "443" {
+                    port.clone()
+                } else {
+                    value.replace(&format!("{host}:443"), &format!("{API_HOST}:{port}"))
+                };
+                (name, value.replace(&host, API_HOST))
+            })
             .collect(),
         _ => vars,
     }
@@ -193,8 +203,13 @@ fn body(
     facts: &PodFacts<'_>,
     container: &Container,
 ) -> Result<ContainerCreateBody, String> {
-    let vars = container_env(facts.pod, container, facts.inputs, &service_env(facts))
-        .map_err(|e| e.to_string())?;
+    let vars = container_env(
+        facts.pod,
+        container,
+        facts.inputs,
+        &service_env(runtime, facts),
+    )
+    .map_err(|e| e.to_string())?;
     let mut env = vec![("HOSTNAME".to_owned(), facts.pod.name_any())];
     env.extend(vars);
     let defined: BTreeMap<String, String> = env.iter().cloned().collect();
