@@ -280,3 +280,39 @@ async fn exec_and_exec_probes_run_inside_the_container() {
     eventually("the exec probe to pass", WAIT, || container_state(true)).await;
     node.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_container_is_restarted_and_counted() {
+    let node = DockerNode::start().await;
+    node.create(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "victim"},
+        "spec": {
+            "terminationGracePeriodSeconds": 1,
+            "containers": [{"name": "main", "image": BASE, "command": ["sleep", "infinity"]}]
+        }
+    }))
+    .await;
+    let pods: Api<Pod> = Api::namespaced(node.client.clone(), "default");
+    let running_with = |restarts: i64| {
+        let pods = pods.clone();
+        async move {
+            let pod = pods.get("victim").await.ok()?;
+            let status = serde_json::to_value(pod.status?).ok()?;
+            let container = &status["containerStatuses"][0];
+            (!container["state"]["running"].is_null() && container["restartCount"] == restarts)
+                .then(|| container.clone())
+        }
+    };
+    eventually("the container to run", WAIT, || running_with(0)).await;
+    let faults = node.node.as_ref().expect("node").faults();
+    faults
+        .kill("default", "victim", "main")
+        .expect("the container's processes are known");
+    let container = eventually("the container to run again", WAIT, || running_with(1)).await;
+    assert_eq!(
+        container["lastState"]["terminated"]["exitCode"], 137,
+        "killed by SIGKILL: {container}"
+    );
+    node.stop().await;
+}
