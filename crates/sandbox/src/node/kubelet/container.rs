@@ -143,21 +143,8 @@ pub async fn run(
     let mut crashes = 0u32;
     let mut delay = Duration::ZERO;
     loop {
-        if !delay.is_zero() {
-            let message = format!(
-                "back-off {}s restarting failed container={} pod={}",
-                delay.as_secs(),
-                plan.name,
-                owner.pod
-            );
-            slot.update(|r| {
-                r.state = State::waiting("CrashLoopBackOff", message);
-                r.ready = false;
-            });
-            tokio::select! {
-                () = tokio::time::sleep(delay) => {}
-                _ = stop_requested(&mut stop) => return Outcome::Stopped,
-            }
+        if !delay.is_zero() && !back_off(delay, &plan.name, &slot, &owner, &mut stop).await {
+            return Outcome::Stopped;
         }
         let mut spec = match &plan.process {
             Ok(spec) => spec.clone(),
@@ -182,9 +169,9 @@ pub async fn run(
                 // container waits, retried with back-off, and never ran.
                 crashes = crashes.saturating_add(1);
                 slot.update(|r| r.state = State::waiting(&reason, message));
-                tokio::select! {
-                    () = tokio::time::sleep(backoff.delay(crashes).max(Duration::from_secs(1))) => {}
-                    _ = stop_requested(&mut stop) => return Outcome::Stopped,
+                let retry = backoff.delay(crashes).max(Duration::from_secs(1));
+                if wait_or_stop(retry, &mut stop).await {
+                    return Outcome::Stopped;
                 }
                 delay = Duration::ZERO;
                 continue;
@@ -223,6 +210,35 @@ pub async fn run(
         crashes = crashes.max(1);
         delay = backoff.delay(crashes);
     }
+}
+
+/// Waits `delay`; true when a stop was asked for meanwhile.
+async fn wait_or_stop(delay: Duration, stop: &mut StopSignal) -> bool {
+    tokio::select! {
+        () = tokio::time::sleep(delay) => false,
+        _ = stop_requested(stop) => true,
+    }
+}
+
+/// Shows CrashLoopBackOff and waits `delay` before a restart; false when
+/// a stop was asked for meanwhile.
+async fn back_off(
+    delay: Duration,
+    container: &str,
+    slot: &Slot,
+    owner: &Owner,
+    stop: &mut StopSignal,
+) -> bool {
+    let message = format!(
+        "back-off {}s restarting failed container={container} pod={}",
+        delay.as_secs(),
+        owner.pod
+    );
+    slot.update(|r| {
+        r.state = State::waiting("CrashLoopBackOff", message);
+        r.ready = false;
+    });
+    !wait_or_stop(delay, stop).await
 }
 
 enum Supervised {

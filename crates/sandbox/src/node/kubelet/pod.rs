@@ -469,9 +469,7 @@ pub async fn run(
     let _ = done.send(true);
     let _ = (&mut publisher.0).await;
     ctx.served.unregister(&namespace, &name, &uid);
-    if let Some(runtime) = ctx.config.runtime.docker() {
-        runtime.remove_pod(&uid).await;
-    }
+    remove_containers(&ctx, &uid).await;
     if matches!(ending, Signal::NodeStopping) {
         return;
     }
@@ -484,6 +482,14 @@ pub async fn run(
         }
     }
     ctx.addresses.release(pod_ip);
+}
+
+/// Removes what the Docker runtime still holds of the pod (its pause
+/// container); processes are gone once their containers stopped.
+async fn remove_containers(ctx: &Context, uid: &str) {
+    if let Some(runtime) = ctx.config.runtime.docker() {
+        runtime.remove_pod(uid).await;
+    }
 }
 
 /// Prepares the pod, retrying every second while an input is missing (a
