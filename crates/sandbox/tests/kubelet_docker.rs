@@ -316,3 +316,34 @@ async fn a_killed_container_is_restarted_and_counted() {
     );
     node.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_as_non_root_refuses_an_image_that_runs_as_root() {
+    let node = DockerNode::start().await;
+    node.create(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "rooted"},
+        "spec": {
+            "securityContext": {"runAsNonRoot": true},
+            "containers": [{"name": "main", "image": BASE, "command": ["true"]}]
+        }
+    }))
+    .await;
+    let pods: Api<Pod> = Api::namespaced(node.client.clone(), "default");
+    let message = eventually("the container to wait with a config error", WAIT, || {
+        let pods = pods.clone();
+        async move {
+            let pod = pods.get("rooted").await.ok()?;
+            let status = serde_json::to_value(pod.status?).ok()?;
+            let waiting = &status["containerStatuses"][0]["state"]["waiting"];
+            (waiting["reason"] == "CreateContainerConfigError")
+                .then(|| waiting["message"].as_str().unwrap_or_default().to_owned())
+        }
+    })
+    .await;
+    assert_eq!(
+        message,
+        "container has runAsNonRoot and image will run as root"
+    );
+    node.stop().await;
+}

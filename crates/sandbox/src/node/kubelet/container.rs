@@ -66,6 +66,10 @@ pub struct ContainerPlan {
 /// (Kubernetes' for `imagePullPolicy: Never`): the sandbox never pulls.
 pub const IMAGE_MISSING: &str = "ErrImageNeverPull";
 
+/// The waiting reason of a container whose configuration cannot be made
+/// (e.g. `runAsNonRoot` with an image that runs as root).
+pub const CONFIG_ERROR: &str = "CreateContainerConfigError";
+
 /// Where a container reports: the pod state and its slot in it.
 #[derive(Clone, Debug)]
 pub struct Slot {
@@ -164,9 +168,10 @@ pub async fn run(
         super::logs::prune(&plan.log_dir, slot.restart_count());
         let started_at = now();
         let (exit, failure) = match Running::start(&spec).await {
-            Err((reason, message)) if reason == IMAGE_MISSING => {
-                // As the kubelet does for an image it may not pull: the
-                // container waits, retried with back-off, and never ran.
+            Err((reason, message)) if reason == IMAGE_MISSING || reason == CONFIG_ERROR => {
+                // As the kubelet does for an image it may not pull or a
+                // configuration it cannot make: the container waits,
+                // retried with back-off, and never ran.
                 crashes = crashes.saturating_add(1);
                 slot.update(|r| r.state = State::waiting(&reason, message));
                 let retry = backoff.delay(crashes).max(Duration::from_secs(1));

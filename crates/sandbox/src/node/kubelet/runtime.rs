@@ -68,6 +68,9 @@ impl Running {
                 .map_err(|e| {
                     let reason = match e {
                         DockerError::MissingImage(_) => super::container::IMAGE_MISSING,
+                        DockerError::RunsAsRoot | DockerError::NonNumericUser(_) => {
+                            super::container::CONFIG_ERROR
+                        }
                         _ => "RunContainerError",
                     };
                     (reason.to_owned(), e.to_string())

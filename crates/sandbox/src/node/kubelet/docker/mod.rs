@@ -64,6 +64,12 @@ pub enum DockerError {
         "image {0} is not present on this machine and the sandbox never pulls; build it with scripts/build-images"
     )]
     MissingImage(String),
+    #[error("container has runAsNonRoot and image will run as root")]
+    RunsAsRoot,
+    #[error(
+        "container has runAsNonRoot and image has non-numeric user ({0}), cannot verify user is non-root"
+    )]
+    NonNumericUser(String),
     #[error("no free subnet for the sandbox network among 10.128.0.0/9 candidates: {0}")]
     NoSubnet(String),
     #[error("cannot listen for pods' API requests on {address}: {source}")]
@@ -183,6 +189,26 @@ impl DockerRuntime {
                 status_code: 404, ..
             }) => Err(DockerError::MissingImage(image.to_owned())),
             Err(source) => Err(engine(format!("inspecting image {image}"))(source)),
+        }
+    }
+
+    /// Checks, for a container with `runAsNonRoot` and no `runAsUser`, that
+    /// `image`'s own user is a non-zero uid, as the kubelet does.
+    pub async fn require_non_root_image(&self, image: &str) -> Result<(), DockerError> {
+        let user = self
+            .docker
+            .inspect_image(image)
+            .await
+            .map_err(engine(format!("inspecting image {image}")))?
+            .config
+            .and_then(|c| c.user)
+            .unwrap_or_default();
+        let uid = user.split(':').next().unwrap_or_default();
+        match uid.parse::<u32>() {
+            Ok(0) => Err(DockerError::RunsAsRoot),
+            Ok(_) => Ok(()),
+            Err(_) if uid.is_empty() || uid == "root" => Err(DockerError::RunsAsRoot),
+            Err(_) => Err(DockerError::NonNumericUser(user)),
         }
     }
 

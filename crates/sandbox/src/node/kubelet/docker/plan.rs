@@ -148,6 +148,15 @@ fn identity(
     Ok((user, groups))
 }
 
+/// Whether the container asks for non-root without naming its user, so
+/// that only the image's user can tell.
+fn non_root_unverified(facts: &PodFacts<'_>, container: &Container) -> bool {
+    let pod = facts.pod;
+    let non_root =
+        security(pod, container, |p| p.run_as_non_root, |c| c.run_as_non_root).unwrap_or(false);
+    non_root && security(pod, container, |p| p.run_as_user, |c| c.run_as_user).is_none()
+}
+
 /// The engine's host configuration of the container: joined to the pod's
 /// network namespace, with its mounts, security context and memory limit.
 fn host_config(
@@ -268,6 +277,7 @@ pub(crate) fn plan_container(
                 runtime: runtime.clone(),
                 name: name.clone(),
                 image,
+                image_user_must_be_non_root: non_root_unverified(&facts, container),
                 body,
                 log: log_dir.join("0.log"),
             }))

@@ -28,6 +28,9 @@ pub struct DockerSpec {
     pub body: ContainerCreateBody,
     /// stdout and stderr are appended here, in the CRI log format.
     pub log: PathBuf,
+    /// `runAsNonRoot` without `runAsUser`: the image's user must be a
+    /// non-zero uid.
+    pub image_user_must_be_non_root: bool,
 }
 
 /// A running (or finished) container.
@@ -47,6 +50,9 @@ impl DockerContainer {
     pub async fn start(spec: &DockerSpec) -> Result<Self, DockerError> {
         let docker = spec.runtime.docker();
         spec.runtime.require_image(&spec.image).await?;
+        if spec.image_user_must_be_non_root {
+            spec.runtime.require_non_root_image(&spec.image).await?;
+        }
         remove(docker, &spec.name).await;
         let options = CreateContainerOptionsBuilder::default()
             .name(&spec.name)
