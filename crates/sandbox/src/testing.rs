@@ -144,6 +144,42 @@ async fn established(api: &Api<CustomResourceDefinition>, name: &str) -> bool {
         .any(|c| c.type_ == "Established" && c.status == "True")
 }
 
+/// The container images a test needs on the Docker engine.
+#[derive(Clone, Debug)]
+pub enum Images {
+    /// The base image (pause containers, shell containers of tests).
+    Base,
+    /// The base, operator and PostgreSQL images, the operator image made
+    /// from `tusk_binary` (the binary under test).
+    All { tusk_binary: std::path::PathBuf },
+}
+
+/// Builds `images` with `scripts/build-images`, which keeps images whose
+/// inputs did not change (a second call takes seconds). Panics with the
+/// script's output when it fails: a test that needs images never skips.
+pub fn build_images(images: Images) {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut command = std::process::Command::new(root.join("scripts/build-images"));
+    command.current_dir(&root);
+    match &images {
+        Images::Base => {
+            command.arg("--base-only");
+        }
+        Images::All { tusk_binary } => {
+            command.env("TUSK_BINARY", tusk_binary);
+        }
+    }
+    let output = command
+        .output()
+        .unwrap_or_else(|e| panic!("scripts/build-images cannot run: {e}"));
+    assert!(
+        output.status.success(),
+        "scripts/build-images failed ({images:?}):\n{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
 /// Waits until `check` returns `Some`, and returns its value; fails the
 /// test after `timeout`. Checks are spaced by a fortieth of a second to a
 /// quarter of a second, longer for longer timeouts, so slow checks (a

@@ -57,6 +57,18 @@ pub struct UpArgs {
     /// --node-monitor-grace-period), e.g. 40s, 500ms, 2m.
     #[arg(long, default_value = "40s", value_parser = parse_duration)]
     pub node_monitor_grace_period: Duration,
+    /// What runs pods: host processes, or containers of this machine's
+    /// Docker engine from locally built images (scripts/build-images; the
+    /// sandbox never pulls). docs/sandbox.md says what each enforces.
+    #[arg(long, value_enum, default_value_t = RuntimeKind::Process)]
+    pub runtime: RuntimeKind,
+}
+
+/// `--runtime`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum RuntimeKind {
+    Process,
+    Docker,
 }
 
 /// A duration as Kubernetes flags write it, in one unit: `500ms`, `40s`,
@@ -116,6 +128,7 @@ fn run_up(args: &UpArgs) -> Result<ExitCode, CommandError> {
         let options = super::sandbox_node::NodeOptions {
             apply: args.apply.clone(),
             kubelet: !args.no_kubelet,
+            runtime: args.runtime,
             node_monitor_grace_period: args.node_monitor_grace_period,
             operator: if args.no_operator {
                 OperatorMode::None

@@ -13,6 +13,8 @@ use tokio::sync::watch;
 use tusk_sandbox::controllers::node_lifecycle::NodeLifecycleConfig;
 use tusk_sandbox::converge;
 use tusk_sandbox::node::Node;
+use tusk_sandbox::node::kubelet::docker::DockerRuntime;
+use tusk_sandbox::node::kubelet::{ContainerRuntime, KubeletConfig};
 
 use super::CommandError;
 use super::sandbox_operator::{self, OperatorMode};
@@ -21,6 +23,7 @@ use super::sandbox_operator::{self, OperatorMode};
 pub struct NodeOptions {
     pub apply: Vec<PathBuf>,
     pub kubelet: bool,
+    pub runtime: super::sandbox::RuntimeKind,
     /// The node lifecycle controller's grace period.
     pub node_monitor_grace_period: Duration,
     pub operator: OperatorMode,
@@ -51,6 +54,35 @@ async fn print_how_to_connect(client: &Client, applied: &[converge::Applied], ku
     }
 }
 
+/// Starts the kubelet (on the runtime asked for), the built-in
+/// controllers and the Service proxy.
+async fn start_node(
+    client: &Client,
+    data_dir: &Path,
+    kubeconfig: &Path,
+    options: &NodeOptions,
+) -> Result<Node, CommandError> {
+    let tusk = std::env::current_exe().map_err(CommandError::Runtime)?;
+    let lifecycle = NodeLifecycleConfig {
+        grace_period: options.node_monitor_grace_period,
+        ..NodeLifecycleConfig::default()
+    }
+    .monitored_within_grace();
+    let text = std::fs::read_to_string(kubeconfig).map_err(CommandError::Runtime)?;
+    let mut config = KubeletConfig::new(data_dir, text, tusk).map_err(failed)?;
+    if options.runtime == super::sandbox::RuntimeKind::Docker {
+        let runtime = DockerRuntime::connect(data_dir).await.map_err(failed)?;
+        println!(
+            "pods run as Docker containers on network {} (gateway {})",
+            runtime.network(),
+            runtime.gateway()
+        );
+        config.runtime = ContainerRuntime::Docker(runtime);
+    }
+    let node = Node::start_configured(client.clone(), config, lifecycle);
+    node.map_err(failed)
+}
+
 /// Runs the node side until Ctrl-C (or SIGTERM), then stops it.
 pub async fn run(
     data_dir: &Path,
@@ -60,15 +92,7 @@ pub async fn run(
     let client = client_for(kubeconfig).await?;
     converge::install_crds(&client).await.map_err(failed)?;
     let node = if options.kubelet {
-        let tusk = std::env::current_exe().map_err(CommandError::Runtime)?;
-        let lifecycle = NodeLifecycleConfig {
-            grace_period: options.node_monitor_grace_period,
-            ..NodeLifecycleConfig::default()
-        }
-        .monitored_within_grace();
-        let node =
-            Node::start_with_lifecycle(client.clone(), data_dir, kubeconfig, tusk, lifecycle);
-        Some(node.map_err(failed)?)
+        Some(start_node(&client, data_dir, kubeconfig, &options).await?)
     } else {
         None
     };
@@ -77,7 +101,8 @@ pub async fn run(
     let operator = match options.operator {
         OperatorMode::InProcess => Some(sandbox_operator::start_in_process(&client, stop_signal)?),
         OperatorMode::Pod => {
-            applied.extend(sandbox_operator::install_operator(&client).await?);
+            let as_is = options.runtime == super::sandbox::RuntimeKind::Docker;
+            applied.extend(sandbox_operator::install_operator(&client, as_is).await?);
             println!("installed the operator (deployment tusk-system/tusk-operator)");
             None
         }

@@ -68,18 +68,21 @@ pub fn with_sandbox_settings(mut deployment: Value, uid: u32, gid: u32) -> Value
 }
 
 /// Applies the operator's installation (CRDs are installed already), with
-/// the sandbox's settings on the Deployment.
-pub async fn install_operator(client: &Client) -> Result<Vec<Applied>, CommandError> {
-    let (uid, gid) = postgres_identity()?;
+/// the sandbox's settings on the Deployment for the process runtime, or
+/// exactly as `deploy/install.yaml` has it for the Docker runtime, where
+/// pods are containers of the real images as on a cluster.
+pub async fn install_operator(client: &Client, as_is: bool) -> Result<Vec<Applied>, CommandError> {
+    let identity = if as_is {
+        None
+    } else {
+        Some(postgres_identity()?)
+    };
     let documents: Vec<Value> = install::manifests()
         .map_err(failed)?
         .into_iter()
-        .map(|d| {
-            if d["kind"] == "Deployment" {
-                with_sandbox_settings(d, uid, gid)
-            } else {
-                d
-            }
+        .map(|d| match identity {
+            Some((uid, gid)) if d["kind"] == "Deployment" => with_sandbox_settings(d, uid, gid),
+            _ => d,
         })
         .collect();
     converge::apply(client, &documents).await.map_err(failed)

@@ -14,7 +14,7 @@ use std::sync::Mutex;
 
 #[derive(Debug, thiserror::Error)]
 pub enum AddressError {
-    #[error("all {0} pod addresses in 127.2.0.0/16 are in use")]
+    #[error("all {0} pod addresses of the node are in use")]
     Exhausted(usize),
 }
 
@@ -23,13 +23,27 @@ const LAST: u32 = u32::from_be_bytes([127, 2, 255, 254]);
 
 /// Hands out pod addresses, each to one pod (by uid); release them when
 /// the pod is gone.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct AddressPool {
     used: Mutex<BTreeMap<Ipv4Addr, String>>,
+    /// The first and last address handed out.
+    first: u32,
+    last: u32,
     /// Where the search for a free address starts, so that two sandboxes
     /// on one machine (tests running side by side) rarely hand out the
     /// same address.
     start: u32,
+}
+
+impl Default for AddressPool {
+    fn default() -> Self {
+        Self {
+            used: Mutex::default(),
+            first: FIRST,
+            last: LAST,
+            start: 0,
+        }
+    }
 }
 
 impl AddressPool {
@@ -42,19 +56,28 @@ impl AddressPool {
     /// A pool whose search starts at a place derived from `seed` (the data
     /// directory), the same on every start of the same sandbox.
     pub fn seeded(seed: &str) -> Self {
+        Self::seeded_in(seed, Ipv4Addr::from(FIRST), Ipv4Addr::from(LAST))
+    }
+
+    /// A pool of the addresses `first..=last` (a container network's
+    /// subnet), its search starting at a place derived from `seed`.
+    pub fn seeded_in(seed: &str, first: Ipv4Addr, last: Ipv4Addr) -> Self {
         let hash = seed.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
             (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
         });
+        let (first, last) = (u32::from(first), u32::from(last).max(u32::from(first)));
         Self {
             used: Mutex::default(),
-            start: (hash % u64::from(LAST - FIRST + 1)) as u32,
+            first,
+            last,
+            start: (hash % u64::from(last - first + 1)) as u32,
         }
     }
 
     /// Holds `ip` for the pod `uid` (which had it before a restart) so no
     /// other pod takes it first.
     pub fn reserve(&self, uid: &str, ip: Ipv4Addr) {
-        if (FIRST..=LAST).contains(&u32::from(ip)) {
+        if (self.first..=self.last).contains(&u32::from(ip)) {
             self.used().entry(ip).or_insert_with(|| uid.to_owned());
         }
     }
@@ -68,17 +91,17 @@ impl AddressPool {
     ) -> Result<Ipv4Addr, AddressError> {
         let mut used = self.used();
         if let Some(ip) = previous
-            && (FIRST..=LAST).contains(&u32::from(ip))
+            && (self.first..=self.last).contains(&u32::from(ip))
             && used.get(&ip).is_none_or(|owner| owner == uid)
         {
             used.insert(ip, uid.to_owned());
             return Ok(ip);
         }
-        let size = LAST - FIRST + 1;
+        let size = self.last - self.first + 1;
         let free = (0..size)
-            .map(|i| Ipv4Addr::from(FIRST + (self.start + i) % size))
+            .map(|i| Ipv4Addr::from(self.first + (self.start + i) % size))
             .find(|ip| !used.contains_key(ip))
-            .ok_or(AddressError::Exhausted((LAST - FIRST + 1) as usize))?;
+            .ok_or(AddressError::Exhausted(size as usize))?;
         used.insert(free, uid.to_owned());
         Ok(free)
     }

@@ -16,7 +16,8 @@ use super::faults::KubeletFaults;
 use super::node_loss::NodeLoss;
 use super::plan::ExecTemplate;
 use super::probes::{ProbePlan, Verdict, run_check};
-use super::process::{Exit, Process, ProcessSpec};
+use super::process::Exit;
+use super::runtime::{Launch, Running};
 use super::status::{ContainerReport, PodState, State, Terminated, now};
 
 /// When a stopped container starts again.
@@ -49,8 +50,8 @@ impl Restart {
 #[derive(Clone, Debug)]
 pub struct ContainerPlan {
     pub name: String,
-    /// The process to run, or why it cannot run (reason, message).
-    pub process: Result<ProcessSpec, (String, String)>,
+    /// How to run the container, or why it cannot run (reason, message).
+    pub process: Result<Launch, (String, String)>,
     pub log_dir: PathBuf,
     pub startup: Option<ProbePlan>,
     pub liveness: Option<ProbePlan>,
@@ -60,6 +61,14 @@ pub struct ContainerPlan {
     /// container cannot run.
     pub exec: Option<ExecTemplate>,
 }
+
+/// The waiting reason of a container whose image is not on the machine
+/// (Kubernetes' for `imagePullPolicy: Never`): the sandbox never pulls.
+pub const IMAGE_MISSING: &str = "ErrImageNeverPull";
+
+/// The waiting reason of a container whose configuration cannot be made
+/// (e.g. `runAsNonRoot` with an image that runs as root).
+pub const CONFIG_ERROR: &str = "CreateContainerConfigError";
 
 /// Where a container reports: the pod state and its slot in it.
 #[derive(Clone, Debug)]
@@ -138,21 +147,8 @@ pub async fn run(
     let mut crashes = 0u32;
     let mut delay = Duration::ZERO;
     loop {
-        if !delay.is_zero() {
-            let message = format!(
-                "back-off {}s restarting failed container={} pod={}",
-                delay.as_secs(),
-                plan.name,
-                owner.pod
-            );
-            slot.update(|r| {
-                r.state = State::waiting("CrashLoopBackOff", message);
-                r.ready = false;
-            });
-            tokio::select! {
-                () = tokio::time::sleep(delay) => {}
-                _ = stop_requested(&mut stop) => return Outcome::Stopped,
-            }
+        if !delay.is_zero() && !back_off(delay, &plan.name, &slot, &owner, &mut stop).await {
+            return Outcome::Stopped;
         }
         let mut spec = match &plan.process {
             Ok(spec) => spec.clone(),
@@ -168,20 +164,34 @@ pub async fn run(
             () = owner.faults.node_loss().up() => {}
             _ = stop_requested(&mut stop) => return Outcome::Stopped,
         }
-        spec.log = super::logs::run_log(&plan.log_dir, slot.restart_count());
+        spec.set_log(super::logs::run_log(&plan.log_dir, slot.restart_count()));
         super::logs::prune(&plan.log_dir, slot.restart_count());
         let started_at = now();
-        let (exit, failure) = match Process::spawn(&spec) {
-            Err(error) => {
+        let (exit, failure) = match Running::start(&spec).await {
+            Err((reason, message)) if reason == IMAGE_MISSING || reason == CONFIG_ERROR => {
+                // As the kubelet does for an image it may not pull or a
+                // configuration it cannot make: the container waits,
+                // retried with back-off, and never ran.
+                crashes = crashes.saturating_add(1);
+                slot.update(|r| r.state = State::waiting(&reason, message));
+                let retry = backoff.delay(crashes).max(Duration::from_secs(1));
+                if wait_or_stop(retry, &mut stop).await {
+                    return Outcome::Stopped;
+                }
+                delay = Duration::ZERO;
+                continue;
+            }
+            Err((reason, message)) => {
                 // A program that cannot start backs off like one that crashes.
                 crashes = crashes.saturating_add(1);
-                slot.update(|r| r.state = State::waiting("RunContainerError", error.to_string()));
+                slot.update(|r| r.state = State::waiting(&reason, message.clone()));
                 (
                     Exit {
                         code: 128,
                         signal: None,
+                        oom_killed: false,
                     },
-                    Some(error.to_string()),
+                    Some(message),
                 )
             }
             Ok(process) => {
@@ -207,6 +217,35 @@ pub async fn run(
     }
 }
 
+/// Waits `delay`; true when a stop was asked for meanwhile.
+async fn wait_or_stop(delay: Duration, stop: &mut StopSignal) -> bool {
+    tokio::select! {
+        () = tokio::time::sleep(delay) => false,
+        _ = stop_requested(stop) => true,
+    }
+}
+
+/// Shows CrashLoopBackOff and waits `delay` before a restart; false when
+/// a stop was asked for meanwhile.
+async fn back_off(
+    delay: Duration,
+    container: &str,
+    slot: &Slot,
+    owner: &Owner,
+    stop: &mut StopSignal,
+) -> bool {
+    let message = format!(
+        "back-off {}s restarting failed container={container} pod={}",
+        delay.as_secs(),
+        owner.pod
+    );
+    slot.update(|r| {
+        r.state = State::waiting("CrashLoopBackOff", message);
+        r.ready = false;
+    });
+    !wait_or_stop(delay, stop).await
+}
+
 enum Supervised {
     Stopped(Exit),
     Exited(Exit, Option<String>, Duration),
@@ -222,7 +261,14 @@ fn record_exit(
     let terminated = Terminated {
         exit_code: exit.code,
         signal: exit.signal,
-        reason: if exit.success() { "Completed" } else { "Error" }.to_owned(),
+        reason: if exit.oom_killed {
+            "OOMKilled"
+        } else if exit.success() {
+            "Completed"
+        } else {
+            "Error"
+        }
+        .to_owned(),
         message: failure,
         started_at: started_at.to_owned(),
         finished_at: now(),
@@ -241,7 +287,7 @@ fn record_exit(
 }
 
 async fn supervise(
-    mut process: Process,
+    mut process: Running,
     plan: &ContainerPlan,
     slot: &Slot,
     owner: &Owner,
@@ -250,7 +296,9 @@ async fn supervise(
 ) -> Supervised {
     let pid = process.pid();
     let record = plan.log_dir.join("pid");
-    super::process::record(&record, pid);
+    if process.recorded() {
+        super::process::record(&record, pid);
+    }
     owner
         .faults
         .register(&owner.namespace, &owner.pod, &plan.name, pid);

@@ -1,4 +1,6 @@
-//! The sandbox kubelet: runs every pod's containers as local processes.
+//! The sandbox kubelet: runs every pod's containers as local processes
+//! or, with the Docker runtime (`docker`), as containers of the machine's
+//! engine; `runtime` is the seam between the two and the shared logic.
 //!
 //! There is one node and no scheduler, so the kubelet takes every pod that
 //! names no node (binding it to itself) or names this one. Each pod gets a
@@ -13,10 +15,13 @@
 //! `identity`, `projected`, `isolation`) is described in `docs/sandbox.md`.
 
 mod addresses;
+mod api_access;
 mod backoff;
 mod claims;
 mod container;
+pub mod docker;
 mod env;
+mod exit;
 mod faults;
 mod identity;
 mod images;
@@ -30,6 +35,7 @@ mod pod;
 mod probes;
 mod process;
 mod projected;
+mod runtime;
 mod served;
 mod server;
 mod status;
@@ -53,6 +59,7 @@ pub use backoff::Backoff;
 pub use faults::{FaultError, KubeletFaults};
 pub use images::{ImageError, ImageMapping, ImageRule, Runtime};
 pub use node_loss::Processes;
+pub use runtime::ContainerRuntime;
 
 use addresses::AddressPool;
 
@@ -76,6 +83,8 @@ pub enum KubeletError {
     Endpoint { source: std::io::Error },
     #[error(transparent)]
     Images(#[from] ImageError),
+    #[error(transparent)]
+    Docker(#[from] docker::DockerError),
 }
 
 /// How the kubelet runs.
@@ -96,6 +105,8 @@ pub struct KubeletConfig {
     pub status_interval: Duration,
     /// Node status and Lease renewal period.
     pub heartbeat: Duration,
+    /// What runs pods' containers.
+    pub runtime: ContainerRuntime,
 }
 
 impl KubeletConfig {
@@ -119,6 +130,7 @@ impl KubeletConfig {
             kubeconfig,
             status_interval: Duration::from_millis(200),
             heartbeat: Duration::from_secs(10),
+            runtime: ContainerRuntime::Process,
         })
     }
 }
@@ -178,6 +190,9 @@ pub struct KubeletHandle {
     heartbeat: JoinHandle<()>,
     claims: JoinHandle<()>,
     endpoint: JoinHandle<()>,
+    /// The Docker runtime's relay from pods to the API server.
+    api_forwarder: Option<JoinHandle<()>>,
+    runtime: ContainerRuntime,
 }
 
 impl KubeletHandle {
@@ -192,6 +207,9 @@ impl KubeletHandle {
         if let Some(task) = self.task.take() {
             let _ = task.await;
         }
+        if let Some(runtime) = self.runtime.docker() {
+            runtime.clean().await;
+        }
     }
 }
 
@@ -200,6 +218,9 @@ impl Drop for KubeletHandle {
         self.heartbeat.abort();
         self.claims.abort();
         self.endpoint.abort();
+        if let Some(forwarder) = &self.api_forwarder {
+            forwarder.abort();
+        }
         if let Some(task) = &self.task {
             task.abort();
         }
@@ -266,7 +287,17 @@ pub fn start(client: Client, config: KubeletConfig) -> Result<KubeletHandle, Kub
         faults.node_loss().clone(),
     ));
     let claims = tokio::spawn(claims::run(client.clone(), config.data_dir.clone()));
-    let addresses = AddressPool::seeded(&config.data_dir.to_string_lossy());
+    let seed = config.data_dir.to_string_lossy().into_owned();
+    let (addresses, api_forwarder) = match config.runtime.docker() {
+        None => (AddressPool::seeded(&seed), None),
+        Some(runtime) => {
+            let (first, last) = runtime.address_range();
+            let api = api_access::api_address(&config.kubeconfig);
+            let forwarder = docker::forward_api(runtime, api)?;
+            (AddressPool::seeded_in(&seed, first, last), Some(forwarder))
+        }
+    };
+    let runtime = config.runtime.clone();
     let ctx = Arc::new(Context {
         client,
         config,
@@ -284,6 +315,8 @@ pub fn start(client: Client, config: KubeletConfig) -> Result<KubeletHandle, Kub
         heartbeat,
         claims,
         endpoint,
+        api_forwarder,
+        runtime,
     })
 }
 
@@ -300,22 +333,9 @@ fn start_endpoint(
     let state = Arc::new(server::ServerState {
         pods: served.clone(),
         faults: faults.clone(),
-        token: api_token(&config.kubeconfig),
+        token: api_access::api_token(&config.kubeconfig),
     });
     Ok((tokio::spawn(server::serve(listener, state)), port, served))
-}
-
-/// The bearer token of the kubeconfig the kubelet was given: the API
-/// server's credential, which it presents when it proxies to the kubelet.
-fn api_token(kubeconfig: &str) -> String {
-    let config: serde_json::Value = serde_yaml_ng::from_str(kubeconfig).unwrap_or_default();
-    config["users"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find_map(|user| user["user"]["token"].as_str())
-        .unwrap_or_default()
-        .to_owned()
 }
 
 /// Whether `text` has the shape of a Kubernetes uid (a UUID).

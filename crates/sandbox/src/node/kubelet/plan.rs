@@ -18,9 +18,10 @@ use super::inputs::PodInputs;
 use super::isolation::TOKEN_MOUNT_PATH;
 use super::probes::ProbePlan;
 use super::process::ProcessSpec;
+use super::runtime::Launch;
 use super::volumes::Mounts;
 
-fn security<T>(
+pub(super) fn security<T>(
     pod: &Pod,
     container: &Container,
     get: impl Fn(&k8s_openapi::api::core::v1::PodSecurityContext) -> Option<T>,
@@ -136,17 +137,24 @@ impl ProcessBase {
 /// How a container's `pods/exec` commands become processes: as its exec
 /// probes do, with its user, environment, working directory and mounts.
 #[derive(Clone, Debug)]
-pub struct ExecTemplate {
-    base: ProcessBase,
-    image: String,
-    images: ImageMapping,
-    tusk_binary: PathBuf,
+pub enum ExecTemplate {
+    /// The process runtime's: a host process set up like the container's.
+    Process {
+        base: Box<ProcessBase>,
+        image: String,
+        images: ImageMapping,
+        tusk_binary: PathBuf,
+    },
+    /// The Docker runtime's: `docker exec` in the named container, which
+    /// runs the command with the container's user, environment, working
+    /// directory, mounts and namespaces.
+    Docker { container: String },
 }
 
 impl ExecTemplate {
     fn new(ctx: &Context, base: &ProcessBase, image: &str) -> Self {
-        Self {
-            base: base.clone(),
+        Self::Process {
+            base: Box::new(base.clone()),
             image: image.to_owned(),
             images: ctx.config.images.clone(),
             tusk_binary: ctx.config.tusk_binary.clone(),
@@ -156,16 +164,44 @@ impl ExecTemplate {
     /// The process for `command`; its `log` is unused (exec output goes to
     /// the caller).
     pub fn spec(&self, command: &[String]) -> Result<ProcessSpec, String> {
-        self.base
-            .spec(
-                &self.images,
-                &self.tusk_binary,
-                &self.image,
-                command,
-                &[],
-                PathBuf::new(),
-            )
-            .map_err(|(_, message)| message)
+        match self {
+            Self::Process {
+                base,
+                image,
+                images,
+                tusk_binary,
+            } => base
+                .spec(images, tusk_binary, image, command, &[], PathBuf::new())
+                .map_err(|(_, message)| message),
+            Self::Docker { container } => Ok(docker_exec(container, command, PathBuf::new())),
+        }
+    }
+}
+
+/// The host process that runs `command` in the Docker container
+/// `container` (the `docker` client, with stdin kept open for exec
+/// sessions), its output going to `log` when it is a probe's.
+pub fn docker_exec(container: &str, command: &[String], log: PathBuf) -> ProcessSpec {
+    let mut args = vec!["exec".to_owned(), "-i".to_owned(), container.to_owned()];
+    args.extend(command.iter().cloned());
+    ProcessSpec {
+        program: PathBuf::from("docker"),
+        args,
+        env: vec![
+            (
+                "PATH".into(),
+                std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into()),
+            ),
+            (
+                "HOME".into(),
+                std::env::temp_dir().to_string_lossy().into_owned(),
+            ),
+        ],
+        working_dir: std::env::temp_dir(),
+        user: None,
+        log,
+        token_dir: None,
+        root: false,
     }
 }
 
@@ -210,14 +246,16 @@ pub fn plan_container(facts: PodFacts<'_>, container: &Container) -> ContainerPl
     };
     let image = container.image.clone().unwrap_or_default();
     plan.exec = Some(ExecTemplate::new(ctx, &base, &image));
-    plan.process = base.spec(
-        &ctx.config.images,
-        &ctx.config.tusk_binary,
-        &image,
-        container.command.as_deref().unwrap_or(&[]),
-        container.args.as_deref().unwrap_or(&[]),
-        log_dir.join("0.log"),
-    );
+    plan.process = base
+        .spec(
+            &ctx.config.images,
+            &ctx.config.tusk_binary,
+            &image,
+            container.command.as_deref().unwrap_or(&[]),
+            container.args.as_deref().unwrap_or(&[]),
+            log_dir.join("0.log"),
+        )
+        .map(Launch::Process);
     let probe_log = log_dir.join("probes.log");
     let probe =
         |probe: Option<&k8s_openapi::api::core::v1::Probe>| -> Result<Option<ProbePlan>, String> {

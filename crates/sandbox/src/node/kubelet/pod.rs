@@ -29,6 +29,8 @@ pub enum PodError {
     Input(#[from] InputError),
     #[error(transparent)]
     Volume(#[from] VolumeError),
+    #[error(transparent)]
+    Docker(#[from] super::docker::DockerError),
     #[error("cannot prepare the pod directory {path}: {source}")]
     Dir {
         path: PathBuf,
@@ -132,6 +134,10 @@ async fn prepare(
                 .map_err(dir_error(claim))?;
         }
     }
+    if let Some(runtime) = ctx.config.runtime.docker() {
+        let uid = pod.uid().unwrap_or_default();
+        runtime.start_pause(&uid, &pod.name_any(), pod_ip).await?;
+    }
     let spec = pod.spec.clone().unwrap_or_default();
     let grace =
         Duration::from_secs(spec.termination_grace_period_seconds.unwrap_or(30).max(0) as u64);
@@ -144,7 +150,10 @@ async fn prepare(
         pod_ip,
         grace,
     };
-    let plan = |c: &Container| plan_container(facts, c);
+    let plan = |c: &Container| match ctx.config.runtime.docker() {
+        Some(runtime) => super::docker::plan::plan_container(runtime, facts, c),
+        None => plan_container(facts, c),
+    };
     Ok(Prepared {
         init: spec.init_containers.iter().flatten().map(plan).collect(),
         main: spec.containers.iter().map(plan).collect(),
@@ -460,6 +469,7 @@ pub async fn run(
     let _ = done.send(true);
     let _ = (&mut publisher.0).await;
     ctx.served.unregister(&namespace, &name, &uid);
+    remove_containers(&ctx, &uid).await;
     if matches!(ending, Signal::NodeStopping) {
         return;
     }
@@ -472,6 +482,14 @@ pub async fn run(
         }
     }
     ctx.addresses.release(pod_ip);
+}
+
+/// Removes what the Docker runtime still holds of the pod (its pause
+/// container); processes are gone once their containers stopped.
+async fn remove_containers(ctx: &Context, uid: &str) {
+    if let Some(runtime) = ctx.config.runtime.docker() {
+        runtime.remove_pod(uid).await;
+    }
 }
 
 /// Prepares the pod, retrying every second while an input is missing (a
@@ -506,6 +524,9 @@ async fn prepare_until_ready(
             Err(error) => {
                 let reason = match error {
                     PodError::Input(InputError::ClaimNotBound(_)) => "ContainerCreating",
+                    PodError::Docker(super::docker::DockerError::MissingImage(_)) => {
+                        super::container::IMAGE_MISSING
+                    }
                     _ => "CreateContainerConfigError",
                 };
                 set_all_waiting(reason, &error.to_string());

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 
+pub use super::exit::Exit;
 use super::isolation::{IsolationError, TOKEN_MOUNT_PATH, TokenMount};
 use super::logs::{LogSink, Stream, copy_output};
 
@@ -58,36 +59,6 @@ pub struct ProcessSpec {
     /// Whether the sandbox runs as root (a user namespace is needed
     /// otherwise).
     pub root: bool,
-}
-
-/// How a process ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Exit {
-    /// The exit code, or 128 + the signal number when killed by a signal
-    /// (the convention container runtimes report).
-    pub code: i32,
-    pub signal: Option<i32>,
-}
-
-impl Exit {
-    fn from_status(status: std::process::ExitStatus) -> Self {
-        use std::os::unix::process::ExitStatusExt;
-        match (status.code(), status.signal()) {
-            (Some(code), _) => Self { code, signal: None },
-            (None, Some(signal)) => Self {
-                code: 128 + signal,
-                signal: Some(signal),
-            },
-            (None, None) => Self {
-                code: -1,
-                signal: None,
-            },
-        }
-    }
-
-    pub fn success(&self) -> bool {
-        self.code == 0
-    }
 }
 
 /// A running (or finished) container process.
@@ -229,6 +200,7 @@ impl Process {
             Err(_) => Exit {
                 code: -1,
                 signal: None,
+                oom_killed: false,
             },
         };
         // Children left behind by the main process go with it.
@@ -408,7 +380,8 @@ mod tests {
             exit,
             Exit {
                 code: 3,
-                signal: None
+                signal: None,
+                oom_killed: false,
             }
         );
         let log = std::fs::read(&spec.log).expect("log");
