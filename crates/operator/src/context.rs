@@ -22,7 +22,7 @@ pub struct Context {
     /// Cluster versions our own writes replaced (see [`crate::freshness`]).
     pub freshness: crate::freshness::Freshness,
     /// When each primary lease version was first seen (see [`crate::primacy`]).
-    pub leases: crate::primacy::LeaseObservations,
+    pub leases: Arc<crate::primacy::LeaseObservations>,
 }
 
 impl Context {
@@ -44,7 +44,7 @@ impl Context {
             stores,
             failures: crate::retry::Failures::default(),
             freshness: crate::freshness::Freshness::default(),
-            leases: crate::primacy::LeaseObservations::default(),
+            leases: Arc::default(),
         }
     }
 }
