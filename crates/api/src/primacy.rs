@@ -34,6 +34,11 @@ pub fn lease_name(cluster: &str) -> String {
     format!("{cluster}-primary")
 }
 
+/// The cluster whose primary lease is named `lease`.
+pub fn cluster_of_lease(lease: &str) -> Option<&str> {
+    lease.strip_suffix("-primary").filter(|c| !c.is_empty())
+}
+
 /// How the primary lease is held, derived from
 /// `spec.failover.delaySeconds` so that a lease expires no later than a
 /// failover would be decided: a shorter delay means more frequent renewals.
@@ -111,5 +116,8 @@ mod tests {
             timing
         );
         assert_eq!(lease_name("db"), "db-primary");
+        assert_eq!(cluster_of_lease(&lease_name("db")), Some("db"));
+        assert_eq!(cluster_of_lease("-primary"), None);
+        assert_eq!(cluster_of_lease("db-leader"), None);
     }
 }

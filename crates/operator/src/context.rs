@@ -22,7 +22,7 @@ pub struct Context {
     /// Cluster versions our own writes replaced (see [`crate::freshness`]).
     pub freshness: crate::freshness::Freshness,
     /// When each primary lease version was first seen (see [`crate::primacy`]).
-    pub leases: crate::primacy::LeaseObservations,
+    pub leases: Arc<crate::primacy::LeaseObservations>,
     /// Clusters rolling their pods for the operator's version alone (see
     /// [`crate::rollout::slots`]).
     pub rollout_slots: crate::rollout::slots::Slots,
@@ -48,7 +48,7 @@ impl Context {
             stores,
             failures: crate::retry::Failures::default(),
             freshness: crate::freshness::Freshness::default(),
-            leases: crate::primacy::LeaseObservations::default(),
+            leases: Arc::default(),
             rollout_slots: crate::rollout::slots::Slots::new(config_limit),
         }
     }

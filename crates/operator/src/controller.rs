@@ -141,7 +141,13 @@ pub async fn run(
         Some(ns) => Api::<CachedCluster>::namespaced(client.clone(), ns),
         None => Api::<CachedCluster>::all(client.clone()),
     };
-    let ctx = Arc::new(Context::new(client, config, metrics.clone(), stores));
+    let ctx = Arc::new(Context::new(
+        client.clone(),
+        config,
+        metrics.clone(),
+        stores,
+    ));
+    let quiet_leases = crate::primacy::quiet_leases(&client, ns, ctx.leases.clone());
     let (cluster_store, cluster_writer) = reflector::store();
     let cluster_events = watcher(clusters, watcher::Config::default().any_semantic())
         .default_backoff()
@@ -163,6 +169,7 @@ pub async fn run(
         .owns_stream(role_events)
         .owns_stream(binding_events)
         .owns_stream(pdb_events)
+        .watches_stream(quiet_leases, |lease| crate::primacy::cluster_of(&lease))
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, ctx)
         .for_each(|result| async move {

@@ -201,13 +201,7 @@ async fn run_manager(args: &RunArgs) -> Result<(), String> {
     let desired =
         tusk_instance::cluster_watch::start_with_client(client.clone(), &namespace, &cluster, &me);
     let state = SharedState::default();
-    let primacy = Primacy::lease(
-        client,
-        &namespace,
-        &tusk_api::primacy::lease_name(&cluster),
-        &me,
-        state.clone(),
-    );
+    let primacy = Primacy::lease(client, &namespace, &cluster, &me, state.clone());
     tracing::info!(
         instance = %me,
         cluster = %cluster,

@@ -26,6 +26,9 @@ pub enum Outcome {
 pub struct LeaseClient {
     api: Api<Lease>,
     name: String,
+    /// The cluster the lease belongs to, as its label says: the operator
+    /// watches the primary leases by that label.
+    cluster: String,
     me: String,
     /// The lease as this manager last wrote it: a renewal needs no read.
     written: Option<Lease>,
@@ -34,10 +37,11 @@ pub struct LeaseClient {
 }
 
 impl LeaseClient {
-    pub fn new(api: Api<Lease>, name: String, me: String) -> Self {
+    pub fn new(api: Api<Lease>, cluster: &str, me: String) -> Self {
         LeaseClient {
             api,
-            name,
+            name: tusk_api::primacy::lease_name(cluster),
+            cluster: cluster.to_owned(),
             me,
             written: None,
             observed: None,
@@ -121,6 +125,12 @@ impl LeaseClient {
             },
             spec: None,
         });
+        // Leases written before the label existed get it at their next renewal.
+        lease
+            .metadata
+            .labels
+            .get_or_insert_with(Default::default)
+            .insert(tusk_api::labels::CLUSTER.to_owned(), self.cluster.clone());
         let now = MicroTime(Timestamp::now());
         let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
         spec.holder_identity = Some(self.me.clone());

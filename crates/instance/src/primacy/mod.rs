@@ -50,19 +50,19 @@ impl Primacy {
         }
     }
 
-    /// Primacy held through lease `name` in `namespace` as `me`. `state`
-    /// names the postmaster to stop when the lease lapses.
+    /// Primacy held through the primary lease of `cluster` in `namespace`
+    /// as `me`. `state` names the postmaster to stop when the lease lapses.
     pub fn lease(
         client: Client,
         namespace: &str,
-        name: &str,
+        cluster: &str,
         me: &str,
         state: SharedState,
     ) -> Self {
         let (intent, intent_rx) = watch::channel(Intent::release(LeaseTiming::for_delay(0)));
         let (held_tx, held) = watch::channel(false);
         let api: Api<Lease> = Api::namespaced(client, namespace);
-        let client = LeaseClient::new(api, name.to_owned(), me.to_owned());
+        let client = LeaseClient::new(api, cluster, me.to_owned());
         tokio::spawn(hold(client, intent_rx, held_tx, state));
         Primacy {
             intent,

@@ -187,9 +187,9 @@ impl TestInstance {
         cluster: &str,
     ) {
         let me = self.settings.pod_name.clone();
-        let lease = tusk_api::primacy::lease_name(cluster);
+        let cluster = cluster.to_owned();
         self.start_with_primacy(receiver, |state| {
-            Primacy::lease(client, "default", &lease, &me, state)
+            Primacy::lease(client, "default", &cluster, &me, state)
         });
     }
 

@@ -45,7 +45,7 @@ use tusk_api::lsn::Lsn;
 use tusk_api::v1alpha1::{BlockedFailover, DataDurability, RecoveryPoint};
 use tusk_postgres::synchronous::{self, Synchronous, SynchronousMode};
 
-pub use detect::{delay_left, primary_healthy, unavailable_since};
+pub use detect::{Unavailable, delay_left, primary_healthy, unavailable_since};
 
 /// Condition type recording whether the primary serves; its transition
 /// time is when it stopped.

@@ -2,10 +2,13 @@ use k8s_openapi::jiff::Timestamp;
 
 use super::*;
 
+fn at(text: &str) -> Timestamp {
+    text.parse().expect("timestamp")
+}
+
 #[test]
 fn the_delay_runs_a_second_longer_than_whole_second_timestamps_could_hide() {
-    let at = |s: &str| s.parse::<Timestamp>().expect("timestamp");
-    let since = at("2026-12-02T10:00:03Z");
+    let since = Unavailable::recorded(at("2026-12-02T10:00:03Z"));
     let left = |now: &str| delay_left(since, at(now), 5).map(|d| d.as_millis());
     assert_eq!(left("2026-12-02T10:00:03Z"), Some(6000));
     assert_eq!(left("2026-12-02T10:00:08.250Z"), Some(750));
@@ -13,45 +16,82 @@ fn the_delay_runs_a_second_longer_than_whole_second_timestamps_could_hide() {
     assert_eq!(left("2026-12-02T10:00:30Z"), None);
     // No delay: only the rounding second.
     assert_eq!(
-        delay_left(since, since, 0).map(|d| d.as_millis()),
+        delay_left(since, since.since, 0).map(|d| d.as_millis()),
         Some(1000)
     );
+    // A time of this operator's own clock needs no rounding second.
+    let precise = Unavailable::precise(at("2026-12-02T10:00:03.400Z"));
+    assert_eq!(
+        delay_left(precise, at("2026-12-02T10:00:08Z"), 5).map(|d| d.as_millis()),
+        Some(400)
+    );
+    assert_eq!(delay_left(precise, at("2026-12-02T10:00:08.400Z"), 5), None);
+    assert_eq!(delay_left(precise, precise.since, 0), None);
 }
 
 #[test]
 fn unavailability_counts_from_the_first_evidence() {
-    let at = |s: &str| s.parse::<Timestamp>().expect("timestamp");
     let now = at("2026-12-02T10:00:10Z");
     let kubelet = at("2026-12-02T10:00:03Z");
     let operator = at("2026-12-02T10:00:06Z");
+    let recorded = Unavailable::recorded;
     // The kubelet saw it first: the delay runs from its verdict.
     assert_eq!(
-        unavailable_since(Some(operator), Some(kubelet), None, now),
-        kubelet
+        unavailable_since(Some(operator), Some(kubelet), None, None, now),
+        recorded(kubelet)
     );
     assert_eq!(
-        unavailable_since(Some(kubelet), Some(operator), None, now),
-        kubelet
+        unavailable_since(Some(kubelet), Some(operator), None, None, now),
+        recorded(kubelet)
     );
     // A ready pod whose manager reports it unhealthy: the operator's view.
-    assert_eq!(unavailable_since(Some(operator), None, None, now), operator);
+    assert_eq!(
+        unavailable_since(Some(operator), None, None, None, now),
+        recorded(operator)
+    );
     // First noticed now.
-    assert_eq!(unavailable_since(None, None, None, now), now);
+    assert_eq!(
+        unavailable_since(None, None, None, None, now),
+        Unavailable::precise(now)
+    );
     // A clock ahead of ours never makes the wait negative.
     let ahead = at("2026-12-02T10:00:20Z");
-    assert_eq!(unavailable_since(None, Some(ahead), None, now), now);
+    assert_eq!(
+        unavailable_since(None, Some(ahead), None, None, now),
+        Unavailable::precise(now)
+    );
+}
+
+#[test]
+fn a_quiet_lease_dates_the_failure_from_its_last_renewal() {
+    let now = at("2026-12-02T10:00:10Z");
+    let renewed = at("2026-12-02T10:00:01.600Z");
+    let kubelet = at("2026-12-02T10:00:03Z");
+    let since = unavailable_since(None, Some(kubelet), Some(renewed), None, now);
+    assert_eq!(since, Unavailable::precise(renewed));
+    // Renewed after the kubelet's verdict: the earlier evidence counts.
+    let late = at("2026-12-02T10:00:04Z");
+    assert_eq!(
+        unavailable_since(None, Some(kubelet), Some(late), None, now),
+        Unavailable::recorded(kubelet)
+    );
+    // A renewal from its time as a standby's holder does not count.
+    let promoted = at("2026-12-02T10:00:02Z");
+    assert_eq!(
+        unavailable_since(None, None, Some(renewed), Some(promoted), now),
+        Unavailable::recorded(promoted)
+    );
 }
 
 #[test]
 fn a_new_primary_is_not_judged_by_its_time_as_a_standby() {
-    let at = |s: &str| s.parse::<Timestamp>().expect("timestamp");
     let now = at("2026-12-02T10:00:10Z");
     // Its pod turned unready when the former primary died, while it
     // was a standby; it was promoted at :09 and is not ready yet.
     let unready_as_standby = at("2026-12-02T10:00:04Z");
     let promoted = at("2026-12-02T10:00:09Z");
-    let since = unavailable_since(None, Some(unready_as_standby), Some(promoted), now);
-    assert_eq!(since, promoted);
+    let since = unavailable_since(None, Some(unready_as_standby), None, Some(promoted), now);
+    assert_eq!(since, Unavailable::recorded(promoted));
     assert!(
         delay_left(since, now, 3).is_some(),
         "a fresh primary gets its whole delay"
@@ -59,12 +99,15 @@ fn a_new_primary_is_not_judged_by_its_time_as_a_standby() {
     // Evidence from after the promotion counts as always.
     let after = at("2026-12-02T10:00:09.5Z");
     assert_eq!(
-        unavailable_since(Some(after), None, Some(promoted), now),
-        after
+        unavailable_since(Some(after), None, None, Some(promoted), now),
+        Unavailable::recorded(after)
     );
     // A promotion recorded ahead of our clock never makes the wait negative.
     let ahead = at("2026-12-02T10:00:20Z");
-    assert_eq!(unavailable_since(None, None, Some(ahead), now), now);
+    assert_eq!(
+        unavailable_since(None, None, None, Some(ahead), now),
+        Unavailable::precise(now)
+    );
 }
 
 fn standby(name: &str, received: &str, replayed: &str) -> InstanceReport {

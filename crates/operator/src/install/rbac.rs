@@ -126,10 +126,10 @@ fn companion_rules() -> Vec<Rule> {
             &[],
         ),
         rule(
-            "Primary leases (<cluster>-primary) are read (get) to tell whether a failed primary may still be acting as one before it is replaced; instance managers' Roles grant create, get and update, for the primary's manager to hold the lease.",
+            "Primary leases (<cluster>-primary, labelled with their cluster) are watched (list, watch: by that label) so that a primary whose renewals stop is noticed within a second and its last renewal dates the failure, and read (get) to tell whether a failed primary may still be acting as one before it is replaced; instance managers' Roles grant create, get and update, for the primary's manager to hold the lease.",
             &["coordination.k8s.io"],
             &["leases"],
-            &["get", "create", "update"],
+            &["get", "list", "watch", "create", "update"],
             &[],
         ),
         rule(

@@ -4,6 +4,9 @@
 //! operator decides).
 
 use std::collections::BTreeMap;
+use std::time::Instant;
+
+use k8s_openapi::jiff::Timestamp;
 
 use tusk_api::instance::InstanceReport;
 use tusk_api::v1alpha1::PostgresCluster;
@@ -25,15 +28,28 @@ pub struct Observed {
     pub reports: BTreeMap<String, InstanceReport>,
     /// The primary lease, read only while the primary is failing.
     pub lease: Option<LeaseState>,
+    /// The last renewal of the primary lease this operator saw, when its
+    /// holder has stopped renewing since (microseconds).
+    pub lease_quiet_since: Option<Timestamp>,
 }
 
 pub async fn fetch(cluster: &PostgresCluster, ctx: &Context) -> Result<Observed, Error> {
     let children = Children::fetch(&ctx.stores, cluster).await?;
-    let brief = poll_briefly(cluster.status.as_ref(), &children.pods);
+    let namespace = cluster.namespace().unwrap_or_default();
+    let name = cluster.name_any();
+    let lease_key = primacy::lease_key(&namespace, &tusk_api::primacy::lease_name(&name));
+    let lease_quiet_since = ctx.leases.quiet_since(&lease_key, Instant::now());
+    let mut brief = poll_briefly(cluster.status.as_ref(), &children.pods);
+    // A holder that stopped renewing is most likely frozen: do not let its
+    // silence hold this pass for the full poll timeout.
+    if let Some(primary) = lease_quiet_since
+        .and(cluster.status.as_ref())
+        .and_then(|s| s.current_primary.clone())
+    {
+        brief.push(primary);
+    }
     let reports = poll_instances(&ctx.http, &children.pods, &brief, &ctx.metrics).await;
     let lease = if primary_failing(cluster, &children, &reports) {
-        let namespace = cluster.namespace().unwrap_or_default();
-        let name = cluster.name_any();
         let read = primacy::read(&ctx.client, &ctx.leases, &namespace, &name);
         Some(read.await.map_err(|source| Error::Kube {
             action: "read the primary lease".to_owned(),
@@ -46,6 +62,7 @@ pub async fn fetch(cluster: &PostgresCluster, ctx: &Context) -> Result<Observed,
         children,
         reports,
         lease,
+        lease_quiet_since,
     })
 }
 

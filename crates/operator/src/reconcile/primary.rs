@@ -98,6 +98,7 @@ impl Judged<'_> {
         let since = failover::unavailable_since(
             observed_down,
             pod.and_then(not_ready_since),
+            self.observed.lease_quiet_since,
             primary_since,
             self.now,
         );
@@ -112,7 +113,7 @@ impl Judged<'_> {
         let failed = Failed {
             from: target,
             abandoned: Vec::new(),
-            failed_for: self.now.duration_since(since).as_secs_f64(),
+            failed_for: self.now.duration_since(since.since).as_secs_f64(),
         };
         self.choose(&failed)
     }

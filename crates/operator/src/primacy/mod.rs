@@ -4,17 +4,23 @@
 //! A failover promotes only when the lease is free, when its holder's
 //! manager reports PostgreSQL stopped for want of it (or fenced), or when
 //! this operator has watched the same version of the lease stand unrenewed
-//! for the lease's whole duration on its own monotonic clock. The lease is
-//! read only while the primary is failing; the first sight of a version
-//! starts its count, so a restarted operator waits a whole duration.
+//! for the lease's whole duration on its own monotonic clock, counted from
+//! the version's arrival through the lease watch ([`watch`], which also
+//! notices a holder that stopped renewing) or, failing that, its first
+//! read ([`observations`]). The lease is read only while the primary is
+//! failing.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
+mod observations;
+mod watch;
+
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::{Api, Client};
 use tusk_api::instance::{InstancePhase, InstanceReport, InstanceRole};
+
+pub use observations::LeaseObservations;
+pub use watch::{cluster_of, lease_key, quiet_leases};
 
 /// The lease as read now.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -80,26 +86,6 @@ fn gave_up(report: &InstanceReport) -> bool {
         )
 }
 
-/// When this operator first saw each lease version, by lease.
-#[derive(Default)]
-pub struct LeaseObservations(Mutex<HashMap<String, (String, Instant)>>);
-
-impl LeaseObservations {
-    /// How long `version` of lease `key` has been seen unchanged.
-    fn unchanged_for(&self, key: String, version: &str) -> Duration {
-        let mut seen = self
-            .0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let now = Instant::now();
-        let entry = seen.entry(key).or_insert_with(|| (version.to_owned(), now));
-        if entry.0 != version {
-            *entry = (version.to_owned(), now);
-        }
-        now.duration_since(entry.1)
-    }
-}
-
 /// Reads the primary lease of `cluster` in `namespace`.
 pub async fn read(
     client: &Client,
@@ -122,7 +108,11 @@ pub async fn read(
         .and_then(|s| u64::try_from(s).ok())
         .unwrap_or(u64::from(tusk_api::primacy::MAX_LEASE_SECONDS));
     Ok(LeaseState::Held {
-        unchanged_for: observations.unchanged_for(format!("{namespace}/{name}"), &version),
+        unchanged_for: observations.unchanged_for(
+            &lease_key(namespace, &name),
+            &version,
+            Instant::now(),
+        ),
         holder,
         version,
         duration: Duration::from_secs(seconds),
@@ -209,15 +199,5 @@ mod tests {
         for (lease, reports, expected) in cases {
             assert_eq!(verdict(&lease, &reports), expected, "{lease:?} {reports:?}");
         }
-    }
-
-    #[test]
-    fn a_version_counts_from_its_first_sight_and_a_new_one_starts_over() {
-        let seen = LeaseObservations::default();
-        assert_eq!(seen.unchanged_for("ns/a".into(), "1"), Duration::ZERO);
-        std::thread::sleep(Duration::from_millis(20));
-        assert!(seen.unchanged_for("ns/a".into(), "1") >= Duration::from_millis(20));
-        assert!(seen.unchanged_for("ns/a".into(), "2") < Duration::from_millis(20));
-        assert_eq!(seen.unchanged_for("ns/b".into(), "2"), Duration::ZERO);
     }
 }
