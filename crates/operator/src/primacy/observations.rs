@@ -145,7 +145,10 @@ mod tests {
         // Reported once per version.
         assert!(seen.newly_quiet(t0 + 5 * SECOND).is_empty());
         let since = seen.quiet_since("ns/held", t0 + 2 * SECOND).expect("quiet");
-        assert!(Timestamp::now().duration_since(since).as_secs_f64() < 1.0, "{since}");
+        assert!(
+            Timestamp::now().duration_since(since).as_secs_f64() < 1.0,
+            "{since}"
+        );
         assert_eq!(seen.quiet_since("ns/released", t0 + 60 * SECOND), None);
         // A renewal makes it live again, and a new silence is reported anew.
         seen.saw("ns/held", "2", Some(SECOND), t0 + 2 * SECOND);
