@@ -11,6 +11,7 @@
 //! hold it encoded ([`Packed`]); a reconcile decodes its own cluster's
 //! children.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{
@@ -26,6 +27,7 @@ use kube::runtime::reflector::Store;
 use kube::{Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use tokio::sync::watch;
 use tusk_api::labels;
 use tusk_api::v1alpha1::PostgresCluster;
 
@@ -46,6 +48,72 @@ pub struct Stores {
     pub roles: Store<Packed<Role>>,
     pub role_bindings: Store<Packed<RoleBinding>>,
     pub pdbs: Store<Packed<PodDisruptionBudget>>,
+    /// Whether every cache above has listed once.
+    pub synced: CacheSync,
+}
+
+/// Whether the child caches have listed once, for any number of waiting
+/// reconciles. One task waits on the caches themselves and tells every
+/// reconcile through a watch channel: a cache's own readiness future
+/// (kube-runtime's `DelayedInit`) keeps a single waker, so of several
+/// reconciles waiting on it at start only the last was woken, and the
+/// others waited out the full timeout (30 s for a cluster whose first
+/// reconcile came early).
+#[derive(Clone, Debug)]
+pub struct CacheSync(Arc<watch::Sender<Option<&'static str>>>);
+
+impl Default for CacheSync {
+    fn default() -> Self {
+        Self(Arc::new(watch::Sender::new(Some("every child"))))
+    }
+}
+
+impl CacheSync {
+    /// Starts the task that waits for `stores`' first lists, one cache
+    /// after the other (each with this task as its only waiter).
+    pub fn start(&self, stores: &Stores) {
+        let (sync, stores) = (self.0.clone(), stores.clone());
+        tokio::spawn(async move {
+            let listed = listed(&sync, &stores.pods).await
+                && listed(&sync, &stores.volumes).await
+                && listed(&sync, &stores.secrets).await
+                && listed(&sync, &stores.services).await
+                && listed(&sync, &stores.service_accounts).await
+                && listed(&sync, &stores.roles).await
+                && listed(&sync, &stores.role_bindings).await
+                && listed(&sync, &stores.pdbs).await;
+            if listed {
+                sync.send_replace(None);
+            }
+        });
+    }
+
+    /// Waits (at most `limit`) until every cache has listed; the kind of
+    /// a cache that has not.
+    async fn wait(&self, limit: Duration) -> Result<(), &'static str> {
+        let mut synced = self.0.subscribe();
+        let listed = tokio::time::timeout(limit, synced.wait_for(Option::is_none))
+            .await
+            .is_ok_and(|seen| seen.is_ok());
+        if listed {
+            return Ok(());
+        }
+        Err((*synced.borrow()).unwrap_or("every child"))
+    }
+}
+
+/// Waits for `store`'s first list, saying which cache is awaited; false
+/// when its watch ended first.
+async fn listed<K>(sync: &watch::Sender<Option<&'static str>>, store: &Store<Packed<K>>) -> bool
+where
+    K: Resource<DynamicType = ()>,
+{
+    let kind = match K::kind(&()) {
+        std::borrow::Cow::Borrowed(kind) => kind,
+        std::borrow::Cow::Owned(_) => "child",
+    };
+    sync.send_replace(Some(kind));
+    store.wait_until_ready().await.is_ok()
 }
 
 /// Every child of one cluster.
@@ -68,21 +136,25 @@ impl Children {
         let uid = cluster.uid().unwrap_or_default();
         let name = cluster.name_any();
         let cluster = name.as_str();
+        stores
+            .synced
+            .wait(CACHE_SYNC_TIMEOUT)
+            .await
+            .map_err(|kind| Error::CacheNotReady(kind.to_owned()))?;
         Ok(Self {
-            pods: select(&stores.pods, namespace, cluster).await?,
+            pods: select(&stores.pods, namespace, cluster)?,
             // Claims with the cluster's name label that were not made for
             // it are never used nor changed.
-            volumes: select(&stores.volumes, namespace, cluster)
-                .await?
+            volumes: select(&stores.volumes, namespace, cluster)?
                 .into_iter()
                 .filter(|volume| volume_belongs(volume, &uid))
                 .collect(),
-            secrets: select(&stores.secrets, namespace, cluster).await?,
-            services: select(&stores.services, namespace, cluster).await?,
-            service_accounts: select(&stores.service_accounts, namespace, cluster).await?,
-            roles: select(&stores.roles, namespace, cluster).await?,
-            role_bindings: select(&stores.role_bindings, namespace, cluster).await?,
-            pdbs: select(&stores.pdbs, namespace, cluster).await?,
+            secrets: select(&stores.secrets, namespace, cluster)?,
+            services: select(&stores.services, namespace, cluster)?,
+            service_accounts: select(&stores.service_accounts, namespace, cluster)?,
+            roles: select(&stores.roles, namespace, cluster)?,
+            role_bindings: select(&stores.role_bindings, namespace, cluster)?,
+            pdbs: select(&stores.pdbs, namespace, cluster)?,
         })
     }
 }
@@ -108,21 +180,10 @@ pub fn volume_belongs(volume: &PersistentVolumeClaim, uid: &str) -> bool {
     !uid.is_empty() && made_for && !retained
 }
 
-async fn select<K>(
-    store: &Store<Packed<K>>,
-    namespace: &str,
-    cluster: &str,
-) -> Result<Vec<K>, Error>
+fn select<K>(store: &Store<Packed<K>>, namespace: &str, cluster: &str) -> Result<Vec<K>, Error>
 where
     K: Resource<DynamicType = ()> + Serialize + DeserializeOwned + 'static,
 {
-    if tokio::time::timeout(CACHE_SYNC_TIMEOUT, store.wait_until_ready())
-        .await
-        .map(|ready| ready.is_ok())
-        != Ok(true)
-    {
-        return Err(Error::CacheNotReady(K::kind(&()).into_owned()));
-    }
     store
         .state_filter(|entry| entry.belongs_to(namespace, cluster))
         .iter()
@@ -295,6 +356,60 @@ fn ready_condition(pod: &Pod) -> Option<&PodCondition> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// Reconciles that wait for the caches together are all let through
+    /// when the last cache lists (a cache's own readiness wakes only one).
+    #[tokio::test]
+    async fn every_waiting_reconcile_goes_on_once_the_caches_listed() {
+        use kube::runtime::{reflector, watcher};
+        let (pods, mut pod_writer) = reflector::store();
+        let (volumes, mut volume_writer) = reflector::store();
+        let (secrets, mut secret_writer) = reflector::store();
+        let (services, mut service_writer) = reflector::store();
+        let (service_accounts, mut account_writer) = reflector::store();
+        let (roles, mut role_writer) = reflector::store();
+        let (role_bindings, mut binding_writer) = reflector::store();
+        let (pdbs, mut pdb_writer) = reflector::store();
+        let stores = Stores {
+            pods,
+            volumes,
+            secrets,
+            services,
+            service_accounts,
+            roles,
+            role_bindings,
+            pdbs,
+            synced: CacheSync::default(),
+        };
+        stores.synced.start(&stores);
+        let waiting: Vec<_> = (0..3)
+            .map(|_| {
+                let synced = stores.synced.clone();
+                tokio::spawn(async move { synced.wait(Duration::from_secs(3600)).await })
+            })
+            .collect();
+        tokio::task::yield_now().await;
+        assert_eq!(
+            stores.synced.wait(Duration::from_millis(10)).await,
+            Err("Pod"),
+            "the first cache not listed is named"
+        );
+        pod_writer.apply_watcher_event(&watcher::Event::InitDone);
+        volume_writer.apply_watcher_event(&watcher::Event::InitDone);
+        secret_writer.apply_watcher_event(&watcher::Event::InitDone);
+        service_writer.apply_watcher_event(&watcher::Event::InitDone);
+        account_writer.apply_watcher_event(&watcher::Event::InitDone);
+        role_writer.apply_watcher_event(&watcher::Event::InitDone);
+        binding_writer.apply_watcher_event(&watcher::Event::InitDone);
+        pdb_writer.apply_watcher_event(&watcher::Event::InitDone);
+        for waiter in waiting {
+            let done = tokio::time::timeout(Duration::from_secs(10), waiter).await;
+            assert_eq!(
+                done.expect("every waiter is woken").expect("joined"),
+                Ok(())
+            );
+        }
+    }
 
     fn pod() -> Pod {
         serde_json::from_value(json!({

@@ -24,7 +24,7 @@ use serde::de::DeserializeOwned;
 use tusk_api::labels;
 
 use crate::cached_cluster::CachedCluster;
-use crate::children::{Stores, Trim};
+use crate::children::{CacheSync, Stores, Trim};
 use crate::config::OperatorConfig;
 use crate::context::Context;
 use crate::metrics::Metrics;
@@ -133,7 +133,9 @@ pub async fn run(
         roles,
         role_bindings,
         pdbs,
+        synced: CacheSync::default(),
     };
+    stores.synced.start(&stores);
     // A cluster object that does not decode (written under another
     // schema, say) is handed to reconcile as such, instead of failing the
     // watch for every cluster; clusters are cached encoded.

@@ -12,6 +12,7 @@ use std::time::Duration;
 use tusk_sandbox::{Config, Sandbox};
 
 use super::CommandError;
+use super::sandbox_node::RuntimeKind;
 use super::sandbox_operator::OperatorMode;
 
 #[derive(clap::Args)]
@@ -62,13 +63,6 @@ pub struct UpArgs {
     /// sandbox never pulls). docs/sandbox.md says what each enforces.
     #[arg(long, value_enum, default_value_t = RuntimeKind::Process)]
     pub runtime: RuntimeKind,
-}
-
-/// `--runtime`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum RuntimeKind {
-    Process,
-    Docker,
 }
 
 /// A duration as Kubernetes flags write it, in one unit: `500ms`, `40s`,

@@ -23,10 +23,17 @@ use super::sandbox_operator::{self, OperatorMode};
 pub struct NodeOptions {
     pub apply: Vec<PathBuf>,
     pub kubelet: bool,
-    pub runtime: super::sandbox::RuntimeKind,
+    pub runtime: RuntimeKind,
     /// The node lifecycle controller's grace period.
     pub node_monitor_grace_period: Duration,
     pub operator: OperatorMode,
+}
+
+/// `--runtime`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum RuntimeKind {
+    Process,
+    Docker,
 }
 
 fn failed(error: impl std::fmt::Display) -> CommandError {
@@ -70,7 +77,7 @@ async fn start_node(
     .monitored_within_grace();
     let text = std::fs::read_to_string(kubeconfig).map_err(CommandError::Runtime)?;
     let mut config = KubeletConfig::new(data_dir, text, tusk).map_err(failed)?;
-    if options.runtime == super::sandbox::RuntimeKind::Docker {
+    if options.runtime == RuntimeKind::Docker {
         let runtime = DockerRuntime::connect(data_dir).await.map_err(failed)?;
         println!(
             "pods run as Docker containers on network {} (gateway {})",
@@ -101,7 +108,7 @@ pub async fn run(
     let operator = match options.operator {
         OperatorMode::InProcess => Some(sandbox_operator::start_in_process(&client, stop_signal)?),
         OperatorMode::Pod => {
-            let as_is = options.runtime == super::sandbox::RuntimeKind::Docker;
+            let as_is = options.runtime == RuntimeKind::Docker;
             applied.extend(sandbox_operator::install_operator(&client, as_is).await?);
             println!("installed the operator (deployment tusk-system/tusk-operator)");
             None

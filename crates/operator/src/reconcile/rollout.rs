@@ -27,7 +27,8 @@ pub struct Outdated {
 
 impl Outdated {
     /// Compares every instance's pod with its declared template, and
-    /// takes or gives back this cluster's slot (see [`rollout::slots`]).
+    /// takes or gives back this cluster's slot (see [`rollout::slots`]):
+    /// it is given back once the last pod replaced serves again.
     pub fn observe(
         cluster: &PostgresCluster,
         valid: &ValidatedCluster,
@@ -36,7 +37,8 @@ impl Outdated {
     ) -> Self {
         let members = members(valid, &ctx.config, observed);
         let key = cluster_key(cluster);
-        let slot = if rollout::operator_only(&members) {
+        let previous = cluster.status.as_ref().and_then(|s| s.rollout.as_ref());
+        let slot = if rollout::needs_slot(&members, previous) {
             ctx.rollout_slots.acquire(&key)
         } else {
             ctx.rollout_slots.release(&key);

@@ -97,6 +97,24 @@ pub fn operator_only(members: &[Member]) -> bool {
     outdated.peek().is_some() && outdated.all(|m| m.reasons == [OPERATOR_VERSION])
 }
 
+/// Whether the cluster keeps (or takes) a rollout slot: while its pods
+/// need the operator's version alone, and after that until the last pod
+/// an operator upgrade replaced serves again. A slot given back while
+/// that pod still starts would let the next cluster restart alongside it.
+pub fn needs_slot(members: &[Member], previous: Option<&RolloutStatus>) -> bool {
+    operator_only(members)
+        || previous.is_some_and(|p| p.operator_upgrade) && awaited(members, previous).is_some()
+}
+
+/// The last pod the previous pass replaced, while it does not serve.
+fn awaited<'a>(members: &'a [Member], previous: Option<&RolloutStatus>) -> Option<&'a Member> {
+    let instance = previous?.instance.as_deref()?;
+    members
+        .iter()
+        .find(|m| m.name == instance)
+        .filter(|m| !serves(m))
+}
+
 /// The next step of the rollout.
 pub fn decide(input: &Input) -> Rollout {
     let outdated: Vec<&Member> = input
@@ -182,12 +200,8 @@ pub fn restarting(previous: Option<&RolloutStatus>, instance: &str) -> bool {
 /// replaced last does not serve yet (`None` once it does).
 fn last_replaced(input: &Input) -> Option<RolloutStatus> {
     let previous = input.previous.as_ref()?;
-    let instance = previous.instance.as_deref()?;
-    let member = input.members.iter().find(|m| m.name == instance)?;
-    if serves(member) {
-        return None;
-    }
-    let step = if restarting(Some(previous), instance) {
+    let member = awaited(&input.members, Some(previous))?;
+    let step = if restarting(Some(previous), &member.name) {
         step::RESTARTING_PRIMARY
     } else {
         step::WAITING_FOR_REPLICA

@@ -164,6 +164,32 @@ fn an_operator_upgrade_rolls_only_with_a_slot_and_says_why() {
 }
 
 #[test]
+fn an_operator_upgrade_keeps_its_slot_until_the_last_pod_replaced_serves() {
+    let previous = |operator_upgrade: bool| RolloutStatus {
+        step: "RestartingPrimary".to_owned(),
+        instance: Some("db-1".to_owned()),
+        reason: "changed: the operator's version".to_owned(),
+        outdated: vec!["db-1".to_owned()],
+        operator_upgrade,
+    };
+    let starting = Member {
+        ready: false,
+        ..member("db-1", false)
+    };
+    let serving = member("db-1", false);
+    assert!(needs_slot(&[starting.clone()], Some(&previous(true))));
+    assert!(
+        !needs_slot(&[serving], Some(&previous(true))),
+        "given back once it serves"
+    );
+    assert!(
+        !needs_slot(&[starting.clone()], Some(&previous(false))),
+        "a spec change needs none"
+    );
+    assert!(!needs_slot(&[starting], None));
+}
+
+#[test]
 fn the_last_pod_replaced_is_followed_until_it_serves_again() {
     let previous = |step: &str| RolloutStatus {
         step: step.to_owned(),

@@ -4,6 +4,7 @@
 //! others wait (`WaitingForSlot`) with every instance serving.
 
 use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use tusk_api::v1alpha1::PostgresClusterStatus;
 use tusk_operator::config::OperatorConfig;
@@ -22,6 +23,49 @@ async fn status_of(client: &Client, name: &str) -> PostgresClusterStatus {
         .await
         .and_then(|c| c.status)
         .unwrap_or_default()
+}
+
+/// What the watch of the clusters saw of their rollouts.
+#[derive(Clone, Debug, Default)]
+struct Rollouts {
+    /// A cluster was seen waiting for a slot.
+    waited_for_a_slot: bool,
+    /// The most clusters seen rolling (holding a slot) at once.
+    most_rolling: usize,
+}
+
+/// Follows every version of the clusters, in order, recording the rollout
+/// steps into `record`; panics on a rollout that is not the operator's
+/// upgrade or on two clusters rolling at once.
+async fn watch_rollouts(client: Client, record: Arc<Mutex<Rollouts>>) {
+    use futures::StreamExt;
+    use kube::runtime::watcher;
+    let api = Api::<PostgresCluster>::namespaced(client, NS);
+    let mut rolling = BTreeMap::new();
+    let mut events = std::pin::pin!(watcher(api, watcher::Config::default()));
+    while let Some(event) = events.next().await {
+        let (watcher::Event::Apply(cluster) | watcher::Event::InitApply(cluster)) =
+            event.expect("the watch of the clusters")
+        else {
+            continue;
+        };
+        let rollout = cluster.status.as_ref().and_then(|s| s.rollout.as_ref());
+        let mut record = record.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(rollout) = rollout {
+            assert!(rollout.operator_upgrade, "{rollout:?}");
+            assert_eq!(rollout.reason, "changed: the operator's version");
+            if rollout.step == "WaitingForSlot" {
+                record.waited_for_a_slot = true;
+                let phase = cluster.status.as_ref().and_then(|s| s.phase);
+                assert_eq!(phase, Some(ClusterPhase::Upgrading));
+            }
+        }
+        let holds_a_slot = rollout.is_some_and(|r| r.step != "WaitingForSlot");
+        rolling.insert(cluster.name_any(), holds_a_slot);
+        let now = rolling.values().filter(|r| **r).count();
+        assert!(now <= 1, "{now} clusters rolled at once");
+        record.most_rolling = record.most_rolling.max(now);
+    }
 }
 
 #[tokio::test]
@@ -65,31 +109,20 @@ async fn a_new_operator_version_rolls_one_cluster_at_a_time() {
             ..Settings::default()
         },
     );
-    let mut waited_for_a_slot = false;
-    let mut most_rolling = 0;
+    // Every version of every cluster, in the API server's order: a
+    // cluster waits its turn only briefly, too briefly for polling to see.
+    let record = Arc::new(Mutex::new(Rollouts::default()));
+    let seen = tokio::spawn(watch_rollouts(h.client.clone(), record.clone()));
     let started = std::time::Instant::now();
     loop {
-        let mut rolling = 0;
         let mut replaced = 0;
         for name in CLUSTERS {
             let status = status_of(&h.client, name).await;
-            if let Some(rollout) = &status.rollout {
-                assert!(rollout.operator_upgrade, "{rollout:?}");
-                assert_eq!(rollout.reason, "changed: the operator's version");
-                if rollout.step == "WaitingForSlot" {
-                    waited_for_a_slot = true;
-                    assert_eq!(status.phase, Some(ClusterPhase::Upgrading));
-                } else {
-                    rolling += 1;
-                }
-            }
             let uid = pod_uid(&h.client, &format!("{name}-1")).await;
             if uid.is_some() && uid != before[name] && status.rollout.is_none() {
                 replaced += 1;
             }
         }
-        most_rolling = most_rolling.max(rolling);
-        assert!(rolling <= 1, "{rolling} clusters rolled at once");
         if replaced == CLUSTERS.len() {
             break;
         }
@@ -99,8 +132,21 @@ async fn a_new_operator_version_rolls_one_cluster_at_a_time() {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert!(waited_for_a_slot, "the other clusters waited their turn");
-    assert_eq!(most_rolling, 1);
+    seen.abort();
+    match seen.await {
+        Err(e) if e.is_cancelled() => {}
+        Err(e) => std::panic::resume_unwind(e.into_panic()),
+        Ok(()) => panic!("the watch of the clusters ended early"),
+    }
+    let record = record
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone();
+    assert!(
+        record.waited_for_a_slot,
+        "the other clusters waited their turn: {record:?}"
+    );
+    assert_eq!(record.most_rolling, 1, "{record:?}");
     for name in CLUSTERS {
         let pvc: Option<PersistentVolumeClaim> = get(&h.client, &format!("{name}-1")).await;
         assert!(pvc.is_some(), "{name} kept its volume");

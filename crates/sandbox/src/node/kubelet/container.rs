@@ -5,7 +5,6 @@
 //! change of state into its slot of the pod's [`PodState`], from which the
 //! pod's status is computed.
 
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -14,11 +13,13 @@ use tokio::sync::{mpsc, watch};
 use super::backoff::Backoff;
 use super::faults::KubeletFaults;
 use super::node_loss::NodeLoss;
-use super::plan::ExecTemplate;
+use super::plan::ContainerPlan;
 use super::probes::{ProbePlan, Verdict, run_check};
 use super::process::Exit;
-use super::runtime::{Launch, Running};
-use super::status::{ContainerReport, PodState, State, Terminated, now};
+use super::runtime::Running;
+use super::status::{
+    CONFIG_ERROR, ContainerReport, IMAGE_MISSING, PodState, State, Terminated, now,
+};
 
 /// When a stopped container starts again.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -45,30 +46,6 @@ impl Restart {
         }
     }
 }
-
-/// Everything needed to (re)start one container.
-#[derive(Clone, Debug)]
-pub struct ContainerPlan {
-    pub name: String,
-    /// How to run the container, or why it cannot run (reason, message).
-    pub process: Result<Launch, (String, String)>,
-    pub log_dir: PathBuf,
-    pub startup: Option<ProbePlan>,
-    pub liveness: Option<ProbePlan>,
-    pub readiness: Option<ProbePlan>,
-    pub grace: Duration,
-    /// How `pods/exec` runs commands in this container; `None` when the
-    /// container cannot run.
-    pub exec: Option<ExecTemplate>,
-}
-
-/// The waiting reason of a container whose image is not on the machine
-/// (Kubernetes' for `imagePullPolicy: Never`): the sandbox never pulls.
-pub const IMAGE_MISSING: &str = "ErrImageNeverPull";
-
-/// The waiting reason of a container whose configuration cannot be made
-/// (e.g. `runAsNonRoot` with an image that runs as root).
-pub const CONFIG_ERROR: &str = "CreateContainerConfigError";
 
 /// Where a container reports: the pod state and its slot in it.
 #[derive(Clone, Debug)]

@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Container, Pod};
 
-use super::inputs::{InputError, PodInputs};
+use super::input_error::InputError;
+use super::inputs::PodInputs;
 
 /// The value of a downward API field of `pod`.
 pub fn field_value(pod: &Pod, path: &str) -> Result<String, InputError> {

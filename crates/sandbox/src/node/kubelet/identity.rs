@@ -16,8 +16,8 @@ use k8s_openapi::api::core::v1::{Pod, Service, ServiceAccount, ServiceAccountTok
 use kube::api::PostParams;
 use kube::{Api, Client, ResourceExt};
 
-use super::inputs::InputError;
-use super::volumes::Owner;
+use super::files::FileOwner;
+use super::input_error::InputError;
 
 /// The `kubernetes` Service in `default`: its cluster IP and port.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -155,7 +155,7 @@ pub fn replace_file(
     path: &Path,
     content: &[u8],
     mode: u32,
-    owner: Option<Owner>,
+    owner: Option<FileOwner>,
 ) -> std::io::Result<()> {
     use std::os::unix::fs::PermissionsExt;
     let name = path
@@ -174,7 +174,12 @@ pub fn replace_file(
 /// Replaces each token before it expires, for as long as the pod runs
 /// (the caller aborts the task). A failed request is retried every few
 /// seconds; the old token stays until then.
-pub async fn keep_fresh(client: Client, pod: Pod, mut files: Vec<TokenFile>, owner: Option<Owner>) {
+pub async fn keep_fresh(
+    client: Client,
+    pod: Pod,
+    mut files: Vec<TokenFile>,
+    owner: Option<FileOwner>,
+) {
     loop {
         let Some(next) = files.iter_mut().min_by_key(|f| f.token.refresh_at()) else {
             return;

@@ -12,28 +12,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod, Secret};
 use kube::{Api, Client};
 
 use super::identity::{KubernetesService, Token, request_token};
-
-#[derive(Debug, thiserror::Error)]
-pub enum InputError {
-    #[error("secret {0:?} not found")]
-    SecretNotFound(String),
-    #[error("configmap {0:?} not found")]
-    ConfigMapNotFound(String),
-    #[error("key {key:?} not found in {kind} {name:?}")]
-    KeyNotFound {
-        kind: &'static str,
-        name: String,
-        key: String,
-    },
-    #[error("persistentvolumeclaim {0:?} not found or not bound yet")]
-    ClaimNotBound(String),
-    #[error("field {0:?} is not supported by the sandbox")]
-    UnsupportedField(String),
-    #[error("cannot read from the API server: {0}")]
-    Api(#[from] kube::Error),
-    #[error("cannot get a token for service account {account:?}: {message}")]
-    Token { account: String, message: String },
-}
+use super::input_error::InputError;
 
 /// The objects a pod refers to, by name, as bytes.
 #[derive(Clone, Debug, Default)]

@@ -7,11 +7,10 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Container, Pod};
+use k8s_openapi::api::core::v1::{Container, Pod, Probe};
 use kube::ResourceExt;
 
 use super::Context;
-use super::container::ContainerPlan;
 use super::env::{container_env, expand};
 use super::images::ImageMapping;
 use super::inputs::PodInputs;
@@ -19,6 +18,7 @@ use super::isolation::TOKEN_MOUNT_PATH;
 use super::probes::ProbePlan;
 use super::process::ProcessSpec;
 use super::runtime::Launch;
+use super::status::CONFIG_ERROR;
 use super::volumes::Mounts;
 
 pub(super) fn security<T>(
@@ -134,6 +134,22 @@ impl ProcessBase {
     }
 }
 
+/// Everything needed to (re)start one container.
+#[derive(Clone, Debug)]
+pub struct ContainerPlan {
+    pub name: String,
+    /// How to run the container, or why it cannot run (reason, message).
+    pub process: Result<Launch, (String, String)>,
+    pub log_dir: PathBuf,
+    pub startup: Option<ProbePlan>,
+    pub liveness: Option<ProbePlan>,
+    pub readiness: Option<ProbePlan>,
+    pub grace: Duration,
+    /// How `pods/exec` runs commands in this container; `None` when the
+    /// container cannot run.
+    pub exec: Option<ExecTemplate>,
+}
+
 /// How a container's `pods/exec` commands become processes: as its exec
 /// probes do, with its user, environment, working directory and mounts.
 #[derive(Clone, Debug)]
@@ -236,7 +252,7 @@ pub fn plan_container(facts: PodFacts<'_>, container: &Container) -> ContainerPl
         grace,
         exec: None,
     };
-    let config_error = |message: String| Err(("CreateContainerConfigError".to_owned(), message));
+    let config_error = |message: String| Err((CONFIG_ERROR.to_owned(), message));
     let base = match process_base(facts, container) {
         Ok(base) => base,
         Err(message) => {
@@ -257,26 +273,37 @@ pub fn plan_container(facts: PodFacts<'_>, container: &Container) -> ContainerPl
         )
         .map(Launch::Process);
     let probe_log = log_dir.join("probes.log");
-    let probe =
-        |probe: Option<&k8s_openapi::api::core::v1::Probe>| -> Result<Option<ProbePlan>, String> {
-            let Some(probe) = probe else { return Ok(None) };
-            let exec = |command: &[String]| {
-                base.spec(
-                    &ctx.config.images,
-                    &ctx.config.tusk_binary,
-                    &image,
-                    command,
-                    &[],
-                    probe_log.clone(),
-                )
-                .map_err(|(_, message)| message)
-            };
-            match ProbePlan::new(probe, container, IpAddr::V4(pod_ip), exec) {
-                Ok(Ok(plan)) => Ok(Some(plan)),
-                Ok(Err(message)) => Err(message),
-                Err(e) => Err(e.to_string()),
-            }
-        };
+    add_probes(&mut plan, container, pod_ip, |command| {
+        base.spec(
+            &ctx.config.images,
+            &ctx.config.tusk_binary,
+            &image,
+            command,
+            &[],
+            probe_log.clone(),
+        )
+        .map_err(|(_, message)| message)
+    });
+    plan
+}
+
+/// Plans the container's startup, liveness and readiness probes, their
+/// exec commands made by `exec`; an invalid probe makes the container a
+/// CreateContainerConfigError, as the kubelet reports it.
+pub fn add_probes(
+    plan: &mut ContainerPlan,
+    container: &Container,
+    pod_ip: Ipv4Addr,
+    exec: impl Fn(&[String]) -> Result<ProcessSpec, String>,
+) {
+    let probe = |probe: Option<&Probe>| -> Result<Option<ProbePlan>, String> {
+        let Some(probe) = probe else { return Ok(None) };
+        match ProbePlan::new(probe, container, IpAddr::V4(pod_ip), &exec) {
+            Ok(Ok(plan)) => Ok(Some(plan)),
+            Ok(Err(message)) => Err(message),
+            Err(e) => Err(e.to_string()),
+        }
+    };
     let probes = (
         probe(container.startup_probe.as_ref()),
         probe(container.liveness_probe.as_ref()),
@@ -289,10 +316,9 @@ pub fn plan_container(facts: PodFacts<'_>, container: &Container) -> ContainerPl
             plan.readiness = readiness;
         }
         (Err(message), _, _) | (_, Err(message), _) | (_, _, Err(message)) => {
-            plan.process = config_error(format!("invalid probe: {message}"));
+            plan.process = Err((CONFIG_ERROR.to_owned(), format!("invalid probe: {message}")));
         }
     }
-    plan
 }
 
 /// The environment, mounts, working directory and user of a container;

@@ -15,13 +15,16 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use super::Context;
-use super::container::{self, ContainerPlan, Outcome, Restart, Slot};
+use super::container::{self, Outcome, Restart, Slot};
+use super::files::FileOwner;
 use super::identity::{TokenFile, keep_fresh};
-use super::inputs::{InputError, PodInputs};
+use super::input_error::InputError;
+use super::inputs::PodInputs;
+use super::plan::ContainerPlan;
 use super::plan::{PodFacts, plan_container};
 use super::served::ServedPod;
 use super::status::{ContainerReport, PodState, State, Transitions, now, pod_status};
-use super::volumes::{Owner, VolumeError, materialise};
+use super::volumes::{VolumeError, materialise};
 
 #[derive(Debug, thiserror::Error)]
 pub enum PodError {
@@ -55,7 +58,7 @@ fn dir_error(path: &Path) -> impl FnOnce(std::io::Error) -> PodError {
 }
 
 /// Who owns the pod's own volumes: its user, with fsGroup as group.
-fn volume_owner(pod: &Pod, root: bool) -> Option<Owner> {
+fn volume_owner(pod: &Pod, root: bool) -> Option<FileOwner> {
     if !root {
         return None;
     }
@@ -65,7 +68,7 @@ fn volume_owner(pod: &Pod, root: bool) -> Option<Owner> {
         Some(g) => u32::try_from(g).ok()?,
         None => uid,
     };
-    Some(Owner { uid, gid })
+    Some(FileOwner { uid, gid })
 }
 
 struct Prepared {
@@ -73,7 +76,7 @@ struct Prepared {
     main: Vec<ContainerPlan>,
     /// Token files to replace before they expire, and their owner.
     tokens: Vec<TokenFile>,
-    owner: Option<Owner>,
+    owner: Option<FileOwner>,
 }
 
 /// The token files of the pod's projected volumes.
@@ -525,9 +528,9 @@ async fn prepare_until_ready(
                 let reason = match error {
                     PodError::Input(InputError::ClaimNotBound(_)) => "ContainerCreating",
                     PodError::Docker(super::docker::DockerError::MissingImage(_)) => {
-                        super::container::IMAGE_MISSING
+                        super::status::IMAGE_MISSING
                     }
-                    _ => "CreateContainerConfigError",
+                    _ => super::status::CONFIG_ERROR,
                 };
                 set_all_waiting(reason, &error.to_string());
                 tokio::select! {

@@ -6,7 +6,8 @@
 
 use k8s_openapi::api::core::v1::{Pod, ProjectedVolumeSource};
 
-use super::inputs::{InputError, PodInputs};
+use super::input_error::InputError;
+use super::inputs::PodInputs;
 
 /// A file of a volume: relative path, content, mode.
 pub type File = (String, Vec<u8>, u32);
@@ -47,14 +48,14 @@ pub fn files(
             ));
         } else if let Some(config_map) = &source.config_map {
             let data = inputs.config_map(&config_map.name, config_map.optional.unwrap_or(false))?;
-            files.extend(super::volumes::key_files(
+            files.extend(super::files::key_files(
                 &data,
                 config_map.items.as_ref(),
                 default_mode,
             ));
         } else if let Some(secret) = &source.secret {
             let data = inputs.secret(&secret.name, secret.optional.unwrap_or(false))?;
-            files.extend(super::volumes::key_files(
+            files.extend(super::files::key_files(
                 &data,
                 secret.items.as_ref(),
                 default_mode,

@@ -67,9 +67,9 @@ impl Running {
                 .map(Self::Docker)
                 .map_err(|e| {
                     let reason = match e {
-                        DockerError::MissingImage(_) => super::container::IMAGE_MISSING,
+                        DockerError::MissingImage(_) => super::status::IMAGE_MISSING,
                         DockerError::RunsAsRoot | DockerError::NonNumericUser(_) => {
-                            super::container::CONFIG_ERROR
+                            super::status::CONFIG_ERROR
                         }
                         _ => "RunContainerError",
                     };

@@ -9,6 +9,14 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
+/// The waiting reason of a container whose image is not on the machine
+/// (Kubernetes' for `imagePullPolicy: Never`): the sandbox never pulls.
+pub const IMAGE_MISSING: &str = "ErrImageNeverPull";
+
+/// The waiting reason of a container whose configuration cannot be made
+/// (e.g. `runAsNonRoot` with an image that runs as root).
+pub const CONFIG_ERROR: &str = "CreateContainerConfigError";
+
 /// RFC 3339 time in whole seconds, as Kubernetes writes it.
 pub fn now() -> String {
     let now = jiff::Timestamp::now();

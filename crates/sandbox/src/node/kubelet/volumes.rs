@@ -18,10 +18,12 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1::{
-    Container, DownwardAPIVolumeSource, KeyToPath, Pod, ProjectedVolumeSource, Volume,
+    Container, DownwardAPIVolumeSource, Pod, ProjectedVolumeSource, Volume,
 };
 
-use super::inputs::{InputError, PodInputs};
+use super::files::{FileOwner, key_files};
+use super::input_error::InputError;
+use super::inputs::PodInputs;
 use super::projected::ProjectionError;
 
 #[derive(Debug, thiserror::Error)]
@@ -42,13 +44,6 @@ pub enum VolumeError {
     SubPath(String),
 }
 
-/// Who should own what a pod writes (when the sandbox runs as root).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Owner {
-    pub uid: u32,
-    pub gid: u32,
-}
-
 fn io(volume: &str, path: &Path) -> impl FnOnce(std::io::Error) -> VolumeError {
     let (volume, path) = (volume.to_owned(), path.to_owned());
     move |source| VolumeError::Io {
@@ -58,7 +53,7 @@ fn io(volume: &str, path: &Path) -> impl FnOnce(std::io::Error) -> VolumeError {
     }
 }
 
-fn chown(volume: &str, path: &Path, owner: Option<Owner>) -> Result<(), VolumeError> {
+fn chown(volume: &str, path: &Path, owner: Option<FileOwner>) -> Result<(), VolumeError> {
     if let Some(owner) = owner {
         std::os::unix::fs::chown(path, Some(owner.uid), Some(owner.gid))
             .map_err(io(volume, path))?;
@@ -72,7 +67,7 @@ fn write_files(
     volume: &str,
     dir: &Path,
     files: &[(String, Vec<u8>, u32)],
-    owner: Option<Owner>,
+    owner: Option<FileOwner>,
 ) -> Result<(), VolumeError> {
     use std::os::unix::fs::PermissionsExt;
     if dir.exists() {
@@ -94,29 +89,6 @@ fn write_files(
         chown(volume, &path, owner)?;
     }
     Ok(())
-}
-
-/// The files of a secret or configMap volume: every key, or the listed
-/// items under their paths.
-pub(super) fn key_files(
-    data: &BTreeMap<String, Vec<u8>>,
-    items: Option<&Vec<KeyToPath>>,
-    default_mode: u32,
-) -> Vec<(String, Vec<u8>, u32)> {
-    match items {
-        Some(items) => items
-            .iter()
-            .filter_map(|item| {
-                let content = data.get(&item.key)?.clone();
-                let mode = item.mode.map_or(default_mode, |m| m as u32);
-                Some((item.path.clone(), content, mode))
-            })
-            .collect(),
-        None => data
-            .iter()
-            .map(|(key, content)| (key.clone(), content.clone(), default_mode))
-            .collect(),
-    }
 }
 
 /// The files of a downwardAPI volume.
@@ -171,7 +143,7 @@ pub fn materialise(
     pod: &Pod,
     volumes_dir: &Path,
     inputs: &PodInputs,
-    owner: Option<Owner>,
+    owner: Option<FileOwner>,
 ) -> Result<BTreeMap<String, PathBuf>, VolumeError> {
     let volumes: &[Volume] = pod
         .spec

@@ -5,20 +5,20 @@
 //! escalation), its memory limit, and probes and exec through the engine.
 
 use std::collections::BTreeMap;
-use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use bollard::models::{ContainerCreateBody, HostConfig, Mount, MountType};
-use k8s_openapi::api::core::v1::{Container, Probe};
+use k8s_openapi::api::core::v1::Container;
 use kube::ResourceExt;
 
 use super::{API_HOST, DockerRuntime, DockerSpec};
-use crate::node::kubelet::container::ContainerPlan;
 use crate::node::kubelet::env::{container_env, expand};
-use crate::node::kubelet::plan::{ExecTemplate, PodFacts, docker_exec, security};
-use crate::node::kubelet::probes::ProbePlan;
+use crate::node::kubelet::plan::{
+    ContainerPlan, ExecTemplate, PodFacts, add_probes, docker_exec, security,
+};
 use crate::node::kubelet::runtime::Launch;
+use crate::node::kubelet::status::CONFIG_ERROR;
 
 /// The `kubernetes` Service's variables as pods on the Docker network
 /// reach it: through the forwarder at [`API_HOST`] and its port.
@@ -282,35 +282,11 @@ pub(crate) fn plan_container(
                 log: log_dir.join("0.log"),
             }))
         })
-        .map_err(|message| ("CreateContainerConfigError".to_owned(), message));
+        .map_err(|message| (CONFIG_ERROR.to_owned(), message));
     let probe_log = log_dir.join("probes.log");
-    let probe = |probe: Option<&Probe>| -> Result<Option<ProbePlan>, String> {
-        let Some(probe) = probe else { return Ok(None) };
-        let exec = |command: &[String]| Ok(docker_exec(&name, command, probe_log.clone()));
-        match ProbePlan::new(probe, container, IpAddr::V4(facts.pod_ip), exec) {
-            Ok(Ok(plan)) => Ok(Some(plan)),
-            Ok(Err(message)) => Err(message),
-            Err(e) => Err(e.to_string()),
-        }
-    };
-    let probes = (
-        probe(container.startup_probe.as_ref()),
-        probe(container.liveness_probe.as_ref()),
-        probe(container.readiness_probe.as_ref()),
-    );
-    match probes {
-        (Ok(startup), Ok(liveness), Ok(readiness)) => {
-            plan.startup = startup;
-            plan.liveness = liveness;
-            plan.readiness = readiness;
-        }
-        (Err(message), _, _) | (_, Err(message), _) | (_, _, Err(message)) => {
-            plan.process = Err((
-                "CreateContainerConfigError".to_owned(),
-                format!("invalid probe: {message}"),
-            ));
-        }
-    }
+    add_probes(&mut plan, container, facts.pod_ip, |command| {
+        Ok(docker_exec(&name, command, probe_log.clone()))
+    });
     plan
 }
 
