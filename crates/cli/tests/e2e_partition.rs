@@ -15,47 +15,11 @@ mod common;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{NS, World, pod_ip, rejoins_without_accepting_a_write, wait_for};
+use common::{
+    DIRECT_IDS, NS, World, direct_writer, pod_ip, rejoins_without_accepting_a_write, wait_for,
+};
 
 const CLUSTER: &str = "cut";
-/// Ids the direct client writes start here, apart from the writer's.
-const DIRECT_IDS: i64 = 1_000_000_000;
-
-/// Writes to `conninfo` only (reconnecting to it), until `stop`; records
-/// each acknowledged id and when.
-fn direct_writer(
-    conninfo: String,
-    stop: Arc<std::sync::atomic::AtomicBool>,
-) -> tokio::task::JoinHandle<Vec<(i64, Instant)>> {
-    tokio::spawn(async move {
-        let mut acked = Vec::new();
-        let mut client: Option<tokio_postgres::Client> = None;
-        let mut next = DIRECT_IDS;
-        while !stop.load(std::sync::atomic::Ordering::SeqCst) {
-            let Some(connected) = client.as_ref() else {
-                let attempt = tokio_postgres::connect(&conninfo, tokio_postgres::NoTls);
-                if let Ok(Ok((c, connection))) =
-                    tokio::time::timeout(Duration::from_secs(2), attempt).await
-                {
-                    tokio::spawn(connection);
-                    client = Some(c);
-                } else {
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-                continue;
-            };
-            let params: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&next];
-            let write = connected.execute("insert into ledger (id) values ($1)", &params);
-            match tokio::time::timeout(Duration::from_secs(3), write).await {
-                Ok(Ok(_)) => acked.push((next, Instant::now())),
-                _ => client = None,
-            }
-            next += 1;
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        acked
-    })
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_primary_cut_off_from_the_api_server_stops_before_a_standby_is_promoted() {
@@ -63,7 +27,11 @@ async fn a_primary_cut_off_from_the_api_server_stops_before_a_standby_is_promote
     let (writer, old) = world.durable_cluster_with_writer(CLUSTER, 2).await;
     let old_ip = pod_ip(&world, &old).await.expect("its IP");
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let direct = direct_writer(world.conninfo_at(&old_ip, CLUSTER).await, stop.clone());
+    let direct = direct_writer(
+        world.conninfo_at(&old_ip, CLUSTER).await,
+        DIRECT_IDS,
+        stop.clone(),
+    );
 
     world.partitions().cut_pod(NS, &old);
     let cut = Instant::now();

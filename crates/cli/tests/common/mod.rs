@@ -457,6 +457,54 @@ impl Writer {
     }
 }
 
+/// Where the ids of a [`direct_writer`] start by default, apart from a
+/// [`Writer`]'s.
+pub const DIRECT_IDS: i64 = 1_000_000_000;
+
+/// Writes numbered rows (from `first_id`) into `ledger` at `conninfo` only,
+/// not through a Service, keeping one connection while it works and
+/// reconnecting to the same server after an error, until `stop`; records
+/// each acknowledged id and when its acknowledgement arrived.
+pub fn direct_writer(
+    conninfo: String,
+    first_id: i64,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> tokio::task::JoinHandle<Vec<(i64, Instant)>> {
+    tokio::spawn(async move {
+        let mut acked = Vec::new();
+        let mut client: Option<tokio_postgres::Client> = None;
+        let mut next = first_id;
+        while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+            let Some(connected) = client.as_ref() else {
+                let attempt = tokio_postgres::connect(&conninfo, tokio_postgres::NoTls);
+                if let Ok(Ok((c, connection))) =
+                    tokio::time::timeout(Duration::from_secs(2), attempt).await
+                {
+                    tokio::spawn(connection);
+                    client = Some(c);
+                } else {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                continue;
+            };
+            let params: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&next];
+            let write = connected.execute("insert into ledger (id) values ($1)", &params);
+            match tokio::time::timeout(Duration::from_secs(3), write).await {
+                Ok(Ok(_)) => acked.push((next, Instant::now())),
+                // A standby refuses writes: try again a little later.
+                Ok(Err(_)) => {
+                    client = None;
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(_) => client = None,
+            }
+            next += 1;
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        acked
+    })
+}
+
 pub async fn pod_ip(world: &World, name: &str) -> Option<String> {
     let pods: Api<Pod> = Api::namespaced(world.client.clone(), NS);
     pods.get(name).await.ok()?.status?.pod_ip

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use nix::sys::signal::Signal;
 
 use super::node_loss::{NodeLoss, Processes};
-use super::process::signal_tree;
+use super::process::{signal_chosen, signal_tree};
 use crate::node::proxy::cuts::ServiceCuts;
 
 #[derive(Debug, thiserror::Error)]
@@ -64,6 +64,15 @@ impl KubeletFaults {
         self.state().pids.get(&key).copied()
     }
 
+    fn running(&self, namespace: &str, pod: &str, container: &str) -> Result<i32, FaultError> {
+        self.pid(namespace, pod, container)
+            .ok_or_else(|| FaultError::NotRunning {
+                namespace: namespace.into(),
+                pod: pod.into(),
+                container: container.into(),
+            })
+    }
+
     fn signal(
         &self,
         namespace: &str,
@@ -71,13 +80,7 @@ impl KubeletFaults {
         container: &str,
         signal: Signal,
     ) -> Result<(), FaultError> {
-        let pid = self
-            .pid(namespace, pod, container)
-            .ok_or_else(|| FaultError::NotRunning {
-                namespace: namespace.into(),
-                pod: pod.into(),
-                container: container.into(),
-            })?;
+        let pid = self.running(namespace, pod, container)?;
         signal_tree(pid, signal);
         Ok(())
     }
@@ -90,6 +93,22 @@ impl KubeletFaults {
     /// SIGSTOP: the container stays "running" but answers nothing.
     pub fn freeze(&self, namespace: &str, pod: &str, container: &str) -> Result<(), FaultError> {
         self.signal(namespace, pod, container, Signal::SIGSTOP)
+    }
+
+    /// SIGSTOP to the container's processes whose command line (arguments
+    /// joined by spaces) `chosen` picks; the others run on, e.g. a hung
+    /// postmaster and instance manager while PostgreSQL's backends keep
+    /// serving their established connections. Returns how many were
+    /// frozen; [`KubeletFaults::thaw`] continues them.
+    pub fn freeze_where(
+        &self,
+        namespace: &str,
+        pod: &str,
+        container: &str,
+        chosen: impl Fn(&str) -> bool,
+    ) -> Result<usize, FaultError> {
+        let pid = self.running(namespace, pod, container)?;
+        Ok(signal_chosen(pid, Signal::SIGSTOP, chosen))
     }
 
     /// SIGCONT after [`KubeletFaults::freeze`].

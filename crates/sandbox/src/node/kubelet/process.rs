@@ -250,6 +250,32 @@ pub fn signal_tree(pid: i32, signal: Signal) {
     }
 }
 
+/// Signals the processes of a container (its leader and every descendant)
+/// whose command line, arguments joined by spaces, `chosen` picks, and
+/// only those (no process group): part of a container can hang while the
+/// rest runs on, as PostgreSQL's backends do under a stuck postmaster.
+/// Returns how many were signalled.
+pub fn signal_chosen(pid: i32, signal: Signal, chosen: impl Fn(&str) -> bool) -> usize {
+    let mut tree = vec![pid];
+    tree.extend(descendants(pid));
+    tree.into_iter()
+        .filter(|process| command_line(*process).is_some_and(|line| chosen(&line)))
+        .filter(|process| nix::sys::signal::kill(Pid::from_raw(*process), signal).is_ok())
+        .count()
+}
+
+/// A process's arguments joined by spaces (PostgreSQL's children rewrite
+/// theirs, e.g. `postgres: walsender ...`).
+fn command_line(pid: i32) -> Option<String> {
+    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    let words: Vec<String> = raw
+        .split(|b| *b == 0)
+        .filter(|w| !w.is_empty())
+        .map(|w| String::from_utf8_lossy(w).into_owned())
+        .collect();
+    Some(words.join(" "))
+}
+
 /// Every process descending from `root`, from `/proc`.
 fn descendants(root: i32) -> Vec<i32> {
     let mut parents: Vec<(i32, i32)> = Vec::new();
@@ -458,6 +484,45 @@ mod tests {
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+    }
+
+    #[tokio::test]
+    async fn only_the_chosen_processes_of_a_container_are_signalled() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let pids = dir.path().join("pids");
+        let spec = shell(
+            &format!(
+                "sleep 61 & echo $! > {0}; sleep 62 & echo $! >> {0}; echo up; wait",
+                pids.display()
+            ),
+            dir.path(),
+        );
+        let process = Process::spawn(&spec).expect("spawn");
+        wait_for_log(&spec.log, "up").await;
+        let children: Vec<i32> = std::fs::read_to_string(&pids)
+            .expect("pid file")
+            .lines()
+            .map(|l| l.trim().parse().expect("pid"))
+            .collect();
+        let state = |pid: i32| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
+            stat[stat.rfind(')').expect("name") + 2..]
+                .chars()
+                .next()
+                .expect("state")
+        };
+        let stopped = signal_chosen(process.pid(), Signal::SIGSTOP, |line| {
+            line.ends_with("sleep 61")
+        });
+        assert_eq!(stopped, 1);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while state(children[0]) != 'T' {
+            assert!(Instant::now() < deadline, "sleep 61 never stopped");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_ne!(state(children[1]), 'T', "sleep 62 runs on");
+        assert_ne!(state(process.pid()), 'T', "the shell runs on");
+        signal_tree(process.pid(), Signal::SIGCONT);
     }
 
     #[tokio::test]
