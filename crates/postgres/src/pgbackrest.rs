@@ -205,7 +205,11 @@ pub fn render_conf(stanza: &Stanza) -> Result<String, RepositoryError> {
     Ok(out)
 }
 
-fn section(out: &mut String, name: &str, options: &[(&str, String)]) -> Result<(), RepositoryError> {
+fn section(
+    out: &mut String,
+    name: &str,
+    options: &[(&str, String)],
+) -> Result<(), RepositoryError> {
     no_line_break(name)?;
     let _ = writeln!(out, "\n[{name}]");
     for (key, value) in options {
@@ -217,7 +221,10 @@ fn section(out: &mut String, name: &str, options: &[(&str, String)]) -> Result<(
 
 /// The arguments every pgBackRest command of `stanza` starts with.
 pub fn base_args(config_file: &str, stanza: &str) -> Vec<String> {
-    vec![format!("--config={config_file}"), format!("--stanza={stanza}")]
+    vec![
+        format!("--config={config_file}"),
+        format!("--stanza={stanza}"),
+    ]
 }
 
 /// `archive_command`: pgBackRest pushes `%p` (the segment's path) to the
@@ -225,7 +232,11 @@ pub fn base_args(config_file: &str, stanza: &str) -> Vec<String> {
 /// through.
 pub fn archive_command(config_file: &str, stanza: &str) -> String {
     let mut words: Vec<String> = vec![PROGRAM.to_owned()];
-    words.extend(base_args(config_file, stanza).iter().map(|a| shell_quote(a)));
+    words.extend(
+        base_args(config_file, stanza)
+            .iter()
+            .map(|a| shell_quote(a)),
+    );
     words.push("archive-push".into());
     words.push("\"%p\"".into());
     words.join(" ")
@@ -264,6 +275,44 @@ pub fn status_file_message(contents: &str) -> Option<String> {
         (true, false) => Some(message),
         (false, false) => Some(format!("{message} (pgBackRest error {code})")),
     }
+}
+
+/// The gist of a failed pgBackRest command's output: its `ERROR:` line,
+/// the request that failed and, for an object-store refusal, the service's
+/// error code and message (the request's headers, which pgBackRest prints
+/// redacted, are left out).
+pub fn error_summary(output: &str) -> Option<String> {
+    // Console lines may carry a time and process prefix (`P00  ERROR: ...`).
+    let error = output
+        .lines()
+        .find_map(|l| l.find("ERROR:").map(|at| &l[at..]))?
+        .trim()
+        .trim_end_matches(':');
+    let mut lines = output.lines().map(str::trim);
+    let request = lines
+        .by_ref()
+        .find(|l| *l == "*** Path/Query ***:")
+        .and_then(|_| lines.next())
+        .filter(|l| !l.is_empty());
+    let error = match request {
+        Some(request) => format!("{error} ({request})"),
+        None => error.to_owned(),
+    };
+    let between = |open: &str, close: &str| {
+        let start = output.find(open)? + open.len();
+        let end = output[start..].find(close)? + start;
+        Some(output[start..end].to_owned())
+    };
+    Some(
+        match (
+            between("<Code>", "</Code>"),
+            between("<Message>", "</Message>"),
+        ) {
+            (Some(code), Some(message)) => format!("{error}: {code}: {message}"),
+            (Some(code), None) => format!("{error}: {code}"),
+            _ => error,
+        },
+    )
 }
 
 #[cfg(test)]
@@ -331,7 +380,10 @@ mod tests {
             option(&conf, "orders", "pg1-path"),
             Some("/var/lib/postgresql/data/pgdata")
         );
-        assert_eq!(option(&conf, "orders", "pg1-socket-path"), Some("/run/tusk"));
+        assert_eq!(
+            option(&conf, "orders", "pg1-socket-path"),
+            Some("/run/tusk")
+        );
     }
 
     #[test]
@@ -387,7 +439,10 @@ mod tests {
     #[test]
     fn the_archive_command_pushes_the_segment_with_the_rendered_config() {
         assert_eq!(
-            archive_command("/var/lib/postgresql/data/pgbackrest/pgbackrest.conf", "orders"),
+            archive_command(
+                "/var/lib/postgresql/data/pgbackrest/pgbackrest.conf",
+                "orders"
+            ),
             "pgbackrest --config=/var/lib/postgresql/data/pgbackrest/pgbackrest.conf \
              --stanza=orders archive-push \"%p\""
         );
@@ -395,6 +450,29 @@ mod tests {
             archive_command("/tmp/my dir/p.conf", "db"),
             "pgbackrest '--config=/tmp/my dir/p.conf' --stanza=db archive-push \"%p\""
         );
+    }
+
+    #[test]
+    fn a_refusal_is_summarised_by_its_error_line_and_the_services_code() {
+        let output = "2026-12-04 03:52:11.054 P00  ERROR: [039]: HTTP request failed with 403 (FORBIDDEN):\n\
+            \x20      *** Path/Query ***:\n\
+            \x20      GET /wal/?list-type=2\n\
+            \x20      *** Request Headers ***:\n\
+            \x20      authorization: <redacted>\n\
+            \x20      <?xml version=\"1.0\"?><Error><Code>SignatureDoesNotMatch</Code>\
+            <Message>The request signature we calculated does not match</Message></Error>\n";
+        assert_eq!(
+            error_summary(output).as_deref(),
+            Some(
+                "ERROR: [039]: HTTP request failed with 403 (FORBIDDEN) (GET /wal/?list-type=2): \
+                 SignatureDoesNotMatch: The request signature we calculated does not match"
+            )
+        );
+        assert_eq!(
+            error_summary("WARN: x\nP00  ERROR: [055]: unable to load info file\n").as_deref(),
+            Some("ERROR: [055]: unable to load info file")
+        );
+        assert_eq!(error_summary("all good"), None);
     }
 
     #[test]
