@@ -10,7 +10,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use tusk_api::contract::RepositoryKeys;
-use tusk_postgres::pgbackrest::S3Repository;
+use tusk_api::pgbackrest::S3Repository;
 
 /// How long the server may take to start (Python imports moto, makes keys).
 const START_TIMEOUT: Duration = Duration::from_secs(60);
