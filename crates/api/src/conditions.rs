@@ -12,6 +12,9 @@ pub const PROGRESSING: &str = "Progressing";
 pub const DEGRADED: &str = "Degraded";
 /// A failover was needed but would violate the declared durability.
 pub const FAILOVER_BLOCKED: &str = "FailoverBlocked";
+/// WAL reaches the backup repository: True while the primary archives,
+/// False (with the failing call in the message) while it cannot.
+pub const CONTINUOUS_ARCHIVING: &str = "ContinuousArchiving";
 /// The spec asks for something this operator version does not support (R30).
 pub const UNSUPPORTED: &str = "Unsupported";
 

@@ -8,6 +8,10 @@
 //! - the mount paths ([`DATA_MOUNT`], [`PGDATA`], [`SECRETS_DIR`], ...);
 //! - [`Credential`]: the credentials Secrets, their names, keys and where
 //!   each is mounted;
+//! - [`RepositoryKeys`]: the backup repository's keys, given as
+//!   environment variables from the Secret `spec.backup.destination.
+//!   credentialsSecret` names (keys [`S3_ACCESS_KEY_ID`] and
+//!   [`S3_SECRET_ACCESS_KEY`]) under the names pgBackRest reads;
 //! - the defaults the instance manager falls back to outside a pod.
 
 use std::net::IpAddr;
@@ -30,6 +34,18 @@ pub const SECRETS_DIR: &str = "/etc/tusk/secrets";
 /// PostgreSQL's socket directory and the manager's scratch files: on the
 /// writable `/run` volume (the root file system is read-only).
 pub const RUN_DIR: &str = "/run/tusk";
+
+/// Directory under [`SECRETS_DIR`] where the backup destination's CA
+/// Secret (`spec.backup.destination.caSecret`) is mounted.
+pub const BACKUP_CA_MOUNT_NAME: &str = "backup-ca";
+/// Key of the certificate authority in that Secret (and file name).
+pub const BACKUP_CA_KEY: &str = "ca.crt";
+
+/// Where the backup destination's CA is under the secrets directory
+/// `secrets_dir` ([`SECRETS_DIR`] in a pod).
+pub fn backup_ca_file(secrets_dir: &std::path::Path) -> PathBuf {
+    secrets_dir.join(BACKUP_CA_MOUNT_NAME).join(BACKUP_CA_KEY)
+}
 
 /// The run directory when the environment names none (outside a pod).
 pub const DEFAULT_RUN_DIR: &str = "/tmp/tusk";
@@ -54,6 +70,43 @@ impl InstanceEnv {
     pub const RUN_DIR: &'static str = "TUSK_RUN_DIR";
     pub const OS_USER: &'static str = "TUSK_OS_USER";
     pub const STOP_TIMEOUT: &'static str = "TUSK_STOP_TIMEOUT";
+    /// The backup repository's access key id (see [`RepositoryKeys`]).
+    pub const REPOSITORY_KEY: &'static str = tusk_postgres::pgbackrest::S3_KEY_ENV;
+    /// The backup repository's secret access key.
+    pub const REPOSITORY_KEY_SECRET: &'static str = tusk_postgres::pgbackrest::S3_KEY_SECRET_ENV;
+}
+
+/// Key of the access key id in the backup credentials Secret.
+pub const S3_ACCESS_KEY_ID: &str = "ACCESS_KEY_ID";
+/// Key of the secret access key in the backup credentials Secret.
+pub const S3_SECRET_ACCESS_KEY: &str = "SECRET_ACCESS_KEY";
+
+/// The backup repository's keys. They reach pgBackRest only through its
+/// environment: never a file, an argument or a log (`Debug` redacts the
+/// secret).
+#[derive(Clone, PartialEq, Eq)]
+pub struct RepositoryKeys {
+    pub access_key_id: String,
+    pub secret_access_key: String,
+}
+
+impl RepositoryKeys {
+    /// The environment pgBackRest is given.
+    pub fn environment(&self) -> [(&'static str, &str); 2] {
+        [
+            (InstanceEnv::REPOSITORY_KEY, &self.access_key_id),
+            (InstanceEnv::REPOSITORY_KEY_SECRET, &self.secret_access_key),
+        ]
+    }
+}
+
+impl std::fmt::Debug for RepositoryKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RepositoryKeys")
+            .field("access_key_id", &self.access_key_id)
+            .field("secret_access_key", &"<redacted>")
+            .finish()
+    }
 }
 
 /// The instance manager's environment, typed.
@@ -75,6 +128,9 @@ pub struct InstanceEnvironment {
     pub http_port: u16,
     pub os_user: String,
     pub stop_timeout_seconds: u64,
+    /// The backup repository's keys, when the cluster names a credentials
+    /// Secret.
+    pub repository_keys: Option<RepositoryKeys>,
 }
 
 /// An environment the instance manager cannot run with.
@@ -127,6 +183,24 @@ impl InstanceEnvironment {
                 .map(|v| parse(InstanceEnv::STOP_TIMEOUT, v, "a number of seconds"))
                 .transpose()?
                 .unwrap_or(DEFAULT_STOP_TIMEOUT_SECONDS),
+            repository_keys: match (
+                lookup(InstanceEnv::REPOSITORY_KEY),
+                lookup(InstanceEnv::REPOSITORY_KEY_SECRET),
+            ) {
+                (Some(access_key_id), Some(secret_access_key)) => Some(RepositoryKeys {
+                    access_key_id,
+                    secret_access_key,
+                }),
+                (None, None) => None,
+                (Some(_), None) => {
+                    return Err(EnvironmentError::Missing(
+                        InstanceEnv::REPOSITORY_KEY_SECRET,
+                    ));
+                }
+                (None, Some(_)) => {
+                    return Err(EnvironmentError::Missing(InstanceEnv::REPOSITORY_KEY));
+                }
+            },
         })
     }
 }
@@ -221,6 +295,20 @@ mod tests {
         assert_eq!(parsed.run_dir, PathBuf::from(DEFAULT_RUN_DIR));
         assert_eq!((parsed.postgres_port, parsed.http_port), (5432, 8000));
         assert_eq!(parsed.stop_timeout_seconds, 20);
+        assert_eq!(parsed.repository_keys, None);
+
+        let mut keys = env.clone();
+        keys.insert(InstanceEnv::REPOSITORY_KEY, "AKIA1");
+        assert_eq!(
+            InstanceEnvironment::from_lookup(|n| keys.get(n).map(|v| (*v).to_owned())),
+            Err(EnvironmentError::Missing("PGBACKREST_REPO1_S3_KEY_SECRET"))
+        );
+        keys.insert(InstanceEnv::REPOSITORY_KEY_SECRET, "s3cret-key");
+        let parsed = InstanceEnvironment::from_lookup(|n| keys.get(n).map(|v| (*v).to_owned()))
+            .expect("complete");
+        let repository = parsed.repository_keys.expect("keys");
+        assert_eq!(repository.access_key_id, "AKIA1");
+        assert!(!format!("{repository:?}").contains("s3cret-key"));
 
         let mut missing = env.clone();
         missing.remove(InstanceEnv::POD_IP);

@@ -158,6 +158,48 @@ pub struct InstanceReport {
     /// replaces this instance's data.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kept_copy: Option<String>,
+    /// Continuous WAL archiving, when the cluster archives WAL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub archiving: Option<ArchivingReport>,
+}
+
+/// Continuous WAL archiving as the instance sees it: whether its stanza
+/// exists in the repository and, on a primary, what PostgreSQL's archiver
+/// reports (`pg_stat_archiver`). Times are RFC 3339.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct ArchivingReport {
+    /// The pgBackRest stanza (the cluster's name).
+    pub stanza: String,
+    /// True once `stanza-create` succeeded from this instance (only a
+    /// primary creates it).
+    pub stanza_created: bool,
+    /// True when archiving is failing now: the stanza cannot be created,
+    /// or the archiver's last attempt failed.
+    pub failing: bool,
+    /// Newest WAL segment archived, and when.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_archived_wal: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_archived_time: Option<String>,
+    /// Newest WAL segment whose archiving failed, and when.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_failed_wal: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_failed_time: Option<String>,
+    /// Segments archived and failures since statistics were reset.
+    #[serde(default)]
+    pub archived_count: i64,
+    #[serde(default)]
+    pub failed_count: i64,
+    /// Finished segments waiting in `pg_wal` to be archived: they stay on
+    /// the volume until archived, so a number that keeps growing is disk
+    /// filling up.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_segments: Option<i64>,
+    /// Why archiving fails, in pgBackRest's words, when it is failing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
 }
 
 /// A standby as its primary sees it (`pg_stat_replication`).
@@ -231,6 +273,7 @@ mod tests {
             last_error: None,
             desired_state_errors: vec![],
             kept_copy: None,
+            archiving: None,
         };
         let json = serde_json::to_value(&report).expect("serialises");
         assert_eq!(json["role"], "replica");

@@ -29,7 +29,7 @@ pub mod primacy;
 pub mod quantity;
 pub mod v1alpha1;
 
-pub use tusk_postgres::{lsn, parameters};
+pub use tusk_postgres::{lsn, parameters, pgbackrest};
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;

@@ -79,8 +79,15 @@ async fn create_roles(
         &ctx.user,
         &ctx.settings.bin_dir,
         staging,
-        // No network, and no waiting for standbys that do not exist yet.
-        &[("listen_addresses", ""), ("synchronous_standby_names", "")],
+        // No network, no waiting for standbys that do not exist yet, and no
+        // archiving before the stanza exists (WAL from before the first
+        // base backup restores nothing).
+        &[
+            ("listen_addresses", ""),
+            ("synchronous_standby_names", ""),
+            ("archive_mode", "off"),
+        ],
+        &[],
     )?;
     let result = async {
         let client = sql::wait_ready(&ctx.local_target(), Duration::from_secs(60)).await?;

@@ -36,6 +36,7 @@ const ADDRESS_REFRESH: Duration = Duration::from_secs(5);
 /// the `previous` setting (none when there is none).
 pub fn desired_from_cluster(
     cluster: &PostgresCluster,
+    secrets_dir: &std::path::Path,
     me: &str,
     primary_address: Option<IpAddr>,
     previous: Option<&DesiredState>,
@@ -76,6 +77,16 @@ pub fn desired_from_cluster(
             previous.and_then(|p| p.synchronous.clone())
         }
     };
+    let archiving = match cluster.spec.wal_archive(secrets_dir) {
+        Some(Ok(repository)) => Some(repository),
+        Some(Err(error)) => {
+            problems.push(format!(
+                "spec.backup.destination: {error}; WAL is not archived"
+            ));
+            None
+        }
+        None => None,
+    };
     let initdb = cluster.spec.initdb();
     DesiredState {
         target_primary: status.and_then(|s| s.target_primary.clone()),
@@ -89,6 +100,7 @@ pub fn desired_from_cluster(
         lease_takeover: status.and_then(|s| s.primary_lease_takeover.clone()),
         database: initdb.database,
         owner: initdb.owner,
+        archiving,
         problems,
     }
 }
@@ -106,15 +118,18 @@ pub async fn start(
         namespace,
         cluster,
         me,
+        std::path::Path::new(tusk_api::contract::SECRETS_DIR),
     ))
 }
 
-/// [`start`] with a given client.
+/// [`start`] with a given client and the directory the pod's Secrets are
+/// mounted under.
 pub fn start_with_client(
     client: Client,
     namespace: &str,
     cluster: &str,
     me: &str,
+    secrets_dir: &std::path::Path,
 ) -> watch::Receiver<Option<DesiredState>> {
     let (sender, receiver) = watch::channel(None);
     tokio::spawn(run(
@@ -122,6 +137,7 @@ pub fn start_with_client(
         namespace.to_owned(),
         cluster.to_owned(),
         me.to_owned(),
+        secrets_dir.to_owned(),
         sender,
     ));
     receiver
@@ -132,6 +148,7 @@ async fn run(
     namespace: String,
     cluster_name: String,
     me: String,
+    secrets_dir: std::path::PathBuf,
     sender: watch::Sender<Option<DesiredState>>,
 ) {
     let clusters: Api<PostgresCluster> = Api::namespaced(client.clone(), &namespace);
@@ -168,7 +185,13 @@ async fn run(
             Some(name) => primary_address(&pods, name, &mut pod_error).await,
             None => None,
         };
-        let desired = desired_from_cluster(cluster, &me, address, sender.borrow().as_ref());
+        let desired = desired_from_cluster(
+            cluster,
+            &secrets_dir,
+            &me,
+            address,
+            sender.borrow().as_ref(),
+        );
         sender.send_if_modified(|current| {
             if current.as_ref() == Some(&desired) {
                 false
@@ -225,6 +248,10 @@ mod tests {
 
     use crate::postgres::synchronous::Synchronous;
 
+    fn secrets() -> &'static std::path::Path {
+        std::path::Path::new(tusk_api::contract::SECRETS_DIR)
+    }
+
     fn cluster(yaml: &str) -> PostgresCluster {
         serde_json::from_value(
             serde_json::to_value(serde_yaml_ng::from_str::<serde_json::Value>(yaml).expect("yaml"))
@@ -267,7 +294,8 @@ status:
     #[test]
     fn the_cluster_spec_and_status_become_the_desired_state() {
         let address: IpAddr = "10.0.0.9".parse().expect("ip");
-        let desired = desired_from_cluster(&cluster(CLUSTER), "db-2", Some(address), None);
+        let desired =
+            desired_from_cluster(&cluster(CLUSTER), secrets(), "db-2", Some(address), None);
         assert_eq!(desired.target_primary.as_deref(), Some("db-1"));
         assert_eq!(desired.primary_address, Some(address));
         assert!(!desired.fenced);
@@ -297,7 +325,7 @@ status:
                 candidates: vec!["db-1".into(), "db-3".into()],
             })
         );
-        assert!(desired_from_cluster(&cluster(CLUSTER), "db-3", None, None).fenced);
+        assert!(desired_from_cluster(&cluster(CLUSTER), secrets(), "db-3", None, None).fenced);
     }
 
     fn edited(edit: impl FnOnce(&mut serde_json::Value)) -> PostgresCluster {
@@ -312,7 +340,7 @@ status:
             c["metadata"]["annotations"]["tusk.dev/fenced-instances"] = "[\"db-3\"".into();
         });
         for me in ["db-1", "db-2", "db-3"] {
-            let desired = desired_from_cluster(&cluster, me, None, None);
+            let desired = desired_from_cluster(&cluster, secrets(), me, None, None);
             assert!(desired.fenced, "{me} must stay stopped");
             assert!(
                 desired
@@ -327,13 +355,13 @@ status:
 
     #[test]
     fn an_impossible_synchronous_number_is_reported_not_replaced() {
-        let before = desired_from_cluster(&cluster(CLUSTER), "db-2", None, None);
+        let before = desired_from_cluster(&cluster(CLUSTER), secrets(), "db-2", None, None);
         assert!(before.problems.is_empty(), "{:?}", before.problems);
         for number in [-1, 0, 3, 7] {
             let cluster =
                 edited(|c| c["spec"]["replication"]["synchronous"]["number"] = number.into());
             // Without an earlier setting: no synchronous rule is invented.
-            let fresh = desired_from_cluster(&cluster, "db-2", None, None);
+            let fresh = desired_from_cluster(&cluster, secrets(), "db-2", None, None);
             assert_eq!(fresh.synchronous, None, "number {number}");
             assert!(
                 fresh
@@ -344,7 +372,7 @@ status:
                 fresh.problems
             );
             // With one: it is kept, as the operator keeps the last valid spec.
-            let kept = desired_from_cluster(&cluster, "db-2", None, Some(&before));
+            let kept = desired_from_cluster(&cluster, secrets(), "db-2", None, Some(&before));
             assert_eq!(kept.synchronous, before.synchronous, "number {number}");
             assert_eq!(kept.problems, fresh.problems);
         }

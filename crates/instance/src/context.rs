@@ -6,6 +6,8 @@ use std::net::IpAddr;
 
 use crate::datadir::{self, DataDirError, RenderedFiles};
 use crate::desired::DesiredState;
+use tusk_postgres::pgbackrest::{self, S3Repository, Stanza};
+
 use crate::postgres::config::{self, ReplicationRole, ServerConfig, Upstream};
 use crate::process_user::{ProcessUser, ProcessUserError};
 use crate::settings::Settings;
@@ -86,6 +88,12 @@ impl InstanceContext {
             role,
             synchronous: desired.synchronous.clone(),
             parameters: desired.parameters.clone(),
+            archive_command: desired.archiving.as_ref().map(|_| {
+                pgbackrest::archive_command(
+                    &self.pgbackrest_config().display().to_string(),
+                    &self.settings.cluster_name,
+                )
+            }),
         };
         RenderedFiles::render(
             &server,
@@ -96,17 +104,74 @@ impl InstanceContext {
     }
 
     /// Renders and writes the configuration of `pgdata` for `role`,
-    /// including `standby.signal`; true when `postgresql.conf` or the
-    /// access files changed.
+    /// including `standby.signal` and pgBackRest's configuration when WAL
+    /// is archived; true when `postgresql.conf` or the access files
+    /// changed.
     pub fn write_config(
         &self,
         pgdata: &std::path::Path,
         desired: &DesiredState,
         role: ReplicationRole,
     ) -> Result<bool, DataDirError> {
+        if let Some(repository) = &desired.archiving {
+            self.write_pgbackrest_config(repository)?;
+        }
         let standby = matches!(role, ReplicationRole::Standby(_));
         let changed = self.render(desired, role)?.write(pgdata, &self.user)?;
         datadir::set_standby_signal(pgdata, &self.user, standby)?;
         Ok(changed)
+    }
+}
+
+impl InstanceContext {
+    /// pgBackRest's configuration file (see `Settings::pgbackrest_dir`).
+    pub fn pgbackrest_config(&self) -> std::path::PathBuf {
+        self.settings.pgbackrest_dir().join("pgbackrest.conf")
+    }
+
+    /// This cluster's stanza in `repository`.
+    pub fn stanza(&self, repository: &S3Repository) -> Stanza {
+        let dir = self.settings.pgbackrest_dir();
+        let text = |path: std::path::PathBuf| path.display().to_string();
+        let settings = &self.settings;
+        Stanza {
+            name: settings.cluster_name.clone(),
+            repository_path: repository.cluster_path(&settings.namespace, &settings.cluster_name),
+            repository: repository.clone(),
+            pgdata: text(settings.pgdata.clone()),
+            socket_dir: config::socket_dir_setting(&settings.run_dir),
+            port: settings.postgres_port,
+            superuser: settings.credentials.superuser.username.clone(),
+            spool_path: text(dir.join("spool")),
+            log_path: text(dir.join("log")),
+            lock_path: text(settings.run_dir.join("pgbackrest")),
+        }
+    }
+
+    /// Writes `pgbackrest.conf` for `repository` (when it changed) and the
+    /// directories it names, owned by the PostgreSQL user.
+    fn write_pgbackrest_config(&self, repository: &S3Repository) -> Result<(), DataDirError> {
+        let stanza = self.stanza(repository);
+        let conf = pgbackrest::render_conf(&stanza)?;
+        for dir in [&stanza.spool_path, &stanza.log_path] {
+            self.user.private_dir(std::path::Path::new(dir))?;
+        }
+        self.user.private_dir(&self.settings.pgbackrest_dir())?;
+        let path = self.pgbackrest_config();
+        if std::fs::read_to_string(&path).ok().as_deref() != Some(conf.as_str()) {
+            self.user.private_file(&path, &conf)?;
+        }
+        Ok(())
+    }
+
+    /// The environment pgBackRest needs (the repository's keys), for
+    /// PostgreSQL (whose `archive_command` runs it) and for the commands
+    /// the manager runs itself.
+    pub fn pgbackrest_env(&self) -> Vec<(&'static str, &str)> {
+        self.settings
+            .repository_keys
+            .iter()
+            .flat_map(|keys| keys.environment())
+            .collect()
     }
 }

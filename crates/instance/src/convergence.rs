@@ -13,6 +13,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tusk_api::instance::InstancePhase;
 
+use crate::archiving::StanzaCreation;
 use crate::bootstrap::{self, BootstrapError};
 use crate::context::InstanceContext;
 use crate::datadir::{self, DataDirError};
@@ -91,6 +92,8 @@ pub struct Manager<S> {
     reload_pending: bool,
     /// The new primary a former primary waits for (logged once).
     awaited_primary: Option<IpAddr>,
+    /// The pgBackRest stanza, created by the primary.
+    stanza: StanzaCreation,
 }
 
 impl<S: DesiredStateSource> Manager<S> {
@@ -110,6 +113,7 @@ impl<S: DesiredStateSource> Manager<S> {
             passwords_converged: false,
             reload_pending: false,
             awaited_primary: None,
+            stanza: StanzaCreation::default(),
         }
     }
 
@@ -245,6 +249,12 @@ impl<S: DesiredStateSource> Manager<S> {
             action = plan(&me, desired, self.local_state());
         }
         self.want_lease(desired, action);
+        let running_primary = matches!(action, Action::RunPrimary)
+            && self.primacy.held()
+            && self.postmaster.is_some()
+            && self.passwords_converged;
+        self.stanza
+            .converge(&self.ctx, desired, &self.state, running_primary);
         match action {
             Action::Fence => {
                 self.stop_postgres().await;
@@ -367,6 +377,7 @@ impl<S: DesiredStateSource> Manager<S> {
             &self.ctx.settings.bin_dir,
             &self.ctx.settings.pgdata,
             &[],
+            &self.ctx.pgbackrest_env(),
         )?;
         self.state.lock().postmaster_pid = Some(postmaster.pid());
         self.postmaster = Some(postmaster);

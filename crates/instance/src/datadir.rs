@@ -11,6 +11,8 @@ use crate::process_user::{ProcessUser, ProcessUserError};
 pub enum DataDirError {
     #[error("cannot render the configuration: {0}")]
     Config(#[from] ConfigError),
+    #[error("cannot render pgBackRest's configuration: {0}")]
+    Archiving(#[from] tusk_postgres::pgbackrest::RepositoryError),
     #[error("cannot access {path}: {source}")]
     Io {
         path: PathBuf,

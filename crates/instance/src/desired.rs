@@ -1,6 +1,6 @@
 //! The desired state of one instance, as the operator declares it through
 //! the PostgresCluster (targetPrimary, the primary's pod IP, fencing,
-//! parameters, synchronous replication), behind a small trait so that the
+//! parameters, synchronous replication, WAL archiving), behind a small trait so that the
 //! PostgreSQL logic runs the same with the API watch and in tests.
 
 use std::collections::BTreeMap;
@@ -10,6 +10,7 @@ use std::net::IpAddr;
 use tokio::sync::watch;
 
 use tusk_api::primacy::LeaseTiming;
+use tusk_postgres::pgbackrest::S3Repository;
 
 use crate::postgres::synchronous::SynchronousStandbys;
 
@@ -36,6 +37,9 @@ pub struct DesiredState {
     /// Application database and its owner (`spec.bootstrap.initdb`).
     pub database: String,
     pub owner: String,
+    /// Where WAL is archived (`spec.backup` with `walArchiving`); `None`
+    /// when it is not.
+    pub archiving: Option<S3Repository>,
     /// Why part of the declaration could not be read (a malformed fencing
     /// annotation, an impossible synchronous number). The affected part
     /// took its safe value (fenced; the last synchronous setting), and the
@@ -59,6 +63,7 @@ impl DesiredState {
             lease_takeover: None,
             database: tusk_postgres::roles::DEFAULT_APP.into(),
             owner: tusk_postgres::roles::DEFAULT_APP.into(),
+            archiving: None,
             problems: Vec::new(),
         }
     }

@@ -75,6 +75,13 @@ async fn current_report(app: &AppState) -> InstanceReport {
     let mut report = report::build(&app.ctx.settings.pod_name, &state, observation.as_ref());
     let kept = crate::datadir::kept_copy(&app.ctx.settings.pgdata);
     report.kept_copy = kept.exists().then(|| kept.display().to_string());
+    if let Some(archiving) = report
+        .archiving
+        .as_mut()
+        .filter(|a| a.failing && a.stanza_created)
+    {
+        archiving.message = crate::archiving::push_error(&app.ctx).or(archiving.message.take());
+    }
     report
 }
 

@@ -12,8 +12,11 @@
 //! - [`primacy`]: the primary lease, without which PostgreSQL never runs
 //!   as primary.
 //! - [`bootstrap`], [`rewind`], [`supervisor`]: the mechanics.
+//! - [`archiving`]: continuous WAL archiving with pgBackRest (the stanza,
+//!   the archiver's health).
 //! - [`http`], [`report`], [`metrics`]: what the instance tells the world.
 
+pub mod archiving;
 pub mod bootstrap;
 pub mod cluster_watch;
 pub mod context;

@@ -189,6 +189,7 @@ mod tests {
             last_error: None,
             desired_state_errors: vec![],
             kept_copy: None,
+            archiving: None,
         };
         let figures = DatabaseFigures {
             connections: 3,

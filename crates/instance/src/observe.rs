@@ -23,6 +23,22 @@ pub struct Observation {
     pub upstream: Option<String>,
     pub pending_restart: Vec<String>,
     pub standbys: Vec<StandbyReport>,
+    /// PostgreSQL's archiver (a primary's; `None` on a standby).
+    pub archiver: Option<ArchiverStats>,
+}
+
+/// `pg_stat_archiver`, with the segments still waiting to be archived.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ArchiverStats {
+    pub archived_count: i64,
+    pub last_archived_wal: Option<String>,
+    pub last_archived_time: Option<String>,
+    pub failed_count: i64,
+    pub last_failed_wal: Option<String>,
+    pub last_failed_time: Option<String>,
+    /// The last attempt failed (no success since the last failure).
+    pub failing: bool,
+    pub pending_segments: i64,
 }
 
 impl Observation {
@@ -53,6 +69,16 @@ SELECT pg_is_in_recovery(),
        ARRAY(SELECT name FROM pg_settings WHERE pending_restart ORDER BY name),
        to_char(pg_last_xact_replay_timestamp() AT TIME ZONE 'UTC',
                'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')";
+
+const ARCHIVER_QUERY: &str = "
+SELECT archived_count, last_archived_wal,
+       to_char(last_archived_time AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'),
+       failed_count, last_failed_wal,
+       to_char(last_failed_time AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'),
+       last_failed_time IS NOT NULL
+         AND (last_archived_time IS NULL OR last_failed_time > last_archived_time),
+       (SELECT count(*) FROM pg_ls_archive_statusdir() WHERE name LIKE '%.ready')
+FROM pg_stat_archiver";
 
 const STANDBYS_QUERY: &str = "
 SELECT application_name, client_addr::text, state, sync_state,
@@ -85,8 +111,20 @@ pub async fn observe(client: &Client) -> Result<Observation, SqlError> {
         upstream: row.try_get(9)?,
         pending_restart: row.try_get(10)?,
         standbys: Vec::new(),
+        archiver: None,
     };
     if !in_recovery {
+        let row = client.query_one(ARCHIVER_QUERY, &[]).await?;
+        observation.archiver = Some(ArchiverStats {
+            archived_count: row.try_get(0)?,
+            last_archived_wal: row.try_get(1)?,
+            last_archived_time: row.try_get(2)?,
+            failed_count: row.try_get(3)?,
+            last_failed_wal: row.try_get(4)?,
+            last_failed_time: row.try_get(5)?,
+            failing: row.try_get(6)?,
+            pending_segments: row.try_get(7)?,
+        });
         for row in client.query(STANDBYS_QUERY, &[]).await? {
             let lag: Option<i64> = row.try_get(7)?;
             observation.standbys.push(StandbyReport {

@@ -3,12 +3,12 @@
 
 use std::time::Duration;
 
-use tusk_api::instance::{InstancePhase, InstanceReport, InstanceRole};
+use tusk_api::instance::{ArchivingReport, InstancePhase, InstanceReport, InstanceRole};
 
 use crate::context::InstanceContext;
-use crate::observe::{self, Observation};
+use crate::observe::{self, ArchiverStats, Observation};
 use crate::sql;
-use crate::state::ManagerState;
+use crate::state::{ArchivingState, ManagerState};
 
 /// How long one status query may take.
 pub const QUERY_TIMEOUT: Duration = Duration::from_secs(3);
@@ -67,7 +67,39 @@ pub fn build(
         last_error: state.last_error.clone(),
         desired_state_errors: state.desired_state_errors.clone(),
         kept_copy: None,
+        archiving: state
+            .archiving
+            .as_ref()
+            .map(|a| archiving(a, observed.and_then(|o| o.archiver.as_ref()))),
     }
+}
+
+/// The archiving report from the manager's stanza and the archiver's
+/// statistics; pgBackRest's message for a failing push is added by the
+/// caller (it reads files).
+fn archiving(state: &ArchivingState, archiver: Option<&ArchiverStats>) -> ArchivingReport {
+    let mut report = ArchivingReport {
+        stanza: state.stanza.clone(),
+        stanza_created: state.stanza_created,
+        failing: state.stanza_error.is_some(),
+        message: state.stanza_error.clone(),
+        ..ArchivingReport::default()
+    };
+    if let Some(stats) = archiver {
+        report.failing |= stats.failing;
+        report.archived_count = stats.archived_count;
+        report
+            .last_archived_wal
+            .clone_from(&stats.last_archived_wal);
+        report
+            .last_archived_time
+            .clone_from(&stats.last_archived_time);
+        report.failed_count = stats.failed_count;
+        report.last_failed_wal.clone_from(&stats.last_failed_wal);
+        report.last_failed_time.clone_from(&stats.last_failed_time);
+        report.pending_segments = Some(stats.pending_segments);
+    }
+    report
 }
 
 #[cfg(test)]
@@ -126,6 +158,56 @@ mod tests {
         assert_eq!(report.role, InstanceRole::Stopped);
         assert!(!report.ready);
         assert!(report.fenced);
+    }
+
+    #[test]
+    fn archiving_fails_while_the_stanza_cannot_be_created_or_the_last_push_failed() {
+        let mut state = running();
+        state.archiving = Some(ArchivingState {
+            stanza: "db".into(),
+            stanza_created: false,
+            stanza_error: Some("HTTP request failed with 403".into()),
+        });
+        let primary = Observation {
+            archiver: Some(ArchiverStats::default()),
+            ..Observation::default()
+        };
+        let report = build("db-1", &state, Some(&primary));
+        let archiving = report.archiving.expect("archiving");
+        assert!(archiving.failing);
+        assert_eq!(
+            archiving.message.as_deref(),
+            Some("HTTP request failed with 403")
+        );
+
+        state.archiving = Some(ArchivingState {
+            stanza: "db".into(),
+            stanza_created: true,
+            stanza_error: None,
+        });
+        let failing_push = Observation {
+            archiver: Some(ArchiverStats {
+                archived_count: 3,
+                last_archived_wal: Some("000000010000000000000003".into()),
+                failed_count: 1,
+                last_failed_wal: Some("000000010000000000000004".into()),
+                failing: true,
+                pending_segments: 2,
+                ..ArchiverStats::default()
+            }),
+            ..Observation::default()
+        };
+        let archiving = build("db-1", &state, Some(&failing_push))
+            .archiving
+            .expect("archiving");
+        assert!(archiving.failing);
+        assert_eq!(archiving.pending_segments, Some(2));
+        assert_eq!(
+            archiving.last_failed_wal.as_deref(),
+            Some("000000010000000000000004")
+        );
+        // Not archiving: no report at all.
+        assert_eq!(build("db-1", &running(), Some(&primary)).archiving, None);
     }
 
     #[test]

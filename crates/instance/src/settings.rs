@@ -41,6 +41,11 @@ pub struct Settings {
     /// How long a fast shutdown may take before it becomes immediate.
     pub stop_timeout: Duration,
     pub credentials: Credentials,
+    /// Where the pod's Secrets are mounted (the backup destination's CA).
+    pub secrets_dir: PathBuf,
+    /// The backup repository's keys, passed to pgBackRest (and to
+    /// PostgreSQL, whose `archive_command` runs it) in the environment.
+    pub repository_keys: Option<tusk_api::contract::RepositoryKeys>,
 }
 
 impl Settings {
@@ -62,6 +67,8 @@ impl Settings {
             os_user: env.os_user,
             stop_timeout: Duration::from_secs(env.stop_timeout_seconds),
             credentials,
+            secrets_dir: env.secrets_dir,
+            repository_keys: env.repository_keys,
         }
     }
 
@@ -80,6 +87,13 @@ impl Settings {
     /// pg_rewind.
     pub fn passfile(&self) -> PathBuf {
         self.run_dir.join("pgpass")
+    }
+
+    /// pgBackRest's directory: next to PGDATA on the data volume (its
+    /// configuration, the asynchronous archiver's spool, its logs), so it
+    /// survives the pod and is never copied into a replica.
+    pub fn pgbackrest_dir(&self) -> PathBuf {
+        self.pgdata.with_file_name("pgbackrest")
     }
 
     pub fn binary(&self, name: &str) -> PathBuf {

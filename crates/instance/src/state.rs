@@ -21,6 +21,18 @@ pub struct ManagerState {
     pub last_error: Option<String>,
     /// What the desired state could not read (see `DesiredState::problems`).
     pub desired_state_errors: Vec<String>,
+    /// WAL archiving, when the cluster archives WAL.
+    pub archiving: Option<ArchivingState>,
+}
+
+/// The stanza as the manager knows it.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct ArchivingState {
+    pub stanza: String,
+    /// `stanza-create` succeeded since the manager started.
+    pub stanza_created: bool,
+    /// Why the last `stanza-create` failed.
+    pub stanza_error: Option<String>,
 }
 
 impl Default for ManagerState {
@@ -35,6 +47,7 @@ impl Default for ManagerState {
             crash_count: 0,
             last_error: None,
             desired_state_errors: Vec::new(),
+            archiving: None,
         }
     }
 }

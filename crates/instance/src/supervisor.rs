@@ -54,10 +54,11 @@ impl Postmaster {
         bin_dir: &Path,
         pgdata: &Path,
         extra_settings: &[(&str, &str)],
+        env: &[(&str, &str)],
     ) -> Result<Self, SupervisorError> {
         let program = bin_dir.join("postgres");
         let mut command = user.command(&program);
-        command.arg("-D").arg(pgdata);
+        command.arg("-D").arg(pgdata).envs(env.iter().copied());
         for (name, value) in extra_settings {
             command.arg("-c").arg(format!("{name}={value}"));
         }

@@ -66,7 +66,13 @@ async fn the_watch_follows_target_primary_its_address_fencing_and_parameters() {
         .await
         .expect("cluster created");
 
-    let mut desired = cluster_watch::start_with_client(client.clone(), "default", "db", "db-2");
+    let mut desired = cluster_watch::start_with_client(
+        client.clone(),
+        "default",
+        "db",
+        "db-2",
+        std::path::Path::new(tusk_api::contract::SECRETS_DIR),
+    );
     let first = wait_for(&mut desired, "the cluster", |_| true).await;
     assert_eq!(first.target_primary, None, "no primary chosen yet");
     assert_eq!(
@@ -162,6 +168,7 @@ async fn an_instance_manager_converges_to_what_the_api_declares() {
         "default",
         "db",
         "db-1",
+        std::path::Path::new(tusk_api::contract::SECRETS_DIR),
     ));
     let report = primary
         .wait_status("the declared primary", Duration::from_secs(60), |r| r.ready)

@@ -133,7 +133,13 @@ async fn serving_leased_primary() -> Serving {
     let mut cluster = common::TestCluster::new();
     let mut primary = cluster.instance("db-1");
     let client = declared_cluster(&sandbox, &primary.address.to_string()).await;
-    let desired = cluster_watch::start_with_client(client.clone(), "default", "db", "db-1");
+    let desired = cluster_watch::start_with_client(
+        client.clone(),
+        "default",
+        "db",
+        "db-1",
+        std::path::Path::new(tusk_api::contract::SECRETS_DIR),
+    );
     primary.start_leased(desired, client.clone(), "db");
     primary
         .wait_status("a serving primary", Duration::from_secs(60), |r| r.ready)

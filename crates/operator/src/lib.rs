@@ -10,6 +10,7 @@
 //! every pure module is unit tested with inline objects.
 
 pub mod apply;
+pub mod archiving;
 pub mod builders;
 pub mod cached_cluster;
 pub mod children;

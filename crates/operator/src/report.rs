@@ -48,12 +48,9 @@ pub async fn write(
         });
     };
     let version = patch_status(cluster, ctx, &to_write).await?;
-    publish_all(
-        cluster,
-        ctx,
-        &notes(previous.and_then(|s| s.phase), new.phase, failure),
-    )
-    .await;
+    let mut notes = notes(previous.and_then(|s| s.phase), new.phase, failure);
+    notes.extend(crate::archiving::notes(previous, &new));
+    publish_all(cluster, ctx, &notes).await;
     if previous.and_then(|s| s.observed_generation) != new.observed_generation
         && let Some(changed) = spec_changed_at(&cluster.metadata)
     {

@@ -51,6 +51,9 @@ pub struct StatusInput<'a> {
     pub rollout: Option<RolloutStatus>,
     /// The major version the instances' data runs.
     pub postgres_version: Option<u32>,
+    /// Where WAL is archived (`Some(None)`: nowhere); `None` when the
+    /// pass did not judge it (the last observation stands).
+    pub archive: Option<Option<crate::archiving::ArchiveTarget>>,
     pub now: Time,
 }
 
@@ -89,6 +92,7 @@ impl<'a> StatusInput<'a> {
             postgres_version: previous
                 .and_then(|s| s.postgres_version)
                 .and_then(|v| u32::try_from(v).ok()),
+            archive: None,
             now,
         }
     }
@@ -169,6 +173,19 @@ pub fn compose(input: &StatusInput<'_>) -> PostgresClusterStatus {
         );
     }
     set_unsupported(&mut status, input);
+    if let Some(target) = &input.archive {
+        let primary = input
+            .target_primary
+            .as_ref()
+            .and_then(|name| input.reports.get(name));
+        crate::archiving::apply(
+            &mut status,
+            target.as_ref(),
+            primary,
+            input.generation,
+            &input.now,
+        );
+    }
     status
 }
 

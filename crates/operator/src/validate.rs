@@ -20,6 +20,7 @@ use tusk_api::v1alpha1::{
 };
 pub use tusk_postgres::synchronous::Synchronous;
 
+use crate::archiving::ArchiveTarget;
 use crate::config::OperatorConfig;
 use crate::names::ClusterName;
 
@@ -65,6 +66,9 @@ pub struct ValidatedCluster {
     pub failover: FailoverSpec,
     pub bootstrap: Bootstrap,
     pub backup: Option<BackupSpec>,
+    /// Where WAL is archived, when `spec.backup` asks for it and the
+    /// destination is one archiving supports.
+    pub archive: Option<ArchiveTarget>,
     pub deletion_policy: DeletionPolicy,
     pub pod_template: PodTemplate,
     pub paused: bool,
@@ -142,6 +146,7 @@ pub fn validate(
         failover: spec.failover.clone(),
         bootstrap,
         backup: spec.backup.clone(),
+        archive: archive_target(spec),
         deletion_policy: spec.deletion_policy,
         pod_template: spec.pod_template.clone().unwrap_or_default(),
         paused: spec.paused,
@@ -279,14 +284,41 @@ fn bootstrap(spec: &PostgresClusterSpec, bootstrapped: bool) -> Result<Bootstrap
     Ok(bootstrap)
 }
 
+/// WAL archiving's destination, when the spec archives to a supported one.
+fn archive_target(spec: &PostgresClusterSpec) -> Option<ArchiveTarget> {
+    let secrets = std::path::Path::new(tusk_api::contract::SECRETS_DIR);
+    spec.wal_archive(secrets)?.ok()?;
+    let destination = &spec.backup.as_ref()?.destination;
+    Some(ArchiveTarget {
+        url: destination.url.clone(),
+        credentials_secret: destination.credentials_secret.clone(),
+    })
+}
+
 /// Declared features not acted on yet (R30).
 fn unsupported(spec: &PostgresClusterSpec, bootstrap: &Bootstrap) -> Vec<String> {
     let mut unsupported = Vec::new();
     if matches!(bootstrap, Bootstrap::Recovery(_)) {
         unsupported.push("spec.bootstrap.recovery (restore from object storage)".to_owned());
     }
-    if spec.backup.is_some() {
-        unsupported.push("spec.backup (base backups and WAL archiving)".to_owned());
+    if let Some(backup) = &spec.backup {
+        let secrets = std::path::Path::new(tusk_api::contract::SECRETS_DIR);
+        if let Some(Err(error)) = spec.wal_archive(secrets) {
+            unsupported.push(format!(
+                "spec.backup.destination for WAL archiving ({error})"
+            ));
+        }
+        if !backup.wal_archiving {
+            unsupported.push(
+                "spec.backup without walArchiving (base backups are not taken yet)".to_owned(),
+            );
+        }
+        if backup.schedule.is_some() {
+            unsupported.push("spec.backup.schedule (scheduled base backups)".to_owned());
+        }
+        if backup.verify.is_some() {
+            unsupported.push("spec.backup.verify (restore rehearsals)".to_owned());
+        }
     }
     if spec
         .upgrade
@@ -456,9 +488,32 @@ pub(crate) mod tests {
     fn declared_features_not_yet_acted_on_are_reported_as_unsupported() {
         let mut spec = three_instances();
         spec["backup"] = serde_json::json!({"destination": {"url": "s3://b/o"}});
+        let valid = validate(&cluster(spec.clone()), &OperatorConfig::default()).expect("valid");
+        assert!(valid.unsupported.is_empty(), "WAL archiving to S3 works");
+        assert_eq!(valid.archive.map(|a| a.url).as_deref(), Some("s3://b/o"));
+
+        spec["backup"] = serde_json::json!({
+            "destination": {"url": "gs://b/o"},
+            "schedule": "@daily",
+            "verify": {"schedule": "@weekly"}
+        });
+        let valid = validate(&cluster(spec.clone()), &OperatorConfig::default()).expect("valid");
+        assert_eq!(valid.archive, None);
+        let said = valid.unsupported.join("; ");
+        for part in [
+            "spec.backup.destination",
+            "spec.backup.schedule",
+            "spec.backup.verify",
+        ] {
+            assert!(said.contains(part), "{part} in {said}");
+        }
+
+        spec["backup"] =
+            serde_json::json!({"destination": {"url": "s3://b"}, "walArchiving": false});
         let valid = validate(&cluster(spec), &OperatorConfig::default()).expect("valid");
+        assert_eq!(valid.archive, None);
         assert_eq!(valid.unsupported.len(), 1);
-        assert!(valid.unsupported[0].starts_with("spec.backup"));
+        assert!(valid.unsupported[0].contains("base backups"));
     }
 
     #[test]

@@ -62,6 +62,9 @@ pub struct ServerConfig {
     pub role: ReplicationRole,
     pub synchronous: Option<SynchronousStandbys>,
     pub parameters: BTreeMap<String, String>,
+    /// The `archive_command` when WAL is archived (see
+    /// [`crate::pgbackrest::archive_command`]); archiving is off otherwise.
+    pub archive_command: Option<String>,
 }
 
 /// Operator defaults that users may override.
@@ -101,6 +104,15 @@ pub fn render_postgresql_conf(config: &ServerConfig) -> Result<String, ConfigErr
                 .unwrap_or_default(),
         ),
     ];
+    match &config.archive_command {
+        // `on`, not `always`: the primary archives; a standby starts
+        // archiving the moment it is promoted.
+        Some(command) => {
+            owned.push(("archive_mode", "on".into()));
+            owned.push(("archive_command", command.clone()));
+        }
+        None => owned.push(("archive_mode", "off".into())),
+    }
     if let ReplicationRole::Standby(upstream) = &config.role {
         owned.push((
             "primary_conninfo",
@@ -236,7 +248,23 @@ mod tests {
             role: ReplicationRole::Primary,
             synchronous: None,
             parameters: BTreeMap::new(),
+            archive_command: None,
         }
+    }
+
+    #[test]
+    fn archiving_is_on_only_with_an_archive_command() {
+        let conf = render_postgresql_conf(&base()).expect("renders");
+        assert_eq!(setting(&conf, "archive_mode").as_deref(), Some("off"));
+        assert_eq!(setting(&conf, "archive_command"), None);
+        let command = crate::pgbackrest::archive_command("/data/pgbackrest.conf", "db");
+        let archiving = ServerConfig {
+            archive_command: Some(command.clone()),
+            ..standby()
+        };
+        let conf = render_postgresql_conf(&archiving).expect("renders");
+        assert_eq!(setting(&conf, "archive_mode").as_deref(), Some("on"));
+        assert_eq!(setting(&conf, "archive_command"), Some(command));
     }
 
     fn standby() -> ServerConfig {

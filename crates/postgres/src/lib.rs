@@ -11,7 +11,9 @@
 //! - [`roles`]: the database roles Tusk creates;
 //! - [`lsn`]: WAL positions;
 //! - [`config`]: rendering `postgresql.conf`, `pg_hba.conf`, `pg_ident.conf`
-//!   and the password file.
+//!   and the password file;
+//! - [`pgbackrest`]: pgBackRest's configuration for a stanza, the
+//!   `archive_command` and the reading of its status files.
 //!
 //! A crate rather than a module of `tusk-api` so that the dependency list
 //! keeps it free of Kubernetes types: `tusk-api` turns the custom resource
@@ -21,6 +23,7 @@
 pub mod config;
 pub mod lsn;
 pub mod parameters;
+pub mod pgbackrest;
 pub mod roles;
 pub mod synchronous;
 pub mod version;

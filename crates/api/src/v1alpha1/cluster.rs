@@ -15,6 +15,7 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use tusk_postgres::pgbackrest::{RepositoryError, S3Repository};
 use tusk_postgres::synchronous::{Synchronous, SynchronousError};
 use tusk_postgres::version::{NEWEST_MAJOR, OLDEST_MAJOR};
 
@@ -356,6 +357,13 @@ pub struct ObjectStore {
     /// the environment's ambient credentials.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub credentials_secret: Option<String>,
+
+    /// Name of a Secret in the cluster's namespace whose key `ca.crt` holds
+    /// the certificate authority (PEM) that signed the endpoint's
+    /// certificate, for a service with a private CA. Omit for public CAs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 253))]
+    pub ca_secret: Option<String>,
 }
 
 /// How the first instance gets its data. Exactly one method.
@@ -461,6 +469,33 @@ pub struct PodTemplate {
 }
 
 impl PostgresClusterSpec {
+    /// Where WAL is archived: `spec.backup.destination` when `walArchiving`
+    /// is on, as pgBackRest's repository, with the CA mounted where the pod
+    /// contract puts it under `secrets_dir`. `None` when WAL is not
+    /// archived; an error for a destination archiving does not support yet.
+    pub fn wal_archive(
+        &self,
+        secrets_dir: &std::path::Path,
+    ) -> Option<Result<S3Repository, RepositoryError>> {
+        let backup = self.backup.as_ref().filter(|b| b.wal_archiving)?;
+        let destination = &backup.destination;
+        Some(
+            S3Repository::parse(
+                &destination.url,
+                destination.endpoint.as_deref(),
+                destination.region.as_deref(),
+            )
+            .map(|mut repository| {
+                repository.ca_file = destination.ca_secret.as_ref().map(|_| {
+                    crate::contract::backup_ca_file(secrets_dir)
+                        .display()
+                        .to_string()
+                });
+                repository
+            }),
+        )
+    }
+
     /// The declared synchronous replication, checked against the number of
     /// instances: the one reading shared by the operator and the instance
     /// managers. `None` for asynchronous replication.

@@ -330,9 +330,21 @@ pub struct BackupStatus {
     /// When it was archived.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_archived_wal_time: Option<Time>,
-    /// The newest archiving failure, if archiving is failing now.
+    /// The WAL segment whose archiving failed last, if archiving is
+    /// failing now.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_failed_archive: Option<String>,
+    /// When archiving last failed, if it is failing now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_failed_archive_time: Option<Time>,
+    /// Why archiving fails, in pgBackRest's words (the failing request and
+    /// the object store's answer), if it is failing now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub archive_error: Option<String>,
+    /// Finished WAL segments the primary keeps until they are archived:
+    /// a growing number while archiving fails is disk filling up.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_wal_segments: Option<i64>,
 }
 
 /// The outcome of a restore rehearsal (R28).

@@ -188,18 +188,24 @@ async fn run_manager(args: &RunArgs) -> Result<(), String> {
         app_owner: secret(Credential::App)?,
         replication: secret(Credential::Replication)?,
     };
-    let (namespace, cluster, me) = (
+    let (namespace, cluster, me, secrets_dir) = (
         env.namespace.clone(),
         env.cluster_name.clone(),
         env.pod_name.clone(),
+        env.secrets_dir.clone(),
     );
     let settings = Settings::from_environment(env, credentials);
     let ctx = InstanceContext::new(settings).map_err(|e| e.to_string())?;
     let client = kube::Client::try_default()
         .await
         .map_err(|e| format!("cannot build a Kubernetes client: {e}"))?;
-    let desired =
-        tusk_instance::cluster_watch::start_with_client(client.clone(), &namespace, &cluster, &me);
+    let desired = tusk_instance::cluster_watch::start_with_client(
+        client.clone(),
+        &namespace,
+        &cluster,
+        &me,
+        &secrets_dir,
+    );
     let state = SharedState::default();
     let primacy = Primacy::lease(client, &namespace, &cluster, &me, state.clone());
     tracing::info!(

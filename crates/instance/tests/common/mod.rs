@@ -8,6 +8,7 @@
 #![allow(dead_code)]
 
 pub mod api;
+pub mod s3;
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::PathBuf;
@@ -148,6 +149,8 @@ impl TestInstance {
                 app_owner: secret("app", APP_PASSWORD),
                 replication: secret("streaming_replica", REPLICATION_PASSWORD),
             },
+            secrets_dir: PathBuf::from(tusk_api::contract::SECRETS_DIR),
+            repository_keys: None,
         };
         let (desired, _) = watch::channel(None);
         TestInstance {

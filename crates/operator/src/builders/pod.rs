@@ -11,9 +11,9 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Affinity, Container, ContainerPort, EmptyDirVolumeSource, EnvVar, HTTPGetAction,
+    Affinity, Container, ContainerPort, EmptyDirVolumeSource, EnvVar, EnvVarSource, HTTPGetAction,
     PersistentVolumeClaimVolumeSource, Pod, PodAffinityTerm, PodAntiAffinity, PodSecurityContext,
-    PodSpec, Probe, SeccompProfile, SecretVolumeSource, Volume, VolumeMount,
+    PodSpec, Probe, SeccompProfile, SecretKeySelector, SecretVolumeSource, Volume, VolumeMount,
     WeightedPodAffinityTerm,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
@@ -30,7 +30,8 @@ use crate::names::InstanceName;
 use crate::validate::ValidatedCluster;
 
 pub use tusk_api::contract::{
-    CONTROLLER_DIR, DATA_MOUNT, InstanceEnv, PGDATA, POSTGRES_PORT, RUN_DIR, SECRETS_DIR,
+    BACKUP_CA_MOUNT_NAME, CONTROLLER_DIR, DATA_MOUNT, InstanceEnv, PGDATA, POSTGRES_PORT, RUN_DIR,
+    S3_ACCESS_KEY_ID, S3_SECRET_ACCESS_KEY, SECRETS_DIR,
 };
 
 /// The pod of `instance`, labelled with `role` (`None` while the operator
@@ -148,6 +149,13 @@ fn postgres_container(cluster: &ValidatedCluster) -> Container {
             true,
         ));
     }
+    if backup_ca_secret(cluster).is_some() {
+        mounts.push(mount(
+            BACKUP_CA_VOLUME,
+            &format!("{SECRETS_DIR}/{BACKUP_CA_MOUNT_NAME}"),
+            true,
+        ));
+    }
     Container {
         name: "postgres".to_owned(),
         image: Some(cluster.image.clone()),
@@ -193,10 +201,47 @@ fn postgres_container(cluster: &ValidatedCluster) -> Container {
     }
 }
 
+/// The volume of the backup destination's CA Secret.
+const BACKUP_CA_VOLUME: &str = "backup-ca";
+
+/// The CA Secret of the destination WAL is archived to, if one is named.
+fn backup_ca_secret(cluster: &ValidatedCluster) -> Option<&str> {
+    cluster.archive.as_ref()?;
+    cluster.backup.as_ref()?.destination.ca_secret.as_deref()
+}
+
+/// The repository's keys, from the Secret the destination names, under
+/// the names pgBackRest reads (the pod contract's).
+fn repository_keys(cluster: &ValidatedCluster) -> Vec<EnvVar> {
+    let Some(secret) = cluster
+        .archive
+        .as_ref()
+        .and_then(|a| a.credentials_secret.as_deref())
+    else {
+        return Vec::new();
+    };
+    let from_secret = |name: &str, key: &str| EnvVar {
+        name: name.to_owned(),
+        value_from: Some(EnvVarSource {
+            secret_key_ref: Some(SecretKeySelector {
+                name: secret.to_owned(),
+                key: key.to_owned(),
+                optional: Some(false),
+            }),
+            ..EnvVarSource::default()
+        }),
+        ..EnvVar::default()
+    };
+    vec![
+        from_secret(InstanceEnv::REPOSITORY_KEY, S3_ACCESS_KEY_ID),
+        from_secret(InstanceEnv::REPOSITORY_KEY_SECRET, S3_SECRET_ACCESS_KEY),
+    ]
+}
+
 fn environment(cluster: &ValidatedCluster) -> Vec<EnvVar> {
     let field = field_env;
     let value = value_env;
-    vec![
+    let mut env = vec![
         field(InstanceEnv::POD_NAME, "metadata.name"),
         field(InstanceEnv::POD_NAMESPACE, "metadata.namespace"),
         field(InstanceEnv::POD_IP, "status.podIP"),
@@ -210,7 +255,9 @@ fn environment(cluster: &ValidatedCluster) -> Vec<EnvVar> {
         value(InstanceEnv::POSTGRES_PORT, POSTGRES_PORT.to_string()),
         value(InstanceEnv::HTTP_PORT, HTTP_PORT.to_string()),
         value(InstanceEnv::RUN_DIR, RUN_DIR.to_owned()),
-    ]
+    ];
+    env.extend(repository_keys(cluster));
+    env
 }
 
 fn volumes(cluster: &ValidatedCluster, instance: &InstanceName) -> Vec<Volume> {
@@ -238,6 +285,17 @@ fn volumes(cluster: &ValidatedCluster, instance: &InstanceName) -> Vec<Volume> {
             secret: Some(SecretVolumeSource {
                 secret_name: Some(credential.secret_name(cluster)),
                 default_mode: Some(0o440),
+                ..SecretVolumeSource::default()
+            }),
+            ..Volume::default()
+        });
+    }
+    if let Some(secret) = backup_ca_secret(cluster) {
+        volumes.push(Volume {
+            name: BACKUP_CA_VOLUME.to_owned(),
+            secret: Some(SecretVolumeSource {
+                secret_name: Some(secret.to_owned()),
+                default_mode: Some(0o444),
                 ..SecretVolumeSource::default()
             }),
             ..Volume::default()
@@ -356,7 +414,12 @@ mod tests {
     fn the_pod_environment_round_trips_through_the_instance_managers_parser() {
         use tusk_api::contract::{Credential, InstanceEnvironment};
 
-        let spec = pod(small(), Some("primary")).spec.expect("spec");
+        let mut archiving = small();
+        archiving["backup"] = serde_json::json!({"destination": {
+            "url": "s3://backups/prod", "endpoint": "https://minio.example:9000",
+            "credentialsSecret": "orders-s3", "caSecret": "orders-s3-ca"
+        }});
+        let spec = pod(archiving, Some("primary")).spec.expect("spec");
         let postgres = &spec.containers[0];
         let kubelet = |path: &str| match path {
             "metadata.name" => Some("orders-1".to_owned()),
@@ -364,6 +427,12 @@ mod tests {
             "status.podIP" => Some("10.0.0.7".to_owned()),
             _ => None,
         };
+        let secret =
+            |selector: &SecretKeySelector| match (selector.name.as_str(), selector.key.as_str()) {
+                ("orders-s3", "ACCESS_KEY_ID") => Some("AKIA-EXAMPLE".to_owned()),
+                ("orders-s3", "SECRET_ACCESS_KEY") => Some("example-secret".to_owned()),
+                _ => None,
+            };
         let resolved: BTreeMap<String, String> = postgres
             .env
             .clone()
@@ -372,7 +441,11 @@ mod tests {
             .filter_map(|var| {
                 let value = match (var.value, var.value_from) {
                     (Some(value), _) => Some(value),
-                    (None, Some(source)) => kubelet(&source.field_ref?.field_path),
+                    (None, Some(source)) => match (source.field_ref, source.secret_key_ref) {
+                        (Some(field), _) => kubelet(&field.field_path),
+                        (None, Some(selector)) => secret(&selector),
+                        (None, None) => None,
+                    },
                     (None, None) => None,
                 };
                 Some((var.name, value?))
@@ -395,8 +468,29 @@ mod tests {
                 http_port: HTTP_PORT,
                 os_user: tusk_api::contract::DEFAULT_OS_USER.into(),
                 stop_timeout_seconds: tusk_api::contract::DEFAULT_STOP_TIMEOUT_SECONDS,
+                repository_keys: Some(tusk_api::contract::RepositoryKeys {
+                    access_key_id: "AKIA-EXAMPLE".into(),
+                    secret_access_key: "example-secret".into(),
+                }),
             }
         );
+        // The CA the instance manager's pgBackRest configuration names is
+        // mounted there.
+        let ca = tusk_api::contract::backup_ca_file(&parsed.secrets_dir);
+        let ca_mount = postgres
+            .volume_mounts
+            .iter()
+            .flatten()
+            .find(|m| ca.starts_with(&m.mount_path))
+            .expect("the CA is mounted");
+        let ca_volume = spec
+            .volumes
+            .iter()
+            .flatten()
+            .find(|v| v.name == ca_mount.name)
+            .and_then(|v| v.secret.as_ref())
+            .and_then(|s| s.secret_name.clone());
+        assert_eq!(ca_volume.as_deref(), Some("orders-s3-ca"));
         // Every credential the manager reads is mounted where it looks.
         let mounts = postgres.volume_mounts.clone().expect("mounts");
         for credential in Credential::ALL {

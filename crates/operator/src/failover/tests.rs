@@ -136,6 +136,7 @@ fn standby(name: &str, received: &str, replayed: &str) -> InstanceReport {
         last_error: None,
         desired_state_errors: vec![],
         kept_copy: None,
+        archiving: None,
     }
 }
 

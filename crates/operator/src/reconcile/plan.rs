@@ -101,6 +101,7 @@ pub fn plan<'a>(
         lease_takeover: check.lease_takeover.clone(),
         rollout: rollout.status.clone(),
         postgres_version: Some(valid.version),
+        archive: Some(valid.archive.clone()),
         ..StatusInput::unplanned(
             cluster,
             &observed.children.pods,

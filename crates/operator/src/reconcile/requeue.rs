@@ -55,7 +55,17 @@ fn delay(status: &PostgresClusterStatus, primary: &FailoverCheck, step: &Instanc
     if rolling {
         return ROLLING;
     }
-    if status.phase == Some(ClusterPhase::Ready) && *step == InstanceStep::Steady {
+    // WAL archiving not yet confirmed, or failing: its state reaches the
+    // status only when the primary is polled, so poll it as while
+    // converging (a failure and its recovery show within seconds).
+    let archiving_unconfirmed = status
+        .conditions
+        .iter()
+        .any(|c| c.type_ == tusk_api::conditions::CONTINUOUS_ARCHIVING && c.status != "True");
+    if status.phase == Some(ClusterPhase::Ready)
+        && *step == InstanceStep::Steady
+        && !archiving_unconfirmed
+    {
         RESYNC
     } else {
         PROGRESS
@@ -83,6 +93,18 @@ mod tests {
             })),
         }))
         .expect("a status")
+    }
+
+    fn archiving(status: &PostgresClusterStatus, state: &str) -> PostgresClusterStatus {
+        let mut status = status.clone();
+        status.conditions.push(
+            serde_json::from_value(serde_json::json!({
+                "type": tusk_api::conditions::CONTINUOUS_ARCHIVING, "status": state,
+                "reason": "r", "message": "", "lastTransitionTime": "2026-01-01T10:00:00Z",
+            }))
+            .expect("a condition"),
+        );
+        status
     }
 
     fn failing(left_ms: Option<u64>) -> FailoverCheck {
@@ -115,6 +137,18 @@ mod tests {
             ),
             (ready.clone(), failing(Some(20)), &steady, STALE),
             (ready.clone(), FailoverCheck::default(), &steady, RESYNC),
+            (
+                archiving(&ready, "True"),
+                FailoverCheck::default(),
+                &steady,
+                RESYNC,
+            ),
+            (
+                archiving(&ready, "False"),
+                FailoverCheck::default(),
+                &steady,
+                PROGRESS,
+            ),
             (ready, FailoverCheck::default(), &waiting, PROGRESS),
             (
                 status(Provisioning, "db-1", "", false),

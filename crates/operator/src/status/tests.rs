@@ -28,6 +28,7 @@ fn input<'a>(
         lease_takeover: None,
         rollout: None,
         postgres_version: None,
+        archive: None,
         now,
     }
 }

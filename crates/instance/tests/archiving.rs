@@ -1,0 +1,140 @@
+//! Continuous WAL archiving with real parts: PostgreSQL, pgBackRest and an
+//! S3-compatible server over HTTPS (issue 16). A finished segment reaches
+//! the repository; a wrong credential is reported, with pgBackRest's
+//! message, and the WAL it could not archive is kept and counted, never
+//! silently dropped or left to fill the disk unseen.
+
+mod common;
+
+use std::time::Duration;
+
+use common::s3::S3Server;
+use common::{TestCluster, TestInstance, desired};
+use tusk_api::contract::RepositoryKeys;
+use tusk_api::instance::ArchivingReport;
+use tusk_instance::context::InstanceContext;
+
+const BUCKET: &str = "wal";
+/// Bound on every wait for the archiver (it retries a failed segment after
+/// a minute at most; a healthy push takes well under a second).
+const ARCHIVE_WAIT: Duration = Duration::from_secs(120);
+
+/// Starts `db-1` as a primary archiving to `server` with `keys`.
+async fn archiving_primary(
+    cluster: &mut TestCluster,
+    server: &S3Server,
+    keys: RepositoryKeys,
+) -> TestInstance {
+    let mut db = cluster.instance("db-1");
+    db.settings.repository_keys = Some(keys);
+    let mut on_db = desired("db-1", db.address);
+    on_db.archiving = Some(server.repository(BUCKET, "tusk"));
+    db.start(on_db);
+    db.wait_status("a ready primary", Duration::from_secs(60), |r| r.ready)
+        .await;
+    db
+}
+
+/// Writes a little and switches to a new WAL segment; the name of the
+/// segment that was finished.
+async fn finish_a_segment(db: &TestInstance) -> String {
+    let client = db.superuser().await;
+    client
+        .batch_execute(
+            "CREATE TABLE IF NOT EXISTS t (v int); INSERT INTO t SELECT generate_series(1, 100)",
+        )
+        .await
+        .expect("write");
+    client
+        .query_one("SELECT pg_walfile_name(pg_switch_wal())", &[])
+        .await
+        .expect("switch")
+        .get(0)
+}
+
+fn archiving(report: &tusk_api::instance::InstanceReport) -> ArchivingReport {
+    report.archiving.clone().unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_finished_wal_segment_reaches_the_repository() {
+    common::init_logs();
+    let server = S3Server::start(&[BUCKET]);
+    let mut cluster = TestCluster::new();
+    let mut db = archiving_primary(&mut cluster, &server, server.keys()).await;
+    db.wait_status("the stanza", ARCHIVE_WAIT, |r| archiving(r).stanza_created)
+        .await;
+
+    let segment = finish_a_segment(&db).await;
+    let report = db
+        .wait_status(&format!("{segment} archived"), ARCHIVE_WAIT, |r| {
+            archiving(r)
+                .last_archived_wal
+                .is_some_and(|archived| archived >= segment)
+        })
+        .await;
+    let archiving = archiving(&report);
+    assert!(!archiving.failing, "{archiving:?}");
+    assert_eq!(archiving.stanza, "db");
+    assert!(archiving.last_archived_time.is_some());
+
+    // The repository itself holds it: pgBackRest's own view of the stanza.
+    let ctx = InstanceContext::new(db.settings.clone()).expect("context");
+    let info = tusk_instance::archiving::run(&ctx, &["info", "--output=json"])
+        .await
+        .expect("pgbackrest info");
+    let info: serde_json::Value = serde_json::from_str(&info).expect("JSON");
+    let newest = info[0]["archive"][0]["max"]
+        .as_str()
+        .unwrap_or_else(|| panic!("archived WAL in the repository: {info}"));
+    assert!(newest >= segment.as_str(), "{newest} < {segment}");
+    db.stop(Duration::from_secs(30)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_credential_is_reported_and_the_wal_is_kept() {
+    common::init_logs();
+    let server = S3Server::start(&[BUCKET]);
+    let mut cluster = TestCluster::new();
+    let wrong = RepositoryKeys {
+        secret_access_key: "not-the-secret".into(),
+        ..server.keys()
+    };
+    let mut db = archiving_primary(&mut cluster, &server, wrong).await;
+    let report = db
+        .wait_status("the stanza failure reported", ARCHIVE_WAIT, |r| {
+            archiving(r).failing && archiving(r).message.is_some()
+        })
+        .await;
+    let failure = archiving(&report);
+    assert!(!failure.stanza_created);
+    let message = failure.message.expect("message");
+    // The refusal and the call refused, in pgBackRest's words.
+    assert!(
+        message.contains("403") && message.contains("/wal/tusk/default/db/"),
+        "{message}"
+    );
+    assert!(
+        !message.contains("not-the-secret"),
+        "no secret in the message"
+    );
+
+    // PostgreSQL's archiver fails on the finished segment, and keeps it.
+    let segment = finish_a_segment(&db).await;
+    let report = db
+        .wait_status(&format!("{segment} failing"), ARCHIVE_WAIT, |r| {
+            archiving(r).last_failed_wal.as_deref() == Some(segment.as_str())
+        })
+        .await;
+    let failure = archiving(&report);
+    assert!(failure.failing);
+    assert!(failure.failed_count >= 1);
+    assert_eq!(failure.last_archived_wal, None);
+    assert!(
+        failure.pending_segments.is_some_and(|n| n >= 1),
+        "the waiting segment is counted: {failure:?}"
+    );
+    let kept = db.settings.pgdata.join("pg_wal").join(&segment);
+    assert!(kept.exists(), "{} is kept", kept.display());
+    db.stop(Duration::from_secs(30)).await;
+}

@@ -1,0 +1,486 @@
+//! pgBackRest, the engine behind continuous WAL archiving (and, later,
+//! backups and restores): its configuration file for one stanza, the
+//! `archive_command` that hands each finished WAL segment to it, and the
+//! reading of what it reports. Pure functions; the instance manager writes
+//! the file and runs the commands.
+//!
+//! - The repository is S3 (or S3-compatible, with an endpoint). Each
+//!   cluster archives under its own path (`<prefix>/<namespace>/<cluster>`),
+//!   so two clusters sharing a bucket never mix their WAL.
+//! - The keys are never written to the file: pgBackRest reads them from
+//!   [`S3_KEY_ENV`] and [`S3_KEY_SECRET_ENV`] in its environment.
+//! - `archive-async=y`: PostgreSQL's archiver returns at once while a
+//!   pgBackRest process pushes segments in parallel; its spool (status
+//!   files, not WAL copies) lives on the data volume. No
+//!   `archive-push-queue-max`: when the repository fails, WAL is kept
+//!   in `pg_wal` (never dropped), and the failure is reported instead.
+
+use std::fmt::Write as _;
+
+/// Environment variable holding the S3 access key id.
+pub const S3_KEY_ENV: &str = "PGBACKREST_REPO1_S3_KEY";
+/// Environment variable holding the S3 secret access key.
+pub const S3_KEY_SECRET_ENV: &str = "PGBACKREST_REPO1_S3_KEY_SECRET";
+/// The program, found on `PATH` (`/usr/bin/pgbackrest` from Debian's package).
+pub const PROGRAM: &str = "pgbackrest";
+/// The region pgBackRest is given when the destination names none (S3
+/// needs one to sign requests; S3-compatible servers accept any).
+pub const DEFAULT_REGION: &str = "us-east-1";
+
+/// A destination pgBackRest cannot use.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum RepositoryError {
+    #[error("`{0}` is not an s3://bucket[/prefix] URL; only S3 repositories archive WAL so far")]
+    NotS3(String),
+    #[error("endpoint `{0}` is not an http(s)://host[:port] URL")]
+    Endpoint(String),
+    #[error("endpoint `{0}` uses plain HTTP; pgBackRest speaks only HTTPS to S3")]
+    PlainHttp(String),
+    #[error("`{0}` contains a line break")]
+    LineBreak(String),
+}
+
+/// An S3 (or S3-compatible) repository.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct S3Repository {
+    pub bucket: String,
+    /// Path inside the bucket under which clusters archive, without
+    /// leading or trailing `/` (empty for the bucket's root).
+    pub prefix: String,
+    /// Host of the S3 service; `s3.<region>.amazonaws.com` when `None`.
+    pub endpoint_host: Option<String>,
+    pub endpoint_port: Option<u16>,
+    pub region: String,
+    /// PEM file of the certificate authority that signed the service's
+    /// certificate, when it is not a public one.
+    pub ca_file: Option<String>,
+}
+
+impl S3Repository {
+    /// The repository a destination URL (`s3://bucket/prefix`), endpoint
+    /// (`https://host:port`) and region describe. An endpoint means an
+    /// S3-compatible service, addressed path-style.
+    pub fn parse(
+        url: &str,
+        endpoint: Option<&str>,
+        region: Option<&str>,
+    ) -> Result<Self, RepositoryError> {
+        let rest = url
+            .strip_prefix("s3://")
+            .ok_or_else(|| RepositoryError::NotS3(url.to_owned()))?;
+        let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+        if bucket.is_empty() {
+            return Err(RepositoryError::NotS3(url.to_owned()));
+        }
+        let (endpoint_host, endpoint_port) = match endpoint {
+            Some(endpoint) => {
+                let (host, port) = parse_endpoint(endpoint)?;
+                (Some(host), port)
+            }
+            None => (None, None),
+        };
+        let repository = S3Repository {
+            bucket: bucket.to_owned(),
+            prefix: prefix.trim_matches('/').to_owned(),
+            endpoint_host,
+            endpoint_port,
+            region: region.unwrap_or(DEFAULT_REGION).to_owned(),
+            ca_file: None,
+        };
+        for value in [url, &repository.region] {
+            no_line_break(value)?;
+        }
+        Ok(repository)
+    }
+
+    /// Where the cluster `cluster` of `namespace` archives in the bucket.
+    pub fn cluster_path(&self, namespace: &str, cluster: &str) -> String {
+        let mut path = String::from("/");
+        if !self.prefix.is_empty() {
+            path.push_str(&self.prefix);
+            path.push('/');
+        }
+        let _ = write!(path, "{namespace}/{cluster}");
+        path
+    }
+}
+
+fn parse_endpoint(endpoint: &str) -> Result<(String, Option<u16>), RepositoryError> {
+    let bad = || RepositoryError::Endpoint(endpoint.to_owned());
+    if endpoint.starts_with("http://") {
+        return Err(RepositoryError::PlainHttp(endpoint.to_owned()));
+    }
+    let rest = endpoint.strip_prefix("https://").ok_or_else(bad)?;
+    let authority = rest.split('/').next().unwrap_or_default();
+    let (host, port) = match authority.rsplit_once(':') {
+        Some((host, port)) if !host.ends_with(']') || authority.starts_with('[') => {
+            (host, Some(port.parse::<u16>().map_err(|_| bad())?))
+        }
+        _ => (authority, None),
+    };
+    if host.is_empty() || host.contains(char::is_whitespace) {
+        return Err(bad());
+    }
+    Ok((host.to_owned(), port))
+}
+
+fn no_line_break(value: &str) -> Result<(), RepositoryError> {
+    if value.contains(['\n', '\r']) {
+        return Err(RepositoryError::LineBreak(value.to_owned()));
+    }
+    Ok(())
+}
+
+/// One stanza: the cluster's PostgreSQL as pgBackRest sees it from inside
+/// the instance, and where it archives.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Stanza {
+    /// The stanza's name (the cluster's name).
+    pub name: String,
+    pub repository: S3Repository,
+    /// `repo1-path`: see [`S3Repository::cluster_path`].
+    pub repository_path: String,
+    /// PGDATA.
+    pub pgdata: String,
+    /// PostgreSQL's unix socket directory and port, for `stanza-create`.
+    pub socket_dir: String,
+    pub port: u16,
+    /// The database superuser pgBackRest connects as (peer authentication).
+    pub superuser: String,
+    /// Asynchronous archiving's status files: on the data volume, so they
+    /// survive a restart of the pod.
+    pub spool_path: String,
+    /// pgBackRest's own log files (the root file system is read-only).
+    pub log_path: String,
+    /// Lock files (one `archive-push` at a time).
+    pub lock_path: String,
+}
+
+/// `pgbackrest.conf` for `stanza`.
+pub fn render_conf(stanza: &Stanza) -> Result<String, RepositoryError> {
+    let repo = &stanza.repository;
+    let endpoint = repo
+        .endpoint_host
+        .clone()
+        .unwrap_or_else(|| format!("s3.{}.amazonaws.com", repo.region));
+    let mut global: Vec<(&str, String)> = vec![
+        ("repo1-type", "s3".into()),
+        ("repo1-path", stanza.repository_path.clone()),
+        ("repo1-s3-bucket", repo.bucket.clone()),
+        ("repo1-s3-endpoint", endpoint),
+        ("repo1-s3-region", repo.region.clone()),
+    ];
+    if repo.endpoint_host.is_some() {
+        // S3-compatible services rarely resolve bucket.host names.
+        global.push(("repo1-s3-uri-style", "path".into()));
+    }
+    if let Some(port) = repo.endpoint_port {
+        global.push(("repo1-storage-port", port.to_string()));
+    }
+    if let Some(ca) = &repo.ca_file {
+        global.push(("repo1-storage-ca-file", ca.clone()));
+    }
+    global.extend([
+        ("archive-async", "y".into()),
+        ("spool-path", stanza.spool_path.clone()),
+        ("log-path", stanza.log_path.clone()),
+        ("lock-path", stanza.lock_path.clone()),
+        ("log-level-console", "warn".into()),
+        ("log-level-stderr", "off".into()),
+        ("log-level-file", "info".into()),
+        ("compress-type", "zst".into()),
+    ]);
+    let local: Vec<(&str, String)> = vec![
+        ("pg1-path", stanza.pgdata.clone()),
+        ("pg1-socket-path", stanza.socket_dir.clone()),
+        ("pg1-port", stanza.port.to_string()),
+        ("pg1-user", stanza.superuser.clone()),
+    ];
+    let mut out = String::from(
+        "# Rendered by the Tusk instance manager from spec.backup; changes are overwritten.\n\
+         # The repository keys come from the environment, never from this file.\n",
+    );
+    section(&mut out, "global", &global)?;
+    section(&mut out, &stanza.name, &local)?;
+    Ok(out)
+}
+
+fn section(
+    out: &mut String,
+    name: &str,
+    options: &[(&str, String)],
+) -> Result<(), RepositoryError> {
+    no_line_break(name)?;
+    let _ = writeln!(out, "\n[{name}]");
+    for (key, value) in options {
+        no_line_break(value)?;
+        let _ = writeln!(out, "{key}={value}");
+    }
+    Ok(())
+}
+
+/// The arguments every pgBackRest command of `stanza` starts with.
+pub fn base_args(config_file: &str, stanza: &str) -> Vec<String> {
+    vec![
+        format!("--config={config_file}"),
+        format!("--stanza={stanza}"),
+    ]
+}
+
+/// `archive_command`: pgBackRest pushes `%p` (the segment's path) to the
+/// repository. The arguments are quoted for the shell PostgreSQL runs it
+/// through.
+pub fn archive_command(config_file: &str, stanza: &str) -> String {
+    let mut words: Vec<String> = vec![PROGRAM.to_owned()];
+    words.extend(
+        base_args(config_file, stanza)
+            .iter()
+            .map(|a| shell_quote(a)),
+    );
+    words.push("archive-push".into());
+    words.push("\"%p\"".into());
+    words.join(" ")
+}
+
+fn shell_quote(word: &str) -> String {
+    let plain = word
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "-_=./:@+,".contains(c));
+    if plain {
+        word.to_owned()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
+    }
+}
+
+/// Where asynchronous `archive-push` leaves its status files for `stanza`
+/// under the spool path.
+pub fn archive_status_dir(spool_path: &str, stanza: &str) -> String {
+    format!("{spool_path}/archive/{stanza}/out")
+}
+
+/// The message of an asynchronous push's `.error` status file: pgBackRest
+/// writes the error code on the first line and the message after it.
+pub fn status_file_message(contents: &str) -> Option<String> {
+    let mut lines = contents.lines();
+    let code = lines.next()?.trim();
+    let message = lines
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ");
+    match (code.is_empty(), message.is_empty()) {
+        (true, true) => None,
+        (false, true) => Some(format!("pgBackRest error {code}")),
+        (true, false) => Some(message),
+        (false, false) => Some(format!("{message} (pgBackRest error {code})")),
+    }
+}
+
+/// The gist of a failed pgBackRest command's output: its `ERROR:` line,
+/// the request that failed and, for an object-store refusal, the service's
+/// error code and message (the request's headers, which pgBackRest prints
+/// redacted, are left out).
+pub fn error_summary(output: &str) -> Option<String> {
+    // Console lines may carry a time and process prefix (`P00  ERROR: ...`).
+    let error = output
+        .lines()
+        .find_map(|l| l.find("ERROR:").map(|at| &l[at..]))?
+        .trim()
+        .trim_end_matches(':');
+    let mut lines = output.lines().map(str::trim);
+    let request = lines
+        .by_ref()
+        .find(|l| *l == "*** Path/Query ***:")
+        .and_then(|_| lines.next())
+        .filter(|l| !l.is_empty());
+    let error = match request {
+        Some(request) => format!("{error} ({request})"),
+        None => error.to_owned(),
+    };
+    let between = |open: &str, close: &str| {
+        let start = output.find(open)? + open.len();
+        let end = output[start..].find(close)? + start;
+        Some(output[start..end].to_owned())
+    };
+    Some(
+        match (
+            between("<Code>", "</Code>"),
+            between("<Message>", "</Message>"),
+        ) {
+            (Some(code), Some(message)) => format!("{error}: {code}: {message}"),
+            (Some(code), None) => format!("{error}: {code}"),
+            _ => error,
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stanza(repository: S3Repository) -> Stanza {
+        Stanza {
+            name: "orders".into(),
+            repository_path: repository.cluster_path("shop", "orders"),
+            repository,
+            pgdata: "/var/lib/postgresql/data/pgdata".into(),
+            socket_dir: "/run/tusk".into(),
+            port: 5432,
+            superuser: "postgres".into(),
+            spool_path: "/var/lib/postgresql/data/pgbackrest/spool".into(),
+            log_path: "/var/lib/postgresql/data/pgbackrest/log".into(),
+            lock_path: "/run/tusk/pgbackrest".into(),
+        }
+    }
+
+    fn option<'a>(conf: &'a str, section: &str, key: &str) -> Option<&'a str> {
+        let mut current = "";
+        for line in conf.lines() {
+            if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+                current = name;
+            } else if current == section
+                && let Some((k, v)) = line.split_once('=')
+                && k == key
+            {
+                return Some(v);
+            }
+        }
+        None
+    }
+
+    #[test]
+    fn an_s3_compatible_endpoint_renders_path_style_with_its_port_and_ca() {
+        let mut repository = S3Repository::parse(
+            "s3://backups/prod/",
+            Some("https://minio.example:9000"),
+            None,
+        )
+        .expect("parses");
+        repository.ca_file = Some("/etc/tusk/backup-ca/ca.crt".into());
+        let conf = render_conf(&stanza(repository)).expect("renders");
+        let global = |key| option(&conf, "global", key);
+        assert_eq!(global("repo1-type"), Some("s3"));
+        assert_eq!(global("repo1-s3-bucket"), Some("backups"));
+        assert_eq!(global("repo1-path"), Some("/prod/shop/orders"));
+        assert_eq!(global("repo1-s3-endpoint"), Some("minio.example"));
+        assert_eq!(global("repo1-storage-port"), Some("9000"));
+        assert_eq!(global("repo1-s3-uri-style"), Some("path"));
+        assert_eq!(global("repo1-s3-region"), Some(DEFAULT_REGION));
+        assert_eq!(
+            global("repo1-storage-ca-file"),
+            Some("/etc/tusk/backup-ca/ca.crt")
+        );
+        assert_eq!(global("archive-async"), Some("y"));
+        assert_eq!(
+            global("spool-path"),
+            Some("/var/lib/postgresql/data/pgbackrest/spool")
+        );
+        assert_eq!(
+            option(&conf, "orders", "pg1-path"),
+            Some("/var/lib/postgresql/data/pgdata")
+        );
+        assert_eq!(
+            option(&conf, "orders", "pg1-socket-path"),
+            Some("/run/tusk")
+        );
+    }
+
+    #[test]
+    fn aws_needs_no_endpoint_and_addresses_the_bucket_by_host() {
+        let repository =
+            S3Repository::parse("s3://backups", None, Some("eu-west-3")).expect("parses");
+        let conf = render_conf(&stanza(repository)).expect("renders");
+        assert_eq!(
+            option(&conf, "global", "repo1-s3-endpoint"),
+            Some("s3.eu-west-3.amazonaws.com")
+        );
+        assert_eq!(option(&conf, "global", "repo1-path"), Some("/shop/orders"));
+        assert_eq!(option(&conf, "global", "repo1-s3-uri-style"), None);
+        assert_eq!(option(&conf, "global", "repo1-storage-port"), None);
+    }
+
+    #[test]
+    fn keys_never_reach_the_file_and_wal_is_never_dropped() {
+        let repository = S3Repository::parse("s3://b", None, None).expect("parses");
+        let conf = render_conf(&stanza(repository)).expect("renders");
+        assert!(!conf.contains("repo1-s3-key"), "{conf}");
+        // A full queue would make pgBackRest drop WAL and report success.
+        assert!(!conf.contains("archive-push-queue-max"), "{conf}");
+    }
+
+    #[test]
+    fn other_destinations_and_plain_http_are_refused() {
+        for url in ["gs://b/p", "az://c", "file:///backups", "s3://", "s3:///p"] {
+            assert!(
+                matches!(
+                    S3Repository::parse(url, None, None),
+                    Err(RepositoryError::NotS3(_))
+                ),
+                "{url}"
+            );
+        }
+        assert!(matches!(
+            S3Repository::parse("s3://b", Some("http://minio:9000"), None),
+            Err(RepositoryError::PlainHttp(_))
+        ));
+        assert!(matches!(
+            S3Repository::parse("s3://b", Some("https://minio:port"), None),
+            Err(RepositoryError::Endpoint(_))
+        ));
+        let mut repository = S3Repository::parse("s3://b", None, None).expect("parses");
+        repository.ca_file = Some("/ca\n[global]".into());
+        assert!(matches!(
+            render_conf(&stanza(repository)),
+            Err(RepositoryError::LineBreak(_))
+        ));
+    }
+
+    #[test]
+    fn the_archive_command_pushes_the_segment_with_the_rendered_config() {
+        assert_eq!(
+            archive_command(
+                "/var/lib/postgresql/data/pgbackrest/pgbackrest.conf",
+                "orders"
+            ),
+            "pgbackrest --config=/var/lib/postgresql/data/pgbackrest/pgbackrest.conf \
+             --stanza=orders archive-push \"%p\""
+        );
+        assert_eq!(
+            archive_command("/tmp/my dir/p.conf", "db"),
+            "pgbackrest '--config=/tmp/my dir/p.conf' --stanza=db archive-push \"%p\""
+        );
+    }
+
+    #[test]
+    fn a_refusal_is_summarised_by_its_error_line_and_the_services_code() {
+        let output = "2026-12-04 03:52:11.054 P00  ERROR: [039]: HTTP request failed with 403 (FORBIDDEN):\n\
+            \x20      *** Path/Query ***:\n\
+            \x20      GET /wal/?list-type=2\n\
+            \x20      *** Request Headers ***:\n\
+            \x20      authorization: <redacted>\n\
+            \x20      <?xml version=\"1.0\"?><Error><Code>SignatureDoesNotMatch</Code>\
+            <Message>The request signature we calculated does not match</Message></Error>\n";
+        assert_eq!(
+            error_summary(output).as_deref(),
+            Some(
+                "ERROR: [039]: HTTP request failed with 403 (FORBIDDEN) (GET /wal/?list-type=2): \
+                 SignatureDoesNotMatch: The request signature we calculated does not match"
+            )
+        );
+        assert_eq!(
+            error_summary("WARN: x\nP00  ERROR: [055]: unable to load info file\n").as_deref(),
+            Some("ERROR: [055]: unable to load info file")
+        );
+        assert_eq!(error_summary("all good"), None);
+    }
+
+    #[test]
+    fn a_push_error_file_reads_as_its_message_and_code() {
+        assert_eq!(
+            status_file_message("104\nHTTP request failed with 403 (Forbidden)\n").as_deref(),
+            Some("HTTP request failed with 403 (Forbidden) (pgBackRest error 104)")
+        );
+        assert_eq!(status_file_message(""), None);
+    }
+}
