@@ -177,16 +177,17 @@ fn an_operator_upgrade_keeps_its_slot_until_the_last_pod_replaced_serves() {
         ..member("db-1", false)
     };
     let serving = member("db-1", false);
-    assert!(needs_slot(&[starting.clone()], Some(&previous(true))));
+    let starting = std::slice::from_ref(&starting);
+    assert!(needs_slot(starting, Some(&previous(true))));
     assert!(
         !needs_slot(&[serving], Some(&previous(true))),
         "given back once it serves"
     );
     assert!(
-        !needs_slot(&[starting.clone()], Some(&previous(false))),
+        !needs_slot(starting, Some(&previous(false))),
         "a spec change needs none"
     );
-    assert!(!needs_slot(&[starting], None));
+    assert!(!needs_slot(starting, None));
 }
 
 #[test]
