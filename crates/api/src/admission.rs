@@ -21,7 +21,7 @@ use std::fmt;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceDefinition, CustomResourceDefinitionVersion,
 };
-use kube::core::cel::{ErrorKind, Validator};
+use kube::core::cel::ErrorKind;
 use serde_json::{Map, Value};
 
 /// One reason an object is not admitted.
@@ -116,42 +116,101 @@ pub fn validate(
 }
 
 /// Validates `object` against one version's OpenAPI v3 schema and its CEL
-/// rules. Exposed for API servers that hold arbitrary CRDs.
+/// rules. Exposed for API servers that hold arbitrary CRDs; one that
+/// validates many objects against the same schema keeps an
+/// [`AdmissionSchema`] instead.
 pub fn validate_against_schema(
     schema: &Value,
     object: &Value,
     old: Option<&Value>,
 ) -> Vec<Violation> {
-    let mut violations = Vec::new();
-    if object
-        .pointer("/metadata/name")
-        .and_then(Value::as_str)
-        .is_none()
-        && object
-            .pointer("/metadata/generateName")
-            .and_then(Value::as_str)
-            .is_none()
-    {
-        violations.push(Violation::new(
-            "metadata.name",
-            "Required value: name or generateName is required",
-        ));
+    AdmissionSchema::new(schema.clone()).validate(object, old)
+}
+
+/// One CRD version's OpenAPI v3 schema with its checks compiled once: the
+/// JSON Schema validator and every CEL rule. Kubernetes' API server compiles
+/// a CRD's rules when the CRD is stored, not for every request; parsing them
+/// again for every write costs milliseconds per object.
+pub struct AdmissionSchema {
+    schema: Value,
+    structural: Result<jsonschema::Validator, String>,
+    rules: kube::core::cel::CompiledSchema,
+}
+
+impl fmt::Debug for AdmissionSchema {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AdmissionSchema")
+            .field("schema", &self.schema)
+            .finish_non_exhaustive()
     }
-    unknown_fields(schema, object, "", &mut violations);
-    structural_violations(schema, object, &mut violations);
-    let structurally_sound = violations.is_empty();
-    if let Err(errors) = Validator::new().validate(schema, object, old) {
-        for error in errors.into_vec() {
-            // A rule that could not be evaluated because a value had the wrong
-            // type only repeats a structural violation already reported.
-            if !structurally_sound && error.kind == ErrorKind::EvaluationError {
-                continue;
-            }
-            let field = error.field_path.trim_start_matches('.').to_owned();
-            violations.push(Violation::new(field, error.message));
+}
+
+impl AdmissionSchema {
+    /// Compiles `schema` (an `openAPIV3Schema`).
+    pub fn new(schema: Value) -> Self {
+        let structural = jsonschema::draft4::new(&to_json_schema(&schema))
+            .map_err(|error| format!("the CRD schema is invalid: {error}"));
+        let rules = kube::core::cel::compile_schema(&schema);
+        Self {
+            schema,
+            structural,
+            rules,
         }
     }
-    violations
+
+    /// The schema as the CRD declares it.
+    pub fn schema(&self) -> &Value {
+        &self.schema
+    }
+
+    /// Every violation of `object` (against `old` for transition rules);
+    /// empty when it would be admitted.
+    pub fn validate(&self, object: &Value, old: Option<&Value>) -> Vec<Violation> {
+        let mut violations = Vec::new();
+        if object
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .is_none()
+            && object
+                .pointer("/metadata/generateName")
+                .and_then(Value::as_str)
+                .is_none()
+        {
+            violations.push(Violation::new(
+                "metadata.name",
+                "Required value: name or generateName is required",
+            ));
+        }
+        unknown_fields(&self.schema, object, "", &mut violations);
+        self.structural_violations(object, &mut violations);
+        let structurally_sound = violations.is_empty();
+        if let Err(errors) = kube::core::cel::validate_compiled(&self.rules, object, old) {
+            for error in errors.into_vec() {
+                // A rule that could not be evaluated because a value had the
+                // wrong type only repeats a structural violation already
+                // reported.
+                if !structurally_sound && error.kind == ErrorKind::EvaluationError {
+                    continue;
+                }
+                let field = error.field_path.trim_start_matches('.').to_owned();
+                violations.push(Violation::new(field, error.message));
+            }
+        }
+        violations
+    }
+
+    /// Type, required, enum, range, pattern and length violations.
+    fn structural_violations(&self, object: &Value, out: &mut Vec<Violation>) {
+        match &self.structural {
+            Ok(validator) => {
+                for error in validator.iter_errors(object) {
+                    let field = field_path(object, error.instance_path().as_str());
+                    out.push(Violation::new(field, error.to_string()));
+                }
+            }
+            Err(message) => out.push(Violation::new("", message.clone())),
+        }
+    }
 }
 
 fn served_version<'c>(
@@ -219,25 +278,6 @@ fn join_key(path: &str, key: &str, map_entry: bool) -> String {
         key.to_owned()
     } else {
         format!("{path}.{key}")
-    }
-}
-
-/// Type, required, enum, range, pattern and length violations.
-fn structural_violations(schema: &Value, object: &Value, out: &mut Vec<Violation>) {
-    let draft4 = to_json_schema(schema);
-    let validator = match jsonschema::draft4::new(&draft4) {
-        Ok(validator) => validator,
-        Err(error) => {
-            out.push(Violation::new(
-                "",
-                format!("the CRD schema is invalid: {error}"),
-            ));
-            return;
-        }
-    };
-    for error in validator.iter_errors(object) {
-        let field = field_path(object, error.instance_path().as_str());
-        out.push(Violation::new(field, error.to_string()));
     }
 }
 

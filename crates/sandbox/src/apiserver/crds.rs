@@ -4,7 +4,10 @@
 mod structural;
 mod validations;
 
+use std::sync::Arc;
+
 use serde_json::{Value, json};
+use tusk_api::admission::AdmissionSchema;
 
 use crate::apiserver::error::Cause;
 use crate::apiserver::resources::{PrinterColumn, Resource, ScalePaths, Version, key};
@@ -154,7 +157,9 @@ pub fn resource(crd: &Value) -> Option<Resource> {
                 name: v.get("name")?.as_str()?.to_owned(),
                 served: v.get("served").and_then(Value::as_bool).unwrap_or(false),
                 storage: v.get("storage").and_then(Value::as_bool).unwrap_or(false),
-                schema: v.pointer("/schema/openAPIV3Schema").cloned(),
+                schema: v
+                    .pointer("/schema/openAPIV3Schema")
+                    .map(|schema| Arc::new(AdmissionSchema::new(schema.clone()))),
                 printer_columns: v
                     .get("additionalPrinterColumns")
                     .and_then(Value::as_array)

@@ -119,7 +119,7 @@ pub fn v3_group_version(registry: &Registry, group: &str, version: &str) -> Valu
         );
         let mut schema = resource
             .version(version)
-            .and_then(|v| v.schema.clone())
+            .and_then(|v| v.schema.as_deref().map(|s| s.schema().clone()))
             .unwrap_or_else(
                 || json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
             );

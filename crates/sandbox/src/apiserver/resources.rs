@@ -7,9 +7,9 @@
 //! CRD is created.
 
 use std::collections::BTreeMap;
-use std::sync::RwLock;
+use std::sync::{Arc, RwLock};
 
-use serde_json::Value;
+use tusk_api::admission::AdmissionSchema;
 
 /// One printer column of a custom resource (`additionalPrinterColumns`).
 #[derive(Clone, Debug)]
@@ -28,8 +28,9 @@ pub struct Version {
     pub name: String,
     pub served: bool,
     pub storage: bool,
-    /// The openAPIV3Schema of a custom resource version.
-    pub schema: Option<Value>,
+    /// The openAPIV3Schema of a custom resource version, its checks
+    /// compiled when the CRD is stored (shared: a lookup clones the resource).
+    pub schema: Option<Arc<AdmissionSchema>>,
     pub printer_columns: Vec<PrinterColumn>,
     pub status_subresource: bool,
     /// The scale subresource a custom resource version declares.

@@ -106,11 +106,11 @@ fn admit_custom(
             resource.qualified_kind()
         )));
     };
-    let mut object = kube::core::cel::apply_defaults(&schema, &object);
+    let mut object = kube::core::cel::apply_defaults(schema.schema(), &object);
     let mut unknown = Vec::new();
-    prune(&schema, &mut object, "", &mut unknown);
+    prune(schema.schema(), &mut object, "", &mut unknown);
     let warnings = unknown_fields_error(resource, version, &unknown, validation)?;
-    let violations = tusk_api::admission::validate_against_schema(&schema, &object, old);
+    let violations = schema.validate(&object, old);
     if !violations.is_empty() {
         let causes = violations
             .into_iter()

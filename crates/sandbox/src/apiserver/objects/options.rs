@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use serde_json::Value;
+use tusk_api::admission::AdmissionSchema;
 
 use crate::apiserver::admission::FieldValidation;
 use crate::apiserver::apply::{BuiltinLists, ListTypes, SchemaLists, Scope};
@@ -37,7 +38,10 @@ pub struct Written {
 }
 
 pub fn list_types<'r>(resource: &'r Resource, version: &str) -> Box<dyn ListTypes + 'r> {
-    match resource.version(version).and_then(|v| v.schema.as_ref()) {
+    match resource
+        .version(version)
+        .and_then(|v| v.schema.as_deref().map(AdmissionSchema::schema))
+    {
         Some(schema) if resource.custom => Box::new(SchemaLists(schema)),
         _ => Box::new(BuiltinLists),
     }
