@@ -86,7 +86,9 @@ fn exported_metrics() -> BTreeSet<String> {
     let report: tusk_api::instance::InstanceReport = serde_json::from_value(serde_json::json!({
         "name": "db-2", "role": "replica", "phase": "running", "ready": true,
         "fenced": false, "timeline": 2, "replayedLsn": "0/3000", "lagBytes": 10,
-        "lagSeconds": 0.5, "pendingRestart": [], "standbys": [], "crashCount": 0
+        "lagSeconds": 0.5, "pendingRestart": [], "standbys": [], "crashCount": 0,
+        "archiving": {"stanza": "db", "stanzaCreated": true, "failing": false,
+                      "archivedCount": 1, "failedCount": 0, "pendingSegments": 0}
     }))
     .expect("an instance report");
     let figures = tusk_instance::observe::DatabaseFigures {

@@ -6,7 +6,7 @@ use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
-use tusk_api::instance::{InstanceReport, InstanceRole};
+use tusk_api::instance::{ArchivingReport, InstanceReport, InstanceRole};
 
 use crate::observe::DatabaseFigures;
 
@@ -36,6 +36,9 @@ pub fn render(report: &InstanceReport, figures: Option<&DatabaseFigures>) -> Str
     let mut registry = Registry::with_prefix("tusk_postgres");
     register_state(&mut registry, report);
     register_replication(&mut registry, report);
+    if let Some(archiving) = &report.archiving {
+        register_archiving(&mut registry, archiving);
+    }
     if let Some(figures) = figures {
         register_database(&mut registry, figures);
     }
@@ -135,6 +138,39 @@ fn register_replication(registry: &mut Registry, report: &InstanceReport) {
     );
 }
 
+/// Continuous WAL archiving, on an instance of a cluster that archives:
+/// whether it fails now, what it did since statistics were reset, and the
+/// finished segments still waiting on the volume (a number that keeps
+/// growing is the disk filling up).
+fn register_archiving(registry: &mut Registry, archiving: &ArchivingReport) {
+    gauge(
+        registry,
+        "archiving_failing",
+        "1 when WAL archiving fails now (the stanza cannot be created, or the last attempt failed)",
+        i64::from(archiving.failing),
+    );
+    gauge(
+        registry,
+        "archived_segments",
+        "WAL segments archived since statistics were reset (pg_stat_archiver)",
+        archiving.archived_count,
+    );
+    gauge(
+        registry,
+        "archive_failures",
+        "Failed attempts to archive a WAL segment since statistics were reset",
+        archiving.failed_count,
+    );
+    if let Some(pending) = archiving.pending_segments {
+        gauge(
+            registry,
+            "archive_pending_segments",
+            "Finished WAL segments waiting in pg_wal to be archived",
+            pending,
+        );
+    }
+}
+
 /// What the database figures say: connections, size, transaction id age.
 fn register_database(registry: &mut Registry, figures: &DatabaseFigures) {
     gauge(
@@ -208,6 +244,41 @@ mod tests {
             "tusk_postgres_crashes 2",
             "tusk_postgres_connections 3",
             "tusk_postgres_transaction_id_age 77",
+        ] {
+            assert!(
+                text.lines().any(|l| l == line),
+                "missing `{line}` in\n{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn archiving_figures_appear_only_where_the_cluster_archives() {
+        let without: InstanceReport = serde_json::from_value(serde_json::json!({
+            "name": "db-1", "role": "primary", "phase": "running", "ready": true,
+            "fenced": false, "pendingRestart": [], "standbys": [], "crashCount": 0
+        }))
+        .expect("a report");
+        assert!(
+            !render(&without, None).contains("archiv"),
+            "a cluster that does not archive has no archiving series"
+        );
+        let mut failing = without;
+        failing.archiving = Some(ArchivingReport {
+            stanza: "db".into(),
+            stanza_created: true,
+            failing: true,
+            archived_count: 12,
+            failed_count: 3,
+            pending_segments: Some(5),
+            ..ArchivingReport::default()
+        });
+        let text = render(&failing, None);
+        for line in [
+            "tusk_postgres_archiving_failing 1",
+            "tusk_postgres_archived_segments 12",
+            "tusk_postgres_archive_failures 3",
+            "tusk_postgres_archive_pending_segments 5",
         ] {
             assert!(
                 text.lines().any(|l| l == line),

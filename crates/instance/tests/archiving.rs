@@ -136,5 +136,27 @@ async fn a_wrong_credential_is_reported_and_the_wal_is_kept() {
     );
     let kept = db.settings.pgdata.join("pg_wal").join(&segment);
     assert!(kept.exists(), "{} is kept", kept.display());
+
+    // The failure is a metric too, for alerts (TuskWalArchivingFailing).
+    let (code, metrics) = db.http_get("/metrics").await;
+    assert_eq!(code, 200, "{metrics}");
+    let value = |name: &str| {
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse::<i64>().ok())
+    };
+    assert_eq!(
+        value("tusk_postgres_archiving_failing"),
+        Some(1),
+        "{metrics}"
+    );
+    assert!(
+        value("tusk_postgres_archive_failures").is_some_and(|n| n >= 1),
+        "{metrics}"
+    );
+    assert!(
+        value("tusk_postgres_archive_pending_segments").is_some_and(|n| n >= 1),
+        "{metrics}"
+    );
     db.stop(Duration::from_secs(30)).await;
 }
