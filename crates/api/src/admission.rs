@@ -112,23 +112,12 @@ pub fn validate(
             format!("the CRD for {kind} has no openAPIV3Schema"),
         )];
     };
-    validate_against_schema(&schema, object, old)
-}
-
-/// Validates `object` against one version's OpenAPI v3 schema and its CEL
-/// rules. Exposed for API servers that hold arbitrary CRDs; one that
-/// validates many objects against the same schema keeps an
-/// [`AdmissionSchema`] instead.
-pub fn validate_against_schema(
-    schema: &Value,
-    object: &Value,
-    old: Option<&Value>,
-) -> Vec<Violation> {
-    AdmissionSchema::new(schema.clone()).validate(object, old)
+    AdmissionSchema::new(schema).validate(object, old)
 }
 
 /// One CRD version's OpenAPI v3 schema with its checks compiled once: the
-/// JSON Schema validator and every CEL rule. Kubernetes' API server compiles
+/// JSON Schema validator and every CEL rule. Exposed for API servers that
+/// hold arbitrary CRDs. Kubernetes' API server compiles
 /// a CRD's rules when the CRD is stored, not for every request; parsing them
 /// again for every write costs milliseconds per object.
 pub struct AdmissionSchema {

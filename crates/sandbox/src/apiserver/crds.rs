@@ -130,7 +130,16 @@ pub fn established_status(crd: &Value, now: &str) -> Value {
     })
 }
 
-/// The served resource a CRD defines.
+/// The storage key of the resource a CRD defines (`group/plural`): what
+/// removing it needs, without compiling its schemas as [`resource`] does.
+pub fn served_key(crd: &Value) -> Option<String> {
+    Some(key(
+        str_at(crd, "/spec/group")?,
+        str_at(crd, "/spec/names/plural")?,
+    ))
+}
+
+/// The served resource a CRD defines, its schemas compiled.
 pub fn resource(crd: &Value) -> Option<Resource> {
     let group = str_at(crd, "/spec/group")?.to_owned();
     let names = crd.pointer("/spec/names")?;

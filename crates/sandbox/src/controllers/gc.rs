@@ -249,20 +249,20 @@ fn clean_crd(
     key: &ObjectKey,
     crd: &Value,
 ) -> Result<bool, ApiError> {
-    let Some(served) = crds::resource(crd) else {
+    let Some(served) = crds::served_key(crd) else {
         objects::remove_finalizer(api, tx, resource, key, crds::CLEANUP_FINALIZER)?;
         return Ok(true);
     };
     let mut changed = false;
-    for item in tx.list(&served.key, None) {
+    for item in tx.list(&served, None) {
         let item_key = ObjectKey::new(
-            &served.key,
+            &served,
             str_at(&item, "/metadata/namespace").unwrap_or(""),
             str_at(&item, "/metadata/name").unwrap_or(""),
         );
         changed |= delete_key(api, tx, &item_key, "Background")?;
     }
-    if tx.list(&served.key, None).is_empty() {
+    if tx.list(&served, None).is_empty() {
         objects::remove_finalizer(api, tx, resource, key, crds::CLEANUP_FINALIZER)?;
         changed = true;
     }

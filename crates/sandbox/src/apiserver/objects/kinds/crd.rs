@@ -63,8 +63,8 @@ impl KindRules for CustomResourceDefinition {
     }
 
     fn removed(&self, api: &Api, object: &Value) {
-        if let Some(served) = crds::resource(object) {
-            api.registry.remove(&served.key);
+        if let Some(served) = crds::served_key(object) {
+            api.registry.remove(&served);
         }
     }
 }
