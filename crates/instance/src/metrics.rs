@@ -233,20 +233,28 @@ mod tests {
             transaction_id_age: 77,
         };
         let text = render(&report, Some(&figures));
-        for line in [
-            "tusk_postgres_up 1",
-            "tusk_postgres_role{role=\"replica\"} 1",
-            "tusk_postgres_role{role=\"primary\"} 0",
-            "tusk_postgres_replication_lag_bytes 4096",
-            "tusk_postgres_replication_lag_seconds 1.5",
-            "tusk_postgres_wal_position_bytes 8192",
-            "tusk_postgres_timeline 3",
-            "tusk_postgres_crashes 2",
-            "tusk_postgres_connections 3",
-            "tusk_postgres_transaction_id_age 77",
-        ] {
+        assert_lines(
+            &text,
+            &[
+                "tusk_postgres_up 1",
+                "tusk_postgres_role{role=\"replica\"} 1",
+                "tusk_postgres_role{role=\"primary\"} 0",
+                "tusk_postgres_replication_lag_bytes 4096",
+                "tusk_postgres_replication_lag_seconds 1.5",
+                "tusk_postgres_wal_position_bytes 8192",
+                "tusk_postgres_timeline 3",
+                "tusk_postgres_crashes 2",
+                "tusk_postgres_connections 3",
+                "tusk_postgres_transaction_id_age 77",
+            ],
+        );
+    }
+
+    /// Every one of `lines` is a whole line of `text`.
+    fn assert_lines(text: &str, lines: &[&str]) {
+        for line in lines {
             assert!(
-                text.lines().any(|l| l == line),
+                text.lines().any(|l| l == *line),
                 "missing `{line}` in\n{text}"
             );
         }
@@ -274,16 +282,14 @@ mod tests {
             ..ArchivingReport::default()
         });
         let text = render(&failing, None);
-        for line in [
-            "tusk_postgres_archiving_failing 1",
-            "tusk_postgres_archived_segments 12",
-            "tusk_postgres_archive_failures 3",
-            "tusk_postgres_archive_pending_segments 5",
-        ] {
-            assert!(
-                text.lines().any(|l| l == line),
-                "missing `{line}` in\n{text}"
-            );
-        }
+        assert_lines(
+            &text,
+            &[
+                "tusk_postgres_archiving_failing 1",
+                "tusk_postgres_archived_segments 12",
+                "tusk_postgres_archive_failures 3",
+                "tusk_postgres_archive_pending_segments 5",
+            ],
+        );
     }
 }

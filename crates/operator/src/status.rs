@@ -159,6 +159,19 @@ pub fn compose(input: &StatusInput<'_>) -> PostgresClusterStatus {
         .map(|blocked| FailoverStatus {
             blocked: Some(blocked),
         });
+    set_last_failover(&mut status, input, previous.current_primary.as_deref());
+    set_unsupported(&mut status, input);
+    set_archiving(&mut status, input);
+    status
+}
+
+/// The failover record: a decision this reconcile made, as it made it, or
+/// the previous one completed once its target serves.
+fn set_last_failover(
+    status: &mut PostgresClusterStatus,
+    input: &StatusInput<'_>,
+    previous_primary: Option<&str>,
+) {
     if let Some(record) = &input.last_failover {
         status.last_failover = Some(record.clone());
         status
@@ -167,26 +180,30 @@ pub fn compose(input: &StatusInput<'_>) -> PostgresClusterStatus {
     } else if let Some(record) = status.last_failover.as_mut() {
         promoted(
             record,
-            previous.current_primary.as_deref(),
+            previous_primary,
             status.current_primary.as_deref(),
             &input.now,
         );
     }
-    set_unsupported(&mut status, input);
-    if let Some(target) = &input.archive {
-        let primary = input
-            .target_primary
-            .as_ref()
-            .and_then(|name| input.reports.get(name));
-        crate::archiving::apply(
-            &mut status,
-            target.as_ref(),
-            primary,
-            input.generation,
-            &input.now,
-        );
-    }
-    status
+}
+
+/// WAL archiving's condition and `status.backup`, from the target
+/// primary's report, where the cluster archives.
+fn set_archiving(status: &mut PostgresClusterStatus, input: &StatusInput<'_>) {
+    let Some(target) = &input.archive else {
+        return;
+    };
+    let primary = input
+        .target_primary
+        .as_ref()
+        .and_then(|name| input.reports.get(name));
+    crate::archiving::apply(
+        status,
+        target.as_ref(),
+        primary,
+        input.generation,
+        &input.now,
+    );
 }
 
 /// What the Progressing condition says of a rolling update.
