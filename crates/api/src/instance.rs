@@ -161,6 +161,12 @@ pub struct InstanceReport {
     /// Continuous WAL archiving, when the cluster archives WAL.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub archiving: Option<ArchivingReport>,
+    /// False when the manager has not reached the API server within the
+    /// primary lease's fence time: it could not take the lease over, so
+    /// the operator does not choose it to replace a primary. Absent when
+    /// the manager runs without the API.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_server_reachable: Option<bool>,
 }
 
 /// Continuous WAL archiving as the instance sees it: whether its stanza
@@ -274,6 +280,7 @@ mod tests {
             desired_state_errors: vec![],
             kept_copy: None,
             archiving: None,
+            api_server_reachable: None,
         };
         let json = serde_json::to_value(&report).expect("serialises");
         assert_eq!(json["role"], "replica");

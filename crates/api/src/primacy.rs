@@ -26,6 +26,14 @@
 //! stopped before the operator acts as long as the two clocks' rates
 //! differ by less than `duration / fence_after` (5/3 here), less the time
 //! a fast shutdown takes to end the client sessions (milliseconds).
+//!
+//! A holder whose manager hangs while PostgreSQL's backends run on cannot
+//! stop them, so the standbys withhold their confirmations instead: a
+//! standby streams only from the holder of a lease whose version it saw
+//! change within `fence_after` (the instance manager's `primacy::view`).
+//! It thus stops confirming before the operator's `duration` has run out,
+//! as long as a lease change reaches it less than `duration - fence_after`
+//! after it reaches the operator.
 
 use std::time::Duration;
 

@@ -12,6 +12,13 @@
 //!    every write either client saw acknowledged must be on the final
 //!    primary: one the old primary acknowledged once a standby was
 //!    promoted would be missing there (two primaries acknowledging).
+//! 3. As 2, with one standby cut off from the API server at the moment of
+//!    the hang: it can learn neither the new primary nor the state of the
+//!    lease, and its WAL receiver is still connected to the old primary's
+//!    walsender. It must stop confirming the old primary's commits all the
+//!    same (it streams only from a holder of a live lease): otherwise the
+//!    old primary's direct client commits on it after the other standby
+//!    was promoted, and those acknowledged writes are lost.
 //!
 //! Each case prints the longest time without an acknowledged write.
 
@@ -208,6 +215,94 @@ async fn a_primary_whose_postmaster_and_manager_hang_acknowledges_nothing_once_a
     assert!(
         after.is_empty(),
         "{old} acknowledged {after:?} after {new} acknowledged a write"
+    );
+    world.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standby_cut_off_from_the_api_server_stops_confirming_a_hung_primarys_commits() {
+    const CLUSTER: &str = "blind";
+    let world = World::start().await;
+    let (writer, old) = world.durable_cluster_with_writer(CLUSTER, 2).await;
+    let faults = world.node.as_ref().expect("node").faults();
+    let stop = Arc::new(AtomicBool::new(false));
+    let old_ip = pod_ip(&world, &old).await.expect("its IP");
+    let direct = direct_writer(
+        world.conninfo_at(&old_ip, CLUSTER).await,
+        DIRECT_IDS,
+        stop.clone(),
+    );
+    let blind = world
+        .status(CLUSTER)
+        .await
+        .instances
+        .into_iter()
+        .map(|i| i.name)
+        .find(|name| *name != old)
+        .expect("a standby");
+    writer.wait_for_more(10, Duration::from_secs(30)).await;
+
+    world.partitions().cut_pod(NS, &blind);
+    let hung = Instant::now();
+    let frozen = faults
+        .freeze_where(NS, &old, "postgres", |line| !line.starts_with("postgres: "))
+        .expect("freeze");
+    assert!(
+        frozen >= 2,
+        "the instance manager and the postmaster: {frozen}"
+    );
+    let (new, serving) = promoted_instead_of(&world, CLUSTER, &old).await;
+    println!(
+        "{old} hung, {blind} cut off from the API server: {new} serving {:?} after",
+        serving - hung
+    );
+    writer.wait_for_more(20, Duration::from_secs(60)).await;
+    // The direct client goes on a while: a standby still confirming the
+    // old primary's commits would let them through now.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    stop.store(true, Ordering::SeqCst);
+    let on_old = direct.await.expect("direct writer");
+    let after: Vec<i64> = on_old
+        .iter()
+        .filter(|(_, at)| *at > serving)
+        .map(|(id, _)| *id)
+        .collect();
+    println!(
+        "{} writes acknowledged by {old} directly, the last {:?} after the hang; {} after {new} served",
+        on_old.len(),
+        on_old
+            .last()
+            .map(|(_, at)| at.saturating_duration_since(hung)),
+        after.len()
+    );
+
+    world.partitions().heal_pod(NS, &blind);
+    faults.thaw(NS, &old, "postgres").expect("thaw");
+    rejoins_without_accepting_a_write(&world, CLUSTER, &old).await;
+    // The standby that stopped streaming for want of a live lease streams
+    // again from the new primary, and confirms its commits.
+    world.wait_replicating(CLUSTER, 3).await;
+    let through_rw = writer.finish().await;
+    let mut all = through_rw.clone();
+    all.extend(on_old.iter().map(|(id, _)| *id));
+    let (missing, stored) = world.missing_from_ledger(CLUSTER, &all).await;
+    println!(
+        "{} writes acknowledged ({} through -rw, {} on {old}), {stored} rows stored",
+        all.len(),
+        through_rw.len(),
+        on_old.len()
+    );
+    assert!(
+        !on_old.is_empty(),
+        "the direct client wrote before the hang"
+    );
+    assert!(
+        missing.is_empty(),
+        "acknowledged writes lost (ids from {DIRECT_IDS} were acknowledged by {old} directly): {missing:?}"
+    );
+    assert!(
+        after.is_empty(),
+        "{old} acknowledged {after:?} after {new} served"
     );
     world.shutdown().await;
 }

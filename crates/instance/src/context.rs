@@ -116,7 +116,7 @@ impl InstanceContext {
         if let Some(repository) = &desired.archiving {
             self.write_pgbackrest_config(repository)?;
         }
-        let standby = matches!(role, ReplicationRole::Standby(_));
+        let standby = role.is_standby();
         let changed = self.render(desired, role)?.write(pgdata, &self.user)?;
         datadir::set_standby_signal(pgdata, &self.user, standby)?;
         Ok(changed)

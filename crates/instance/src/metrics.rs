@@ -226,6 +226,7 @@ mod tests {
             desired_state_errors: vec![],
             kept_copy: None,
             archiving: None,
+            api_server_reachable: None,
         };
         let figures = DatabaseFigures {
             connections: 3,

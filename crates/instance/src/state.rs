@@ -23,6 +23,9 @@ pub struct ManagerState {
     pub desired_state_errors: Vec<String>,
     /// WAL archiving, when the cluster archives WAL.
     pub archiving: Option<ArchivingState>,
+    /// Whether the API server answered within the lease's fence time
+    /// (`None` without the Kubernetes API); see `primacy::view`.
+    pub api_server_reachable: Option<bool>,
 }
 
 /// The stanza as the manager knows it.
@@ -48,6 +51,7 @@ impl Default for ManagerState {
             last_error: None,
             desired_state_errors: Vec::new(),
             archiving: None,
+            api_server_reachable: None,
         }
     }
 }

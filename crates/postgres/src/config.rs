@@ -40,6 +40,17 @@ pub enum ReplicationRole {
     Primary,
     /// Hot standby streaming from `upstream`.
     Standby(Upstream),
+    /// Hot standby streaming from no one: it keeps and serves what it
+    /// has, and confirms no primary's commits (`primary_conninfo` empty,
+    /// which stops a running WAL receiver at the next reload).
+    Detached,
+}
+
+impl ReplicationRole {
+    /// True for both kinds of standby (`standby.signal` present).
+    pub fn is_standby(&self) -> bool {
+        !matches!(self, ReplicationRole::Primary)
+    }
 }
 
 /// Where a standby streams from, and as whom. The password is read from
@@ -113,11 +124,13 @@ pub fn render_postgresql_conf(config: &ServerConfig) -> Result<String, ConfigErr
         }
         None => owned.push(("archive_mode", "off".into())),
     }
-    if let ReplicationRole::Standby(upstream) = &config.role {
-        owned.push((
+    match &config.role {
+        ReplicationRole::Standby(upstream) => owned.push((
             "primary_conninfo",
             primary_conninfo(upstream, &config.instance_name),
-        ));
+        )),
+        ReplicationRole::Detached => owned.push(("primary_conninfo", String::new())),
+        ReplicationRole::Primary => {}
     }
     for (name, value) in &config.parameters {
         check_parameter(name, value)?;
@@ -327,6 +340,20 @@ mod tests {
         // The default `recovery_target_timeline = 'latest'` lets a standby
         // follow a promotion; setting it would make promotion need a restart.
         assert_eq!(setting(&conf, "recovery_target_timeline"), None);
+    }
+
+    #[test]
+    fn a_detached_standby_streams_from_no_one() {
+        let detached = ServerConfig {
+            role: ReplicationRole::Detached,
+            ..standby()
+        };
+        let conf = render_postgresql_conf(&detached).expect("renders");
+        // Explicitly empty: a reload stops the running WAL receiver.
+        assert_eq!(setting(&conf, "primary_conninfo").as_deref(), Some(""));
+        assert!(conf.contains("primary_conninfo = ''"), "{conf}");
+        assert!(detached.role.is_standby() && standby().role.is_standby());
+        assert!(!base().role.is_standby());
     }
 
     #[test]

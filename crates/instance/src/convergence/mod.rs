@@ -131,6 +131,8 @@ impl<S: DesiredStateSource> Manager<S> {
         let mut retry = Backoff::new(TICK, Duration::from_secs(30));
         let mut lease = self.primacy.watch();
         let mut lease_open = true;
+        let mut follow = self.primacy.watch_follow();
+        let mut follow_open = true;
         loop {
             let desired = self.source.latest();
             let step = tokio::select! {
@@ -160,6 +162,7 @@ impl<S: DesiredStateSource> Manager<S> {
                     }
                 }
                 changed = lease.changed(), if lease_open => lease_open = changed.is_ok(),
+                changed = follow.changed(), if follow_open => follow_open = changed.is_ok(),
                 exit = exited(&mut self.postmaster) => self.on_unexpected_exit(exit),
                 () = tokio::time::sleep(wait) => {}
             }
@@ -297,11 +300,23 @@ impl<S: DesiredStateSource> Manager<S> {
             }
             Action::Demote(address) => self.demote(desired, address).await,
             Action::RunStandby(address) => {
-                let role = address.map(|a| ReplicationRole::Standby(self.ctx.upstream(a)));
-                self.ensure_running(desired, role).await?;
-                match address {
-                    Some(address) => self.rejoin_if_stalled(desired, address).await,
-                    None => Ok(()),
+                let role = match address {
+                    Some(address) => Some(self.standby_role(desired, address)),
+                    // The primary's address is unknown: keep streaming as
+                    // configured, unless the lease says no one may be followed.
+                    None => (!self.may_stream(desired)).then_some(ReplicationRole::Detached),
+                };
+                self.ensure_running(desired, role.clone()).await?;
+                match (address, role) {
+                    (Some(address), Some(ReplicationRole::Standby(_))) => {
+                        self.rejoin_if_stalled(desired, address).await
+                    }
+                    _ => {
+                        // Not streaming by choice: not stalled.
+                        self.stalled_since = None;
+                        self.streaming_ticks = 0;
+                        Ok(())
+                    }
                 }
             }
         }
@@ -322,6 +337,26 @@ impl<S: DesiredStateSource> Manager<S> {
             takeover: desired.lease_takeover.clone(),
             timing: desired.lease_timing,
         });
+    }
+
+    /// True while the target primary holds the primary lease in this
+    /// manager's view (see [`crate::primacy::view`]).
+    fn may_stream(&self, desired: &DesiredState) -> bool {
+        desired
+            .target_primary
+            .as_deref()
+            .is_some_and(|target| self.primacy.may_follow(target))
+    }
+
+    /// A standby of the primary at `address` under `desired`: streaming
+    /// from it only while it holds a live lease, detached otherwise, so
+    /// that a primary that lost its lease gets no confirmation from here.
+    fn standby_role(&self, desired: &DesiredState, address: IpAddr) -> ReplicationRole {
+        if self.may_stream(desired) {
+            ReplicationRole::Standby(self.ctx.upstream(address))
+        } else {
+            ReplicationRole::Detached
+        }
     }
 
     fn local_state(&self) -> LocalState {

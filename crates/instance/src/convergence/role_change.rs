@@ -103,11 +103,8 @@ impl<S: DesiredStateSource> Manager<S> {
             seconds = started.elapsed().as_secs_f64(),
             "rejoined as a standby of the new primary"
         );
-        self.ensure_running(
-            desired,
-            Some(ReplicationRole::Standby(self.ctx.upstream(address))),
-        )
-        .await
+        let role = self.standby_role(desired, address);
+        self.ensure_running(desired, Some(role)).await
     }
 
     /// A standby that answers but has not streamed for [`STALL_LIMIT`] while
@@ -166,11 +163,8 @@ impl<S: DesiredStateSource> Manager<S> {
         };
         self.stall_rejoins += 1;
         tracing::info!(?method, "stalled standby rejoined its primary");
-        self.ensure_running(
-            desired,
-            Some(ReplicationRole::Standby(self.ctx.upstream(address))),
-        )
-        .await
+        let role = self.standby_role(desired, address);
+        self.ensure_running(desired, Some(role)).await
     }
 
     /// True when the server at `address` accepts connections and is not in

@@ -9,11 +9,17 @@
 //! connections refused, every session ended), without waiting for the
 //! convergence loop, which may be busy with something else.
 //!
+//! A standby streams only from the holder of a live lease ([`view`]), so
+//! that a primary that can no longer renew it loses its synchronous
+//! confirmations too.
+//!
 //! - [`decide`]: the pure choice of the next lease request.
 //! - [`lease`]: the requests.
+//! - [`view`]: a standby's view of the lease.
 
 pub mod decide;
 mod lease;
+pub mod view;
 
 use std::time::Duration;
 
@@ -28,13 +34,16 @@ use tusk_api::primacy::LeaseTiming;
 use crate::state::SharedState;
 pub use decide::Intent;
 use lease::{LeaseClient, Outcome};
+pub use view::Follow;
 
 /// The convergence loop's handle on the primary lease.
 pub struct Primacy {
     intent: watch::Sender<Intent>,
     held: watch::Receiver<bool>,
-    /// Keeps an unconditional handle's channel open.
-    _always: Option<watch::Sender<bool>>,
+    /// Whom a standby may stream from.
+    follow: watch::Receiver<Follow>,
+    /// Keeps an unconditional handle's channels open.
+    _always: Option<(watch::Sender<bool>, watch::Sender<Follow>)>,
 }
 
 impl Primacy {
@@ -42,11 +51,13 @@ impl Primacy {
     /// the Kubernetes API (the instance manager's own tests).
     pub fn unconditional() -> Self {
         let (always, held) = watch::channel(true);
+        let (any, follow) = watch::channel(Follow::Any);
         let (intent, _) = watch::channel(Intent::release(LeaseTiming::for_delay(0)));
         Primacy {
             intent,
             held,
-            _always: Some(always),
+            follow,
+            _always: Some((always, any)),
         }
     }
 
@@ -61,12 +72,21 @@ impl Primacy {
     ) -> Self {
         let (intent, intent_rx) = watch::channel(Intent::release(LeaseTiming::for_delay(0)));
         let (held_tx, held) = watch::channel(false);
+        let (follow_tx, follow) = watch::channel(Follow::Nobody);
         let api: Api<Lease> = Api::namespaced(client, namespace);
+        let view = view::LeaseWatch {
+            api: api.clone(),
+            name: tusk_api::primacy::lease_name(cluster),
+            sender: follow_tx,
+            state: state.clone(),
+        };
+        tokio::spawn(view.run());
         let client = LeaseClient::new(api, cluster, me.to_owned());
         tokio::spawn(hold(client, intent_rx, held_tx, state));
         Primacy {
             intent,
             held,
+            follow,
             _always: None,
         }
     }
@@ -89,6 +109,16 @@ impl Primacy {
     /// A receiver that sees every change of [`Primacy::held`].
     pub fn watch(&self) -> watch::Receiver<bool> {
         self.held.clone()
+    }
+
+    /// True when a standby may stream from `primary` (see [`view`]).
+    pub fn may_follow(&self, primary: &str) -> bool {
+        self.follow.borrow().allows(primary)
+    }
+
+    /// A receiver that sees every change of whom a standby may follow.
+    pub fn watch_follow(&self) -> watch::Receiver<Follow> {
+        self.follow.clone()
     }
 }
 

@@ -36,7 +36,9 @@ pub fn instance_role(cluster: &ValidatedCluster) -> Role {
             },
             // The primary lease: created by the first primary's manager (a
             // create cannot be limited to a name), then read, renewed, taken
-            // over and released by updates naming the version they replace.
+            // over and released by updates naming the version they replace,
+            // and watched by the standbys, which stream only from a holder
+            // that renews it (see the instance manager's lease view).
             PolicyRule {
                 api_groups: Some(vec!["coordination.k8s.io".to_owned()]),
                 resources: Some(vec!["leases".to_owned()]),
@@ -49,7 +51,9 @@ pub fn instance_role(cluster: &ValidatedCluster) -> Role {
                 resource_names: Some(vec![tusk_api::primacy::lease_name(
                     &cluster.name.to_string(),
                 )]),
-                verbs: vec!["get".to_owned(), "update".to_owned()],
+                verbs: ["get", "list", "watch", "update"]
+                    .map(str::to_owned)
+                    .to_vec(),
                 ..PolicyRule::default()
             },
             PolicyRule {
@@ -95,7 +99,11 @@ mod tests {
         assert_eq!(rules.len(), 5);
         let lease = &rules[3];
         assert_eq!(lease.resources, Some(vec!["leases".to_owned()]));
-        assert_eq!(lease.verbs, ["get", "update"], "no delete, no patch");
+        assert_eq!(
+            lease.verbs,
+            ["get", "list", "watch", "update"],
+            "no delete, no patch; watched by standbys"
+        );
         assert_eq!(
             lease.resource_names,
             Some(vec!["orders-primary".to_owned()]),

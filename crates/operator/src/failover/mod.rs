@@ -27,10 +27,15 @@
 //!   the failover is blocked, with the gap in bytes, until a person
 //!   approves that very decision ([`approval`]);
 //! - `preferred` promotes the best candidate and records the possible loss;
-//! - never a candidate: the failed primary, a pod being deleted, or a
+//! - never a candidate: the failed primary, a pod being deleted, a
 //!   standby whose promotion this failover already abandoned
 //!   ([`promotion`]: a chosen standby that does not serve in time is
-//!   replaced by the next best).
+//!   replaced by the next best), or one that reports it cannot reach the
+//!   API server (it could not take the primary lease over);
+//! - such a standby still vouches in the proof above when its WAL receiver
+//!   has stopped: its received position is final (a standby streams only
+//!   from the holder of a live lease), so a best candidate at least as far
+//!   holds every commit it confirmed.
 //!
 //! This module decides; the reconcile loop applies the decision by setting
 //! `status.targetPrimary`, and the instance managers promote and follow.
@@ -194,6 +199,21 @@ pub enum Decision {
 }
 
 fn is_candidate(last: &LastKnown<'_>, name: &str, report: &InstanceReport) -> bool {
+    is_witness(last, name, report)
+        && !last.excluded.iter().any(|e| e == name)
+        && report.phase == InstancePhase::Running
+        && !report.fenced
+        // One cut off from the API server could not take the lease over.
+        && report.api_server_reachable != Some(false)
+}
+
+/// A standby whose received position counts in the proof that the best
+/// candidate holds every acknowledged commit: a standby of the failed
+/// primary's history. Candidates are witnesses; so is any other standby
+/// whose WAL receiver has stopped (it confirms nothing more: a standby
+/// streams only from the holder of a live lease), whatever keeps it from
+/// being chosen.
+fn is_witness(last: &LastKnown<'_>, name: &str, report: &InstanceReport) -> bool {
     // A standby whose WAL receiver stopped reports the timeline of its last
     // restartpoint, which may be older than the one it replays: only a
     // later timeline than the primary's proves another history.
@@ -201,24 +221,40 @@ fn is_candidate(last: &LastKnown<'_>, name: &str, report: &InstanceReport) -> bo
         (Some(primary), Some(standby)) => i64::from(standby) <= primary,
         _ => true,
     };
-    name != last.primary
-        && !last.excluded.iter().any(|e| e == name)
-        && report.role == InstanceRole::Replica
-        && report.phase == InstancePhase::Running
-        && !report.fenced
-        && same_history
+    name != last.primary && report.role == InstanceRole::Replica && same_history
+}
+
+/// The received position of a standby that is not a candidate but stopped
+/// streaming: final, so it can vouch for the commits it confirmed.
+fn stopped_witness(last: &LastKnown<'_>, name: &str, report: &InstanceReport) -> Option<u64> {
+    (is_witness(last, name, report)
+        && !is_candidate(last, name, report)
+        && report.streaming == Some(false))
+    .then(|| report.received_lsn.as_deref().and_then(lsn))
+    .flatten()
 }
 
 /// True when the synchronous set proves that the most advanced of
 /// `candidates` (the first) holds every acknowledged commit: enough of the
-/// synchronous standbys are candidates, and it received at least what the
-/// primary last reported its synchronous standbys had flushed.
-fn holds_every_acknowledged_commit(sync: Option<&SyncSet>, candidates: &[Candidate<'_>]) -> bool {
+/// synchronous standbys are candidates or stopped witnesses (`others`,
+/// name and final received position), it received at least what each of
+/// them did, and at least what the primary last reported its synchronous
+/// standbys had flushed.
+fn holds_every_acknowledged_commit(
+    sync: Option<&SyncSet>,
+    candidates: &[Candidate<'_>],
+    others: &[(&str, u64)],
+) -> bool {
     let (Some(sync), Some(best)) = (sync, candidates.first()) else {
         return false;
     };
-    let present = candidates.iter().filter(|c| c.synchronous).count();
+    let member = |name: &str| sync.members.iter().any(|m| m == name);
+    let present = candidates.iter().filter(|c| c.synchronous).count()
+        + others.iter().filter(|(name, _)| member(name)).count();
     sync.rule().proves_every_commit(sync.members.len(), present)
+        && others
+            .iter()
+            .all(|(_, received)| best.received >= *received)
         && sync.flushed.is_none_or(|flushed| best.received >= flushed)
 }
 
@@ -259,7 +295,11 @@ pub fn decide(
         .lsn
         .and_then(lsn)
         .map_or(0, |p| p.saturating_sub(best.received));
-    let safe = holds_every_acknowledged_commit(last.synchronous.as_ref(), &candidates);
+    let others: Vec<(&str, u64)> = reports
+        .iter()
+        .filter_map(|(name, report)| Some((*name, stopped_witness(last, name, report)?)))
+        .collect();
+    let safe = holds_every_acknowledged_commit(last.synchronous.as_ref(), &candidates, &others);
     if durability == DataDurability::Required && !safe && !approved {
         return Decision::Blocked {
             best: best.name.to_owned(),

@@ -137,6 +137,7 @@ fn standby(name: &str, received: &str, replayed: &str) -> InstanceReport {
         desired_state_errors: vec![],
         kept_copy: None,
         archiving: None,
+        api_server_reachable: None,
     }
 }
 
@@ -405,6 +406,69 @@ fn excluded_instances_are_never_chosen() {
             assert_eq!(decision, Decision::NoCandidate);
         }
     }
+}
+
+#[test]
+fn a_standby_cut_off_from_the_api_server_is_not_chosen_but_vouches_once_stopped() {
+    // db-2 cannot reach the API server (it could not take the lease over);
+    // both stopped streaming when the primary's lease lapsed.
+    let mut cut = standby("db-2", "0/3000100", "0/3000100");
+    cut.api_server_reachable = Some(false);
+    let mut seen = standby("db-3", "0/3000100", "0/3000080");
+    seen.api_server_reachable = Some(true);
+    let quorum = || sync(true, 1, &["db-2", "db-3"]);
+    let decision = decide_with(
+        &[cut.clone(), seen.clone()],
+        "0/3000100",
+        quorum(),
+        DataDurability::Required,
+        false,
+    );
+    // ANY 1 of 2 needs both to answer: db-2 is no candidate, yet its final
+    // position vouches that db-3 holds every commit it confirmed.
+    assert_eq!(promoted(&decision), Some(("db-3", 0)), "{decision:?}");
+
+    // Had db-2 confirmed commits db-3 lacks, promoting db-3 loses them.
+    let mut ahead = cut.clone();
+    ahead.received_lsn = Some("0/3000200".into());
+    let decision = decide_with(
+        &[ahead, seen.clone()],
+        "0/3000100",
+        quorum(),
+        DataDurability::Required,
+        false,
+    );
+    assert_eq!(
+        decision,
+        Decision::Blocked {
+            best: "db-3".into(),
+            lsn_gap_bytes: 0
+        }
+    );
+
+    // One still streaming may confirm more at any moment: it vouches for
+    // nothing, and the failover waits.
+    let mut streaming = cut.clone();
+    streaming.streaming = Some(true);
+    let decision = decide_with(
+        &[streaming, seen.clone()],
+        "0/3000100",
+        quorum(),
+        DataDurability::Required,
+        false,
+    );
+    assert!(matches!(decision, Decision::Blocked { .. }), "{decision:?}");
+
+    // An abandoned promotion's standby vouches the same way.
+    let decision = decide_excluding(
+        &[standby("db-2", "0/3000100", "0/3000100"), seen],
+        "0/3000100",
+        quorum(),
+        DataDurability::Required,
+        false,
+        &["db-2"],
+    );
+    assert_eq!(promoted(&decision), Some(("db-3", 0)), "{decision:?}");
 }
 
 fn reported(name: &str, state: &str, flush: &str) -> (String, String, String) {

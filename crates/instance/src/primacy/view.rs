@@ -1,0 +1,316 @@
+//! A standby's view of the primary lease.
+//!
+//! A standby that streams WAL confirms the primary's commits (synchronous
+//! replication waits for its flush position). A primary whose postmaster
+//! and manager hang while its backends run on can neither renew the lease
+//! nor stop PostgreSQL: its client sessions keep committing for as long as
+//! a standby keeps confirming. So a standby streams only from the instance
+//! it sees holding a *live* lease: one whose version it saw change less
+//! than `fence_after` ago on its own monotonic clock, the holder's own
+//! fence time. A standby cut off from the API server sees no change and
+//! stops streaming then; the operator replaces the primary only once the
+//! same version stood for the lease's whole duration (`tusk_api::primacy`).
+//! Every standby has thus stopped confirming the old primary's commits
+//! before a new primary is chosen, as long as a lease change reaches this
+//! manager's watch less than `duration - fence_after` (2 s of a 5 s lease)
+//! after it reaches the operator's.
+//!
+//! The same reads tell whether this instance reaches the API server at
+//! all ([`reachable`], in its report): one that does not could not take
+//! the lease over, so the operator does not choose it.
+//!
+//! [`live_holder`] is the pure rule; [`LeaseWatch`] feeds it from a watch
+//! on the lease (and reads while no renewal comes) and publishes it.
+
+use std::time::Duration;
+
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::Api;
+use kube::runtime::{WatchStreamExt, watcher};
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tusk_api::primacy::LeaseTiming;
+
+use crate::state::SharedState;
+
+/// Whom a standby may stream from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Follow {
+    /// Any primary: the instance runs without the Kubernetes API (the
+    /// instance manager's own tests).
+    Any,
+    /// Only this instance, the holder of a live lease.
+    Holder(String),
+    /// No one: the lease is free, absent, unread, or not renewed in time.
+    Nobody,
+}
+
+impl Follow {
+    /// True when a standby may stream from the instance `primary`.
+    pub fn allows(&self, primary: &str) -> bool {
+        match self {
+            Follow::Any => true,
+            Follow::Holder(holder) => holder == primary,
+            Follow::Nobody => false,
+        }
+    }
+}
+
+/// The lease as last seen changed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Sighting {
+    pub version: String,
+    /// `spec.holderIdentity`, `None` when released.
+    pub holder: Option<String>,
+    /// `spec.leaseDurationSeconds`.
+    pub duration_seconds: u32,
+    /// When this manager first saw this version.
+    pub since: Instant,
+}
+
+impl Sighting {
+    /// When a lease renewed last at `since` stops being live here.
+    pub fn lapses_at(&self) -> Instant {
+        self.since + LeaseTiming::for_duration(self.duration_seconds).fence_after
+    }
+}
+
+/// The rule: the holder of a lease whose version changed less than its
+/// fence time ago.
+pub fn live_holder(seen: Option<&Sighting>, now: Instant) -> Follow {
+    match seen {
+        Some(seen) if now < seen.lapses_at() => seen
+            .holder
+            .clone()
+            .filter(|h| !h.is_empty())
+            .map_or(Follow::Nobody, Follow::Holder),
+        _ => Follow::Nobody,
+    }
+}
+
+/// Records `lease` as seen at `now`: a new version restarts the count,
+/// the same version (a watch that reconnected and listed again) does not.
+pub fn record(seen: &mut Option<Sighting>, lease: &Lease, now: Instant) {
+    let version = lease.metadata.resource_version.clone().unwrap_or_default();
+    if seen.as_ref().is_some_and(|s| s.version == version) {
+        return;
+    }
+    let spec = lease.spec.as_ref();
+    *seen = Some(Sighting {
+        version,
+        holder: spec.and_then(|s| s.holder_identity.clone()),
+        duration_seconds: spec
+            .and_then(|s| s.lease_duration_seconds)
+            .and_then(|s| u32::try_from(s).ok())
+            .unwrap_or(0),
+        since: now,
+    });
+}
+
+/// How a standby reads the lease: a watch, and, while the watch brings
+/// no renewal, a read every `probe_every` so that "the lease is not
+/// renewed" (the reads answer) and "this instance cannot reach the API
+/// server" (they do not) are told apart.
+pub struct LeaseWatch {
+    pub api: Api<Lease>,
+    pub name: String,
+    /// What the standby may follow.
+    pub sender: watch::Sender<Follow>,
+    /// Where [`reachable`] is recorded for the instance's report.
+    pub state: SharedState,
+}
+
+/// True when the API server answered (a watch event or a read) within
+/// `window`, the holder's fence time: a standby that cannot reach it
+/// cannot take the lease over, so the operator does not choose it.
+pub fn reachable(last_answer: Option<Instant>, window: Duration, now: Instant) -> bool {
+    last_answer.is_some_and(|at| now.saturating_duration_since(at) < window)
+}
+
+impl LeaseWatch {
+    /// Publishes [`live_holder`] at every change and every lapse, until
+    /// every receiver is gone.
+    pub async fn run(self) {
+        let LeaseWatch {
+            api,
+            name,
+            sender,
+            state,
+        } = self;
+        let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+        let mut events = watcher(api.clone(), config).default_backoff().boxed();
+        let mut seen: Option<Sighting> = None;
+        let mut last_answer: Option<Instant> = None;
+        let mut last_probe: Option<Instant> = None;
+        let mut failing = false;
+        let mut read: Option<futures::future::BoxFuture<'static, Option<Option<Lease>>>> = None;
+        loop {
+            let timing = LeaseTiming::for_duration(
+                seen.as_ref()
+                    .map_or(tusk_api::primacy::MIN_LEASE_SECONDS, |s| s.duration_seconds),
+            );
+            let lapse = seen.as_ref().map(Sighting::lapses_at);
+            // While a renewal is due and none came: read, at most once
+            // per renewal period.
+            let probe_at = last_answer
+                .map(|at| at + timing.renew_every * 2)
+                .into_iter()
+                .chain(last_probe.map(|at| at + timing.renew_every))
+                .max()
+                .unwrap_or_else(Instant::now);
+            tokio::select! {
+                event = events.try_next() => match event {
+                    Ok(Some(event)) => {
+                        if failing {
+                            tracing::info!(lease = %name, "the primary lease can be watched again");
+                            failing = false;
+                        }
+                        let now = Instant::now();
+                        last_answer = Some(now);
+                        match event {
+                            watcher::Event::Apply(lease) | watcher::Event::InitApply(lease) => {
+                                record(&mut seen, &lease, now);
+                            }
+                            watcher::Event::Delete(_) => seen = None,
+                            watcher::Event::Init | watcher::Event::InitDone => {}
+                        }
+                    }
+                    Ok(None) => return,
+                    Err(error) => {
+                        if !failing {
+                            tracing::warn!(%error, lease = %name, "cannot watch the primary lease; retrying");
+                            failing = true;
+                        }
+                    }
+                },
+                answer = async { read.as_mut().expect("guarded").await }, if read.is_some() => {
+                    read = None;
+                    if let Some(lease) = answer {
+                        let now = Instant::now();
+                        last_answer = Some(now);
+                        match lease {
+                            Some(lease) => record(&mut seen, &lease, now),
+                            None => seen = None,
+                        }
+                    }
+                }
+                () = tokio::time::sleep_until(probe_at), if read.is_none() => {
+                    let (api, name, limit) = (api.clone(), name.clone(), timing.renew_every);
+                    read = Some(Box::pin(async move {
+                        tokio::time::timeout(limit, api.get_opt(&name)).await.ok()?.ok()
+                    }));
+                    last_probe = Some(Instant::now());
+                }
+                () = sleep_until(lapse) => {}
+                () = sender.closed() => return,
+            }
+            let now = Instant::now();
+            state.lock().api_server_reachable =
+                Some(reachable(last_answer, timing.fence_after, now));
+            let follow = live_holder(seen.as_ref(), now);
+            sender.send_if_modified(|current| {
+                if *current == follow {
+                    return false;
+                }
+                match &follow {
+                    Follow::Nobody => tracing::warn!(
+                        lease = %name,
+                        was = ?current,
+                        "no live primary lease in view: streaming from no one"
+                    ),
+                    _ => tracing::info!(lease = %name, follow = ?follow, "primary lease in view"),
+                }
+                *current = follow;
+                true
+            });
+        }
+    }
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::coordination::v1::LeaseSpec;
+    use kube::api::ObjectMeta;
+
+    use super::*;
+
+    fn lease(version: &str, holder: Option<&str>) -> Lease {
+        Lease {
+            metadata: ObjectMeta {
+                resource_version: Some(version.to_owned()),
+                ..ObjectMeta::default()
+            },
+            spec: Some(LeaseSpec {
+                holder_identity: holder.map(str::to_owned),
+                lease_duration_seconds: Some(5),
+                ..LeaseSpec::default()
+            }),
+        }
+    }
+
+    #[test]
+    fn a_renewed_lease_is_followed_until_its_fence_time_passes_unrenewed() {
+        let start = Instant::now();
+        let mut seen = None;
+        assert_eq!(live_holder(None, start), Follow::Nobody, "never seen");
+        record(&mut seen, &lease("1", Some("db-1")), start);
+        assert_eq!(
+            live_holder(seen.as_ref(), start),
+            Follow::Holder("db-1".into())
+        );
+        // A 5 s lease: the holder fences 3 s after its last renewal.
+        let almost = start + Duration::from_millis(2_999);
+        assert!(live_holder(seen.as_ref(), almost).allows("db-1"));
+        assert!(!live_holder(seen.as_ref(), almost).allows("db-2"));
+        let lapsed = start + Duration::from_secs(3);
+        assert_eq!(live_holder(seen.as_ref(), lapsed), Follow::Nobody);
+
+        // A renewal (a new version) starts the count again...
+        record(&mut seen, &lease("2", Some("db-1")), almost);
+        assert!(live_holder(seen.as_ref(), lapsed).allows("db-1"));
+        // ...the same version seen again (a watch that listed again) does not.
+        let later = almost + Duration::from_secs(2);
+        record(&mut seen, &lease("2", Some("db-1")), later);
+        assert_eq!(
+            live_holder(seen.as_ref(), almost + Duration::from_secs(3)),
+            Follow::Nobody
+        );
+    }
+
+    #[test]
+    fn a_released_or_taken_over_lease_moves_or_stops_streaming() {
+        let now = Instant::now();
+        let mut seen = None;
+        record(&mut seen, &lease("7", None), now);
+        assert_eq!(live_holder(seen.as_ref(), now), Follow::Nobody, "released");
+        record(&mut seen, &lease("8", Some("")), now);
+        assert_eq!(live_holder(seen.as_ref(), now), Follow::Nobody, "empty");
+        record(&mut seen, &lease("9", Some("db-2")), now);
+        let follow = live_holder(seen.as_ref(), now);
+        assert!(
+            follow.allows("db-2") && !follow.allows("db-1"),
+            "{follow:?}"
+        );
+        assert!(Follow::Any.allows("db-1"), "without the API: any primary");
+    }
+
+    #[test]
+    fn the_api_server_is_reachable_while_it_answered_within_the_fence_time() {
+        let now = Instant::now();
+        let window = Duration::from_secs(3);
+        assert!(!reachable(None, window, now), "never answered");
+        assert!(reachable(Some(now), window, now));
+        let earlier = now.checked_sub(Duration::from_millis(2_900)).expect("boot");
+        assert!(reachable(Some(earlier), window, now));
+        let stale = now.checked_sub(window).expect("boot");
+        assert!(!reachable(Some(stale), window, now), "cut off");
+    }
+}
