@@ -89,6 +89,12 @@ pub fn live_holder(seen: Option<&Sighting>, now: Instant) -> Follow {
     }
 }
 
+/// When the view must be looked at again for a lapse: only a lapse still
+/// ahead (one already past would wake the loop at once, again and again).
+pub fn lapse_ahead(seen: Option<&Sighting>, now: Instant) -> Option<Instant> {
+    seen.map(Sighting::lapses_at).filter(|at| *at > now)
+}
+
 /// Records `lease` as seen at `now`: a new version restarts the count,
 /// the same version (a watch that reconnected and listed again) does not.
 pub fn record(seen: &mut Option<Sighting>, lease: &Lease, now: Instant) {
@@ -150,7 +156,7 @@ impl LeaseWatch {
                 seen.as_ref()
                     .map_or(tusk_api::primacy::MIN_LEASE_SECONDS, |s| s.duration_seconds),
             );
-            let lapse = seen.as_ref().map(Sighting::lapses_at);
+            let lapse = lapse_ahead(seen.as_ref(), Instant::now());
             // While a renewal is due and none came: read, at most once
             // per renewal period.
             let probe_at = last_answer
@@ -272,6 +278,8 @@ mod tests {
         assert!(!live_holder(seen.as_ref(), almost).allows("db-2"));
         let lapsed = start + Duration::from_secs(3);
         assert_eq!(live_holder(seen.as_ref(), lapsed), Follow::Nobody);
+        assert_eq!(lapse_ahead(seen.as_ref(), almost), Some(lapsed));
+        assert_eq!(lapse_ahead(seen.as_ref(), lapsed), None, "past: no wake-up");
 
         // A renewal (a new version) starts the count again...
         record(&mut seen, &lease("2", Some("db-1")), almost);
