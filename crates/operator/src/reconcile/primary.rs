@@ -102,8 +102,18 @@ impl Judged<'_> {
             primary_since,
             self.now,
         );
-        if let Some(left) = failover::delay_left(since, self.now, self.valid.failover.delay_seconds)
-        {
+        // A failover of this primary already decided and blocked is not
+        // waited for again: a later pass may date the failure from coarser
+        // evidence (whole-second condition times), and waiting again would
+        // drop the blocked decision and record a new one, with a new
+        // identity that an approval quoting the first would not match.
+        let blocked_already = previous
+            .failover
+            .as_ref()
+            .and_then(|f| f.blocked.as_ref())
+            .is_some_and(|b| b.from == target);
+        let delay = failover::delay_left(since, self.now, self.valid.failover.delay_seconds);
+        if let Some(left) = delay.filter(|_| !blocked_already) {
             let waiting = FailoverCheck {
                 delay_left: Some(left),
                 ..unavailable()

@@ -111,7 +111,8 @@ async fn an_approval_that_does_not_quote_the_blocked_decision_approves_nothing()
                 .any(|(reason, note)| reason == "ApprovalRejected"
                     && note.contains(&format!("{wrong:?}"))
                     && note.contains(&format!("{}={}", labels::APPROVE_DATA_LOSS, blocked.id))),
-            "{events:?}"
+            "{events:?}, first blocked {blocked:?}, now {:?}",
+            status.failover
         );
         let (state, _, message) = condition(&h.client, "quote", "FailoverBlocked")
             .await

@@ -287,6 +287,31 @@ fn only_an_approval_quoting_the_blocked_decision_promotes() {
     assert!(!check.clear_approval);
 }
 
+#[test]
+fn a_blocked_decision_keeps_its_identity_when_the_failure_is_dated_later() {
+    let (first, _) = judged_with(
+        &annotated(spec("required", false), &serving(), None),
+        &primary_failed(),
+    );
+    let decision = first.blocked.expect("blocked");
+    // A later pass sees the failure dated within the delay (a condition
+    // written with a whole-second time just now): it neither waits again
+    // nor records a new decision.
+    let mut blocked = serving();
+    blocked.conditions[0].last_transition_time = Time(now());
+    blocked.failover = Some(tusk_api::v1alpha1::FailoverStatus {
+        blocked: Some(decision.clone()),
+    });
+    let mut observed = primary_failed();
+    observed.children.pods[0] = pod_since("orders-1", false, NOW);
+    let later = now() + std::time::Duration::from_secs(1);
+    let cluster = annotated(spec("required", false), &blocked, None);
+    let valid = crate::validate::validate(&cluster, &OperatorConfig::default()).expect("valid");
+    let (check, _) = judge(&cluster, &valid, &observed, later);
+    assert_eq!(check.delay_left, None, "{check:?}");
+    assert_eq!(check.blocked.map(|b| b.id), Some(decision.id));
+}
+
 /// orders-1 failed; orders-3 was chosen at `decided` and does not answer.
 fn promoting(decided: &str) -> (PostgresClusterStatus, Observed) {
     let mut status = serving();
