@@ -50,6 +50,7 @@ fn kubelet_config(dir: &Path, sandbox: &Sandbox) -> KubeletConfig {
     };
     config.status_interval = Duration::from_millis(100);
     config.heartbeat = Duration::from_secs(2);
+    config.volume_refresh = Duration::from_millis(500);
     config
 }
 

@@ -150,7 +150,9 @@ pub struct TokenFile {
     pub token: Token,
 }
 
-/// Writes `content` to `path` by renaming a file written beside it.
+/// Writes `content` to `path` by renaming a file written beside it; a
+/// `path` that is a link (a volume's name for a file of its current
+/// payload) keeps pointing where it did, at the new content.
 pub fn replace_file(
     path: &Path,
     content: &[u8],
@@ -158,6 +160,8 @@ pub fn replace_file(
     owner: Option<FileOwner>,
 ) -> std::io::Result<()> {
     use std::os::unix::fs::PermissionsExt;
+    let resolved = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned());
+    let path = resolved.as_path();
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())

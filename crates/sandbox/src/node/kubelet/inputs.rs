@@ -1,5 +1,6 @@
 //! What a pod refers to by name (Secrets, ConfigMaps, claims), read from the
-//! API once before its containers start.
+//! API before its containers start; Secrets and ConfigMaps are read again
+//! while it runs, to refresh its volumes.
 //!
 //! Keeping the reads apart from the volume and env logic lets those be
 //! tested without a server, and makes "the Secret is missing" one error
@@ -68,15 +69,12 @@ impl PodInputs {
             .ok_or_else(|| InputError::ClaimNotBound(name.to_owned()))
     }
 
-    /// Reads everything `pod` refers to. Absent objects are simply left
-    /// out; whether that is an error depends on `optional` where used.
-    pub async fn fetch(
-        client: &Client,
-        pod: &Pod,
-        volume_dir: impl Fn(&str) -> PathBuf,
-    ) -> Result<Self, InputError> {
+    /// Reads the Secrets and ConfigMaps `pod` refers to (absent ones are
+    /// left out): what its volumes and environment are made of, and what a
+    /// refresh of its volumes reads again.
+    pub async fn fetch_data(client: &Client, pod: &Pod) -> Result<Self, InputError> {
         let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
-        let (secrets, config_maps, claims) = referenced(pod);
+        let (secrets, config_maps, _) = referenced(pod);
         let mut inputs = Self::default();
         let secret_api: Api<Secret> = Api::namespaced(client.clone(), namespace);
         for name in secrets {
@@ -108,6 +106,19 @@ impl PodInputs {
                 inputs.config_maps.insert(name, data);
             }
         }
+        Ok(inputs)
+    }
+
+    /// Reads everything `pod` refers to. Absent objects are simply left
+    /// out; whether that is an error depends on `optional` where used.
+    pub async fn fetch(
+        client: &Client,
+        pod: &Pod,
+        volume_dir: impl Fn(&str) -> PathBuf,
+    ) -> Result<Self, InputError> {
+        let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
+        let (_, _, claims) = referenced(pod);
+        let mut inputs = Self::fetch_data(client, pod).await?;
         let claim_api: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), namespace);
         for name in claims {
             let bound = claim_api.get_opt(&name).await?.and_then(|claim| {

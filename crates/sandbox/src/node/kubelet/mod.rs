@@ -16,6 +16,7 @@
 
 mod addresses;
 mod api_access;
+mod atomic_writer;
 mod backoff;
 mod claims;
 mod container;
@@ -107,6 +108,10 @@ pub struct KubeletConfig {
     pub status_interval: Duration,
     /// Node status and Lease renewal period.
     pub heartbeat: Duration,
+    /// How often a running pod's Secret and ConfigMap volumes are read
+    /// again and rewritten when their source changed (the kubelet's sync
+    /// period, a minute by default).
+    pub volume_refresh: Duration,
     /// What runs pods' containers.
     pub runtime: ContainerRuntime,
 }
@@ -132,6 +137,7 @@ impl KubeletConfig {
             kubeconfig,
             status_interval: Duration::from_millis(200),
             heartbeat: Duration::from_secs(10),
+            volume_refresh: Duration::from_secs(60),
             runtime: ContainerRuntime::Process,
         })
     }

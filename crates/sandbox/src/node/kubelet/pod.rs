@@ -165,6 +165,31 @@ async fn prepare(
     })
 }
 
+/// Every `volume_refresh`, reads the pod's Secrets and ConfigMaps again
+/// and rewrites the volumes whose source changed (see
+/// [`super::volumes::refresh`]). A failed read keeps the volumes as they
+/// are until the next period.
+async fn keep_volumes_fresh(ctx: Arc<Context>, pod: Pod, owner: Option<FileOwner>) {
+    let volumes_dir = ctx.pod_volumes_dir(&pod.uid().unwrap_or_default());
+    loop {
+        tokio::time::sleep(ctx.config.volume_refresh).await;
+        let refreshed = match PodInputs::fetch_data(&ctx.client, &pod).await {
+            Ok(inputs) => super::volumes::refresh(&pod, &volumes_dir, &inputs, owner)
+                .map_err(|error| error.to_string()),
+            Err(error) => Err(error.to_string()),
+        };
+        match refreshed {
+            Ok(changed) if !changed.is_empty() => {
+                tracing::info!(pod = %pod.name_any(), volumes = ?changed, "volumes refreshed");
+            }
+            Ok(_) => {}
+            Err(error) => {
+                tracing::warn!(pod = %pod.name_any(), %error, "cannot refresh volumes");
+            }
+        }
+    }
+}
+
 /// Lets `pods/exec` run commands the way the pod's containers run.
 fn serve_exec(ctx: &Context, pod: &Pod, prepared: &Prepared) {
     let exec = prepared
@@ -191,11 +216,17 @@ async fn lifecycle(
     else {
         return;
     };
-    // Aborted with the lifecycle: tokens are refreshed while the pod runs.
+    // Aborted with the lifecycle: tokens and volumes are refreshed while
+    // the pod runs.
     let _tokens = container::AbortOnDrop(tokio::spawn(keep_fresh(
         ctx.client.clone(),
         pod.clone(),
         prepared.tokens,
+        prepared.owner,
+    )));
+    let _volumes = container::AbortOnDrop(tokio::spawn(keep_volumes_fresh(
+        ctx.clone(),
+        pod.clone(),
         prepared.owner,
     )));
     let owner = container::Owner {

@@ -21,6 +21,7 @@ use k8s_openapi::api::core::v1::{
     Container, DownwardAPIVolumeSource, Pod, ProjectedVolumeSource, Volume,
 };
 
+use super::atomic_writer::WriteError;
 use super::files::{FileOwner, key_files};
 use super::input_error::InputError;
 use super::inputs::PodInputs;
@@ -61,34 +62,23 @@ fn chown(volume: &str, path: &Path, owner: Option<FileOwner>) -> Result<(), Volu
     Ok(())
 }
 
-/// Writes `files` (relative path, content, mode) under `dir`, replacing
-/// what was there.
-fn write_files(
+/// Writes `files` (relative path, content, mode) under `dir` as the
+/// kubelet's atomic writer does (see [`super::atomic_writer`]); true when
+/// anything changed.
+pub fn write_files(
     volume: &str,
     dir: &Path,
     files: &[(String, Vec<u8>, u32)],
     owner: Option<FileOwner>,
-) -> Result<(), VolumeError> {
-    use std::os::unix::fs::PermissionsExt;
-    if dir.exists() {
-        std::fs::remove_dir_all(dir).map_err(io(volume, dir))?;
-    }
-    std::fs::create_dir_all(dir).map_err(io(volume, dir))?;
-    chown(volume, dir, owner)?;
-    for (relative, content, mode) in files {
-        if Path::new(relative).is_absolute() || relative.split('/').any(|part| part == "..") {
-            return Err(VolumeError::SubPath(relative.clone()));
-        }
-        let path = dir.join(relative);
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).map_err(io(volume, parent))?;
-        }
-        std::fs::write(&path, content).map_err(io(volume, &path))?;
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(*mode))
-            .map_err(io(volume, &path))?;
-        chown(volume, &path, owner)?;
-    }
-    Ok(())
+) -> Result<bool, VolumeError> {
+    super::atomic_writer::write(dir, files, owner).map_err(|error| match error {
+        WriteError::Path(path) => VolumeError::SubPath(path),
+        WriteError::Io { path, source } => VolumeError::Io {
+            volume: volume.to_owned(),
+            path,
+            source,
+        },
+    })
 }
 
 /// The files of a downwardAPI volume.
@@ -208,6 +198,44 @@ pub fn materialise(
         dirs.insert(name.to_owned(), host);
     }
     Ok(dirs)
+}
+
+/// Rewrites `pod`'s Secret and ConfigMap volumes from `inputs` where their
+/// source changed, as the kubelet does while a pod runs (projected
+/// volumes are not rewritten; their tokens are replaced on their own).
+/// A source that is gone keeps its last content, as on Kubernetes.
+/// Returns the volumes rewritten.
+pub fn refresh(
+    pod: &Pod,
+    volumes_dir: &Path,
+    inputs: &PodInputs,
+    owner: Option<FileOwner>,
+) -> Result<Vec<String>, VolumeError> {
+    let volumes = pod.spec.iter().flat_map(|s| s.volumes.iter().flatten());
+    let mut changed = Vec::new();
+    for volume in volumes {
+        let files = if let Some(secret) = &volume.secret {
+            let name = secret.secret_name.as_deref().unwrap_or_default();
+            let Some(data) = inputs.secrets.get(name) else {
+                continue;
+            };
+            let mode = secret.default_mode.map_or(0o644, |m| m as u32);
+            key_files(data, secret.items.as_ref(), mode)
+        } else if let Some(config_map) = &volume.config_map {
+            let Some(data) = inputs.config_maps.get(&config_map.name) else {
+                continue;
+            };
+            let mode = config_map.default_mode.map_or(0o644, |m| m as u32);
+            key_files(data, config_map.items.as_ref(), mode)
+        } else {
+            continue;
+        };
+        let dir = volumes_dir.join(&volume.name);
+        if write_files(&volume.name, &dir, &files, owner)? {
+            changed.push(volume.name.clone());
+        }
+    }
+    Ok(changed)
 }
 
 /// Where a container's mount paths are on the host.
