@@ -1,6 +1,6 @@
-//! Database passwords follow the mounted Secrets: set at bootstrap and set
-//! again on the primary each time the manager starts, so a rotated Secret
-//! takes effect with the next pod restart.
+//! Database passwords follow the mounted Secrets: set at bootstrap, again
+//! on the primary each time the manager starts, and whenever a mounted
+//! password changes (`convergence::rotation`), without a restart.
 //!
 //! Passwords are sent only as SCRAM verifiers computed here, and only as
 //! bind parameters of a function call: neither the plain password nor its

@@ -136,6 +136,43 @@ impl fmt::Debug for Password {
     }
 }
 
+impl Credentials {
+    /// Reads the three mounted credentials Secrets under `secrets_dir`,
+    /// one directory per [`tusk_api::contract::Credential`].
+    pub fn read(secrets_dir: &Path) -> Result<Self, SettingsError> {
+        use tusk_api::contract::Credential;
+        let secret = |credential: Credential| {
+            UserSecret::from_dir(&secrets_dir.join(credential.mount_name()))
+        };
+        Ok(Credentials {
+            superuser: secret(Credential::Superuser)?,
+            app_owner: secret(Credential::App)?,
+            replication: secret(Credential::Replication)?,
+        })
+    }
+
+    /// The credentials whose password differs in `newer`, by mount name;
+    /// `Err` naming the first whose user name differs (a user name is
+    /// not rotated: the role keeps its name).
+    pub fn rotated(&self, newer: &Credentials) -> Result<Vec<&'static str>, &'static str> {
+        let pairs = [
+            ("superuser", &self.superuser, &newer.superuser),
+            ("app", &self.app_owner, &newer.app_owner),
+            ("replication", &self.replication, &newer.replication),
+        ];
+        let mut changed = Vec::new();
+        for (name, old, new) in pairs {
+            if old.username != new.username {
+                return Err(name);
+            }
+            if old.password != new.password {
+                changed.push(name);
+            }
+        }
+        Ok(changed)
+    }
+}
+
 impl UserSecret {
     /// Reads a mounted `kubernetes.io/basic-auth` Secret: a directory with
     /// files `username` and `password`. A trailing newline is not part of
@@ -173,6 +210,31 @@ mod tests {
         assert_eq!(secret.username, "app");
         assert_eq!(secret.password.expose(), "s3cret-value");
         assert!(!format!("{secret:?}").contains("s3cret-value"));
+    }
+
+    #[test]
+    fn a_rotation_is_a_changed_password_under_the_same_user_name() {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let write = |credential: &str, user: &str, password: &str| {
+            let path = dir.path().join(credential);
+            std::fs::create_dir_all(&path).expect("dir");
+            std::fs::write(path.join("username"), user).expect("write");
+            std::fs::write(path.join("password"), password).expect("write");
+        };
+        write("superuser", "postgres", "one");
+        write("app", "app", "two");
+        write("replication", "streaming_replica", "three");
+        let first = Credentials::read(dir.path()).expect("reads");
+        assert_eq!(first.rotated(&first), Ok(vec![]));
+        write("app", "app", "two-rotated");
+        write("replication", "streaming_replica", "three-rotated");
+        let second = Credentials::read(dir.path()).expect("reads");
+        assert_eq!(first.rotated(&second), Ok(vec!["app", "replication"]));
+        write("superuser", "admin", "one");
+        let renamed = Credentials::read(dir.path()).expect("reads");
+        assert_eq!(second.rotated(&renamed), Err("superuser"));
+        std::fs::remove_dir_all(dir.path().join("app")).expect("remove");
+        assert!(Credentials::read(dir.path()).is_err());
     }
 
     #[test]

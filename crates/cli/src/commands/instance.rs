@@ -9,13 +9,11 @@ use std::net::{IpAddr, SocketAddr};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use tusk_api::contract::{
-    Credential, EnvironmentError, HTTP_PORT, InstanceEnv, InstanceEnvironment,
-};
+use tusk_api::contract::{EnvironmentError, HTTP_PORT, InstanceEnv, InstanceEnvironment};
 use tusk_api::instance::{InstanceReport, STATUS_PATH};
 use tusk_instance::context::InstanceContext;
 use tusk_instance::primacy::Primacy;
-use tusk_instance::settings::{Credentials, Settings, UserSecret};
+use tusk_instance::settings::{Credentials, Settings};
 use tusk_instance::state::SharedState;
 
 use super::{CommandError, logging};
@@ -179,15 +177,7 @@ async fn run_manager(args: &RunArgs) -> Result<(), String> {
             ("instance", &env.pod_name),
         ],
     );
-    let secret = |credential: Credential| {
-        UserSecret::from_dir(&env.secrets_dir.join(credential.mount_name()))
-            .map_err(|e| e.to_string())
-    };
-    let credentials = Credentials {
-        superuser: secret(Credential::Superuser)?,
-        app_owner: secret(Credential::App)?,
-        replication: secret(Credential::Replication)?,
-    };
+    let credentials = Credentials::read(&env.secrets_dir).map_err(|e| e.to_string())?;
     let (namespace, cluster, me, secrets_dir) = (
         env.namespace.clone(),
         env.cluster_name.clone(),

@@ -5,9 +5,11 @@
 //! the one thing that brings them closer: bootstrap, start, reload, restart,
 //! promote, stop and rejoin, or stop because fenced. A failed step is
 //! recorded and retried on the next tick. The role changes (promote,
-//! demote and rejoin) are in [`role_change`].
+//! demote and rejoin) are in [`role_change`]; rotated passwords are taken
+//! from the mounted Secrets in [`rotation`].
 
 mod role_change;
+mod rotation;
 
 use std::future::Future;
 use std::net::IpAddr;
@@ -96,6 +98,8 @@ pub struct Manager<S> {
     awaited_primary: Option<IpAddr>,
     /// The pgBackRest stanza, created by the primary.
     stanza: StanzaCreation,
+    /// Why the mounted credentials cannot be followed (logged once).
+    credentials_problem: Option<String>,
 }
 
 impl<S: DesiredStateSource> Manager<S> {
@@ -116,6 +120,7 @@ impl<S: DesiredStateSource> Manager<S> {
             reload_pending: false,
             awaited_primary: None,
             stanza: StanzaCreation::default(),
+            credentials_problem: None,
         }
     }
 
@@ -230,6 +235,7 @@ impl<S: DesiredStateSource> Manager<S> {
     }
 
     async fn step(&mut self, desired: Option<&DesiredState>) -> Result<(), ConvergenceError> {
+        self.follow_credentials();
         let Some(desired) = desired else {
             // Nothing is started before the operator's intent is known: a
             // former primary started blindly could accept writes.
@@ -425,9 +431,10 @@ impl<S: DesiredStateSource> Manager<S> {
         Ok(())
     }
 
-    /// Once per manager start, on the primary: the database passwords follow
-    /// the mounted credentials. Retried on the next tick while PostgreSQL is
-    /// still starting.
+    /// On the primary, once per manager start and after each rotation
+    /// ([`rotation`]): the database passwords follow the mounted
+    /// credentials. Retried on the next tick while PostgreSQL is still
+    /// starting.
     async fn converge_passwords(&mut self) -> Result<(), ConvergenceError> {
         if self.passwords_converged || self.postmaster.is_none() {
             return Ok(());
