@@ -47,6 +47,9 @@ enum Command {
     Psql(commands::psql::Args),
     /// The logs of every instance, each line prefixed with its name.
     Logs(commands::logs::Args),
+    /// A support bundle: the cluster, its objects, events and logs, with
+    /// every Secret value redacted, written to a new directory.
+    Report(commands::report::Args),
     /// Fence an instance (`*`: all): its PostgreSQL stops and stays stopped.
     Fence(commands::fence::Args),
     /// Unfence an instance (`*`: all) fenced by `tusk fence`.
@@ -89,6 +92,7 @@ fn main() -> ExitCode {
         Command::Why(args) => commands::why::run(&args),
         Command::Psql(args) => commands::psql::run(&args),
         Command::Logs(args) => commands::logs::run(&args),
+        Command::Report(args) => commands::report::run(&args),
         Command::Fence(args) => commands::fence::run(&args, true),
         Command::Unfence(args) => commands::fence::run(&args, false),
         Command::InstallManager(args) => commands::install_manager::run(&args),

@@ -149,6 +149,7 @@ async fn kubectl_tusk_reports_connects_and_fences_a_real_cluster() {
     }
 
     refuses_what_it_cannot_do(&plugin).await;
+    bundles_a_report_without_a_secret(&world, &plugin).await;
     fences_and_unfences(&world, &plugin).await;
     world.shutdown().await;
 }
@@ -165,7 +166,9 @@ async fn kubectl_runs_the_binary_as_its_tusk_plugin() {
         &run_with("kubectl", &["tusk", "--help"], &kubeconfig, bin.path()).await,
     );
     assert!(help.contains("Usage: kubectl tusk <COMMAND>"), "{help}");
-    for command in ["status", "why", "psql", "logs", "fence", "unfence"] {
+    for command in [
+        "status", "why", "psql", "logs", "report", "fence", "unfence",
+    ] {
         assert!(
             help.contains(&format!("\n  {command} ")),
             "{command} in {help}"
@@ -200,6 +203,127 @@ async fn refuses_what_it_cannot_do(plugin: &Plugin) {
         String::from_utf8_lossy(&refused.stderr).contains("not an instance name"),
         "{refused:?}"
     );
+}
+
+/// Every file of the bundle under `dir`, by path relative to it.
+fn bundle_files(dir: &Path) -> Vec<(String, String)> {
+    let mut files = Vec::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(next) = pending.pop() {
+        for entry in std::fs::read_dir(&next).expect("read dir") {
+            let path = entry.expect("entry").path();
+            if path.is_dir() {
+                pending.push(path);
+            } else {
+                let relative = path
+                    .strip_prefix(dir)
+                    .expect("inside")
+                    .display()
+                    .to_string();
+                files.push((relative, std::fs::read_to_string(&path).expect("text")));
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
+/// `tusk report` writes the cluster, its objects, events and every
+/// instance's log, and no Secret value, raw or base64, appears anywhere in
+/// it; a directory already holding a bundle is refused untouched.
+async fn bundles_a_report_without_a_secret(world: &World, plugin: &Plugin) {
+    let parent = tempfile::tempdir().expect("temp dir");
+    let dir = parent.path().join("bundle");
+    let dir_text = dir.display().to_string();
+    let out = success(
+        "tusk report",
+        &plugin
+            .tusk(&["report", CLUSTER, "-n", NS, "-o", &dir_text])
+            .await,
+    );
+    assert_eq!(out.trim(), dir_text);
+    let files = bundle_files(&dir);
+    let file = |name: &str| {
+        files
+            .iter()
+            .find(|(path, _)| path == name)
+            .map(|(_, text)| text.as_str())
+            .unwrap_or_else(|| {
+                panic!(
+                    "no {name} in {:?}",
+                    files.iter().map(|f| &f.0).collect::<Vec<_>>()
+                )
+            })
+    };
+    assert!(
+        file("summary.txt").contains("tiny"),
+        "{}",
+        file("summary.txt")
+    );
+    assert!(file("cluster.yaml").contains("kind: PostgresCluster"));
+    assert!(!file("cluster.yaml").contains("managedFields"));
+    for instance in ["tiny-1", "tiny-2"] {
+        assert!(file("objects/pod.yaml").contains(&format!("name: {instance}")));
+        assert!(
+            !file(&format!("logs/{instance}.log")).is_empty(),
+            "{instance}'s log"
+        );
+    }
+    assert!(file("objects/lease.yaml").contains("name: tiny-primary"));
+    assert!(file("objects/persistentvolumeclaim.yaml").contains("name: tiny-1"));
+    assert!(
+        file("events.yaml").contains("involvedObject"),
+        "events about the cluster"
+    );
+
+    let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> =
+        kube::Api::namespaced(world.client.clone(), NS);
+    let listed = secrets
+        .list(
+            &kube::api::ListParams::default().labels(&tusk_api::labels::cluster_selector(CLUSTER)),
+        )
+        .await
+        .expect("secrets")
+        .items;
+    let mut values = 0;
+    for secret in &listed {
+        assert!(file("secrets.yaml").contains(&secret.name_any()));
+        // User names are no secret (`postgres` is in every apiVersion).
+        let passwords = secret
+            .data
+            .iter()
+            .flatten()
+            .filter(|(key, _)| *key != "username");
+        for (key, value) in passwords {
+            let raw = String::from_utf8_lossy(&value.0).into_owned();
+            let encoded = serde_json::to_value(value).expect("base64");
+            let encoded = encoded.as_str().expect("a string").to_owned();
+            for shown in [raw, encoded] {
+                if shown.len() < 8 {
+                    continue;
+                }
+                values += 1;
+                for (path, text) in &files {
+                    assert!(
+                        !text.contains(&shown),
+                        "{}/{key} in {path}",
+                        secret.name_any()
+                    );
+                }
+            }
+        }
+    }
+    assert!(values >= 2, "the passwords were looked for: {values}");
+
+    let again = plugin
+        .tusk(&["report", CLUSTER, "-n", NS, "-o", &dir_text])
+        .await;
+    assert_eq!(again.status.code(), Some(2), "{again:?}");
+    assert!(
+        String::from_utf8_lossy(&again.stderr).contains("not empty"),
+        "{again:?}"
+    );
+    assert_eq!(bundle_files(&dir), files, "the first bundle is untouched");
 }
 
 /// A Warning event about the cluster, written through events.k8s.io/v1

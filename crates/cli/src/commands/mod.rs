@@ -11,6 +11,7 @@ pub mod logs;
 pub mod operator;
 pub mod promote;
 pub mod psql;
+pub mod report;
 pub mod sandbox;
 pub mod sandbox_fault;
 pub mod sandbox_node;
