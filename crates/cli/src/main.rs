@@ -38,6 +38,9 @@ enum Command {
     /// Switch the primary over to an instance, or approve a blocked failover
     /// (`--accept-data-loss`).
     Promote(commands::promote::Args),
+    /// What awaits approval (a blocked failover, an upgrade), and the
+    /// approval of exactly that, by its identity.
+    Approve(commands::approve::Args),
     /// A cluster on one screen: phase, conditions, primary, instances,
     /// last failover, backups.
     Status(commands::status::Args),
@@ -88,6 +91,7 @@ fn main() -> ExitCode {
         Command::Instance(args) => commands::instance::run(&args),
         Command::Operator(args) => commands::operator::run(&args),
         Command::Promote(args) => commands::promote::run(&args),
+        Command::Approve(args) => commands::approve::run(&args),
         Command::Status(args) => commands::status::run(&args),
         Command::Why(args) => commands::why::run(&args),
         Command::Psql(args) => commands::psql::run(&args),

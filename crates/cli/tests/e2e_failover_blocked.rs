@@ -5,7 +5,9 @@
 //! `--accept-data-loss`, an approval that does not quote the identity (the
 //! old standing form, naming the instance) approves nothing, and the
 //! approval `tusk promote --accept-data-loss` writes, quoting it, promotes
-//! the standby and records the possible loss.
+//! the standby and records the possible loss. `tusk approve` lists the
+//! blocked decision with the command that approves it, and refuses an
+//! identity that is not its own.
 
 mod common;
 
@@ -19,12 +21,17 @@ use tusk_api::lsn::Lsn;
 const CLUSTER: &str = "lag";
 
 fn tusk_promote(world: &World, args: &[&str]) -> (bool, String) {
+    tusk(world, "promote", args)
+}
+
+/// `tusk command args` against the world: succeeded, and its output.
+fn tusk(world: &World, command: &str, args: &[&str]) -> (bool, String) {
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_tusk"))
-        .arg("promote")
+        .arg(command)
         .args(args)
         .env("KUBECONFIG", world.kubeconfig())
         .output()
-        .expect("tusk promote runs");
+        .expect("tusk runs");
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&output.stdout),
@@ -128,6 +135,23 @@ async fn a_lagging_asynchronous_standby_is_promoted_only_once_approved() {
         .map(|b| b.id.clone())
         .expect("the blocked decision's identity");
     assert!(blocked.message.contains(&id), "{}", blocked.message);
+
+    // `tusk approve` names what awaits approval, and refuses to approve
+    // anything but that decision.
+    let (ok, listed) = tusk(&world, "approve", &[CLUSTER]);
+    assert!(ok, "{listed}");
+    assert!(
+        listed.contains(&format!("kubectl tusk approve {CLUSTER} failover {id}"))
+            && listed.contains(&format!("promoting {standby} in place of {primary}")),
+        "{listed}"
+    );
+    let (ok, text) = tusk(&world, "approve", &[CLUSTER, "failover", "0123456789"]);
+    assert!(!ok && text.contains(&format!("it is {id}")), "{text}");
+    assert_eq!(
+        world.status(CLUSTER).await.target_primary.as_deref(),
+        Some(primary.as_str()),
+        "a refused approval changes nothing"
+    );
 
     // A switchover is no way around it, nor an approval that does not
     // quote the decision; the approval that does is.

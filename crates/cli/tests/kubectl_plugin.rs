@@ -167,7 +167,7 @@ async fn kubectl_runs_the_binary_as_its_tusk_plugin() {
     );
     assert!(help.contains("Usage: kubectl tusk <COMMAND>"), "{help}");
     for command in [
-        "status", "why", "psql", "logs", "report", "fence", "unfence",
+        "status", "why", "approve", "psql", "logs", "report", "fence", "unfence",
     ] {
         assert!(
             help.contains(&format!("\n  {command} ")),

@@ -1,5 +1,6 @@
 //! One module per subcommand.
 
+pub mod approve;
 pub mod cluster_access;
 pub mod crds;
 pub mod fence;
