@@ -23,12 +23,18 @@ pub const POLL_TIMEOUT: Duration = Duration::from_secs(2);
 pub const BRIEF_POLL_TIMEOUT: Duration = Duration::from_millis(300);
 
 /// Instances to poll only briefly: those that did not answer last time
-/// (role `unknown` in the status) and whose pods are not ready. All are
-/// still polled, standbys included: a failover needs their positions.
+/// (role `unknown` in the status) and whose pods are not ready, or, while
+/// a promotion is under way (the target is not yet the current primary),
+/// whose pods exist: a hung former primary's pod stays ready for a few
+/// seconds (two failed readiness probes), and waiting the full timeout on
+/// it would delay seeing the new primary serve by as much. All are still
+/// polled, standbys included: a failover needs their positions.
 pub fn poll_briefly(status: Option<&PostgresClusterStatus>, pods: &[Pod]) -> Vec<String> {
     let Some(status) = status else {
         return Vec::new();
     };
+    let promoting =
+        status.target_primary.is_some() && status.target_primary != status.current_primary;
     status
         .instances
         .iter()
@@ -36,7 +42,7 @@ pub fn poll_briefly(status: Option<&PostgresClusterStatus>, pods: &[Pod]) -> Vec
         .filter(|i| {
             pods.iter()
                 .find(|p| p.name_any() == i.name)
-                .is_some_and(|p| !crate::children::pod_ready(p))
+                .is_some_and(|p| promoting || !crate::children::pod_ready(p))
         })
         .map(|i| i.name.clone())
         .collect()
@@ -123,5 +129,21 @@ mod tests {
         // A new cluster, or an instance without a pod: the full timeout.
         assert!(poll_briefly(None, &pods).is_empty());
         assert!(poll_briefly(Some(&status), &[]).is_empty());
+    }
+
+    #[test]
+    fn during_a_promotion_every_silent_instance_is_polled_briefly() {
+        let mut promoting = status(&[
+            ("db-1", "unknown"),
+            ("db-2", "replica"),
+            ("db-3", "unknown"),
+        ]);
+        promoting.target_primary = Some("db-2".into());
+        promoting.current_primary = None;
+        // db-1, the hung former primary, still looks ready.
+        let ready = [pod("db-1", true), pod("db-2", true), pod("db-3", true)];
+        assert_eq!(poll_briefly(Some(&promoting), &ready), ["db-1", "db-3"]);
+        promoting.current_primary = Some("db-2".into());
+        assert!(poll_briefly(Some(&promoting), &ready).is_empty(), "done");
     }
 }
