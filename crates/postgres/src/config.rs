@@ -88,6 +88,10 @@ const OVERRIDABLE_DEFAULTS: &[(&str, &str)] = &[
     // standby from the synchronous set as fast).
     ("wal_receiver_timeout", "5s"),
     ("wal_sender_timeout", "5s"),
+    // A standby whose WAL receiver stopped (a lapsed primary lease, a
+    // failed connection) looks in pg_wal and tries streaming again at this
+    // interval: every second rather than every 5 s.
+    ("wal_retrieve_retry_interval", "1s"),
 ];
 
 /// `postgresql.conf` for `config`.
@@ -318,6 +322,7 @@ mod tests {
             ("max_wal_senders", "10"),
             ("max_replication_slots", "10"),
             ("cluster_name", "db-1"),
+            ("wal_retrieve_retry_interval", "1s"),
             ("logging_collector", "off"),
             ("synchronous_standby_names", ""),
         ];
