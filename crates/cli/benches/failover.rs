@@ -3,7 +3,8 @@
 //!
 //! A three-instance cluster with `ANY 1` synchronous replication and
 //! `dataDurability: required` takes writes through `-rw` (one autocommit
-//! insert at a time, every acknowledgement timed). Each repetition freezes
+//! insert at a time, every acknowledgement timed, a connection attempt or
+//! a write given up after 1 s). Each repetition freezes
 //! the primary's processes (SIGSTOP of the whole tree: a hung node, which
 //! is what a failover is for; a killed one is restarted in place by the
 //! kubelet and comes back within the failover delay), then measures:
@@ -137,7 +138,17 @@ async fn main() {
         .await;
     world.wait_replicating(CLUSTER, 3).await;
     world.create_ledger(CLUSTER).await;
-    let writer = Writer::start(&world, &format!("{CLUSTER}-rw"), CLUSTER, "ledger").await;
+    // A client that gives up on a connection attempt or a write after a
+    // second: with the common 5 s, a write or a connection stuck on the
+    // frozen primary would hide any failover faster than that.
+    let writer = Writer::start_with_timeout(
+        &world,
+        &format!("{CLUSTER}-rw"),
+        CLUSTER,
+        "ledger",
+        Duration::from_secs(1),
+    )
+    .await;
     println!("{repetitions} failovers, delaySeconds {delay}");
     let mut runs = Vec::new();
     for _ in 0..repetitions {

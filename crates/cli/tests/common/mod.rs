@@ -354,8 +354,23 @@ pub struct Writer {
 }
 
 impl Writer {
-    /// Starts writing into `table` (which must exist, with a bigint `id`).
+    /// Starts writing into `table` (which must exist, with a bigint `id`),
+    /// giving up on a connection attempt or a write after 5 s.
     pub async fn start(world: &World, service: &str, cluster: &str, table: &str) -> Self {
+        Self::start_with_timeout(world, service, cluster, table, Duration::from_secs(5)).await
+    }
+
+    /// As [`Writer::start`], giving up on a connection attempt or a write
+    /// after `timeout`: a write or a connection stuck on a frozen primary
+    /// holds the client that long, so the time without an acknowledged
+    /// write is never shorter than it.
+    pub async fn start_with_timeout(
+        world: &World,
+        service: &str,
+        cluster: &str,
+        table: &str,
+        timeout: Duration,
+    ) -> Self {
         let conninfo = world.conninfo(service, cluster).await;
         let insert = format!("insert into {table} (id) values ($1)");
         let (stop, stopped) = watch::channel(false);
@@ -370,7 +385,7 @@ impl Writer {
             while !*stopped.borrow() {
                 let Some(connected) = client.as_ref() else {
                     let attempt = tokio_postgres::connect(&conninfo, tokio_postgres::NoTls);
-                    match tokio::time::timeout(Duration::from_secs(4), attempt).await {
+                    match tokio::time::timeout(timeout, attempt).await {
                         Ok(Ok((c, connection))) => {
                             tokio::spawn(connection);
                             client = Some(c);
@@ -382,7 +397,7 @@ impl Writer {
                 let id = next;
                 let params: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&id];
                 let write = connected.execute(insert.as_str(), &params);
-                match tokio::time::timeout(Duration::from_secs(5), write).await {
+                match tokio::time::timeout(timeout, write).await {
                     Ok(Ok(_)) => {
                         acked.push(next);
                         if let Ok(mut stamps) = stamps.lock() {
