@@ -75,6 +75,60 @@ async fn recorded(world: &World, cluster: &str, old: &str, new: &str) {
     );
 }
 
+/// A durable cluster with a writer through `-rw`, and a second client
+/// writing to its primary directly (ids from [`DIRECT_IDS`]) until `stop`.
+async fn with_direct_writer(
+    world: &World,
+    cluster: &str,
+) -> (
+    common::Writer,
+    String,
+    Arc<AtomicBool>,
+    tokio::task::JoinHandle<Vec<(i64, Instant)>>,
+) {
+    let (writer, old) = world.durable_cluster_with_writer(cluster, 2).await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let old_ip = pod_ip(world, &old).await.expect("its IP");
+    let direct = direct_writer(
+        world.conninfo_at(&old_ip, cluster).await,
+        DIRECT_IDS,
+        stop.clone(),
+    );
+    (writer, old, stop, direct)
+}
+
+/// Every write acknowledged through `-rw` (`writer`, stopped here), by
+/// the old primary directly (`on_old`, which must hold some) and by the
+/// new one directly (`on_new`) is on the final primary.
+async fn nothing_lost(
+    world: &World,
+    cluster: &str,
+    writer: common::Writer,
+    old: &str,
+    on_old: &[(i64, Instant)],
+    on_new: &[(i64, Instant)],
+) {
+    let through_rw = writer.finish().await;
+    let mut all = through_rw.clone();
+    all.extend(on_old.iter().chain(on_new).map(|(id, _)| *id));
+    let (missing, stored) = world.missing_from_ledger(cluster, &all).await;
+    println!(
+        "{} writes acknowledged ({} through -rw, {} on {old} directly, {} on the new primary directly), {stored} rows stored",
+        all.len(),
+        through_rw.len(),
+        on_old.len(),
+        on_new.len()
+    );
+    assert!(
+        !on_old.is_empty(),
+        "the direct client wrote before the hang"
+    );
+    assert!(
+        missing.is_empty(),
+        "acknowledged writes lost (ids from {DIRECT_IDS} were acknowledged by {old} directly): {missing:?}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_frozen_primary_is_replaced_and_rejoins_without_accepting_a_write() {
     const CLUSTER: &str = "frozen";
@@ -110,15 +164,8 @@ async fn a_primary_whose_postmaster_and_manager_hang_acknowledges_nothing_once_a
  {
     const CLUSTER: &str = "hung";
     let world = World::start().await;
-    let (writer, old) = world.durable_cluster_with_writer(CLUSTER, 2).await;
+    let (writer, old, stop, direct) = with_direct_writer(&world, CLUSTER).await;
     let faults = world.node.as_ref().expect("node").faults();
-    let stop = Arc::new(AtomicBool::new(false));
-    let old_ip = pod_ip(&world, &old).await.expect("its IP");
-    let direct = direct_writer(
-        world.conninfo_at(&old_ip, CLUSTER).await,
-        DIRECT_IDS,
-        stop.clone(),
-    );
     // A writer on each standby, refused until it is promoted: the first
     // write the new primary acknowledges, and when.
     let mut probes = Vec::new();
@@ -193,25 +240,7 @@ async fn a_primary_whose_postmaster_and_manager_hang_acknowledges_nothing_once_a
 
     faults.thaw(NS, &old, "postgres").expect("thaw");
     rejoins_without_accepting_a_write(&world, CLUSTER, &old).await;
-    let through_rw = writer.finish().await;
-    let mut all = through_rw.clone();
-    all.extend(on_old.iter().chain(&on_new).map(|(id, _)| *id));
-    let (missing, stored) = world.missing_from_ledger(CLUSTER, &all).await;
-    println!(
-        "{} writes acknowledged ({} through -rw, {} on {old}, {} on {new}), {stored} rows stored",
-        all.len(),
-        through_rw.len(),
-        on_old.len(),
-        on_new.len()
-    );
-    assert!(
-        !on_old.is_empty(),
-        "the direct client wrote before the hang"
-    );
-    assert!(
-        missing.is_empty(),
-        "acknowledged writes lost (ids from {DIRECT_IDS} were acknowledged by {old} directly): {missing:?}"
-    );
+    nothing_lost(&world, CLUSTER, writer, &old, &on_old, &on_new).await;
     assert!(
         after.is_empty(),
         "{old} acknowledged {after:?} after {new} acknowledged a write"
@@ -223,15 +252,8 @@ async fn a_primary_whose_postmaster_and_manager_hang_acknowledges_nothing_once_a
 async fn a_standby_cut_off_from_the_api_server_stops_confirming_a_hung_primarys_commits() {
     const CLUSTER: &str = "blind";
     let world = World::start().await;
-    let (writer, old) = world.durable_cluster_with_writer(CLUSTER, 2).await;
+    let (writer, old, stop, direct) = with_direct_writer(&world, CLUSTER).await;
     let faults = world.node.as_ref().expect("node").faults();
-    let stop = Arc::new(AtomicBool::new(false));
-    let old_ip = pod_ip(&world, &old).await.expect("its IP");
-    let direct = direct_writer(
-        world.conninfo_at(&old_ip, CLUSTER).await,
-        DIRECT_IDS,
-        stop.clone(),
-    );
     let blind = world
         .status(CLUSTER)
         .await
@@ -282,24 +304,7 @@ async fn a_standby_cut_off_from_the_api_server_stops_confirming_a_hung_primarys_
     // The standby that stopped streaming for want of a live lease streams
     // again from the new primary, and confirms its commits.
     world.wait_replicating(CLUSTER, 3).await;
-    let through_rw = writer.finish().await;
-    let mut all = through_rw.clone();
-    all.extend(on_old.iter().map(|(id, _)| *id));
-    let (missing, stored) = world.missing_from_ledger(CLUSTER, &all).await;
-    println!(
-        "{} writes acknowledged ({} through -rw, {} on {old}), {stored} rows stored",
-        all.len(),
-        through_rw.len(),
-        on_old.len()
-    );
-    assert!(
-        !on_old.is_empty(),
-        "the direct client wrote before the hang"
-    );
-    assert!(
-        missing.is_empty(),
-        "acknowledged writes lost (ids from {DIRECT_IDS} were acknowledged by {old} directly): {missing:?}"
-    );
+    nothing_lost(&world, CLUSTER, writer, &old, &on_old, &[]).await;
     assert!(
         after.is_empty(),
         "{old} acknowledged {after:?} after {new} served"

@@ -138,55 +138,13 @@ async fn approve(args: &Args) -> Result<ExitCode, CommandError> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Some(What::Failover { id }) => {
-            let blocked = match judge_failover(&cluster, id) {
-                Ok(blocked) => blocked.clone(),
-                Err(refusal) => {
-                    eprintln!("refused: {refusal}");
-                    return Ok(ExitCode::from(1));
-                }
-            };
-            let api = target.clusters();
-            let requested = switchover::request(&api, name, &blocked.to, true)
-                .await
-                .map_err(kubernetes)?;
-            let Requested::Annotated(annotation, value) = requested else {
-                eprintln!(
-                    "refused: the blocked failover changed meanwhile; run `kubectl tusk approve {name}` again"
-                );
-                return Ok(ExitCode::from(1));
-            };
-            println!(
-                "approved: {annotation}={value} on {}/{name}",
-                target.namespace
-            );
-            if args.wait == 0 {
-                return Ok(ExitCode::SUCCESS);
+        Some(What::Failover { id }) => match judge_failover(&cluster, id) {
+            Ok(blocked) => approve_failover(&target, name, blocked, args.wait).await,
+            Err(refusal) => {
+                eprintln!("refused: {refusal}");
+                Ok(ExitCode::from(1))
             }
-            let limit = Duration::from_secs(args.wait);
-            let progress = switchover::wait(&api, name, &blocked.to, annotation, limit)
-                .await
-                .map_err(kubernetes)?;
-            match progress {
-                Progress::Primary => {
-                    println!("{} is the primary of {name}", blocked.to);
-                    Ok(ExitCode::SUCCESS)
-                }
-                Progress::Refused => {
-                    eprintln!(
-                        "refused by the operator: see the ApprovalRejected event in `kubectl describe pgc {name}`"
-                    );
-                    Ok(ExitCode::from(1))
-                }
-                Progress::Pending => {
-                    eprintln!(
-                        "{} is not the primary of {name} after {} s; the approval stands",
-                        blocked.to, args.wait
-                    );
-                    Ok(ExitCode::from(1))
-                }
-            }
-        }
+        },
         Some(What::Upgrade { version }) => {
             if let Some(refusal) = judge_upgrade(cluster.spec.postgres.version, *version) {
                 eprintln!("refused: {refusal}");
@@ -203,6 +161,56 @@ async fn approve(args: &Args) -> Result<ExitCode, CommandError> {
                 target.namespace
             );
             Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// Writes the approval of `blocked` and waits (at most `wait` seconds)
+/// for its standby to serve as the primary.
+async fn approve_failover(
+    target: &Target,
+    name: &str,
+    blocked: &BlockedFailover,
+    wait: u64,
+) -> Result<ExitCode, CommandError> {
+    let api = target.clusters();
+    let requested = switchover::request(&api, name, &blocked.to, true)
+        .await
+        .map_err(kubernetes)?;
+    let Requested::Annotated(annotation, value) = requested else {
+        eprintln!(
+            "refused: the blocked failover changed meanwhile; run `kubectl tusk approve {name}` again"
+        );
+        return Ok(ExitCode::from(1));
+    };
+    println!(
+        "approved: {annotation}={value} on {}/{name}",
+        target.namespace
+    );
+    if wait == 0 {
+        return Ok(ExitCode::SUCCESS);
+    }
+    let limit = Duration::from_secs(wait);
+    let progress = switchover::wait(&api, name, &blocked.to, annotation, limit)
+        .await
+        .map_err(kubernetes)?;
+    match progress {
+        Progress::Primary => {
+            println!("{} is the primary of {name}", blocked.to);
+            Ok(ExitCode::SUCCESS)
+        }
+        Progress::Refused => {
+            eprintln!(
+                "refused by the operator: see the ApprovalRejected event in `kubectl describe pgc {name}`"
+            );
+            Ok(ExitCode::from(1))
+        }
+        Progress::Pending => {
+            eprintln!(
+                "{} is not the primary of {name} after {wait} s; the approval stands",
+                blocked.to
+            );
+            Ok(ExitCode::from(1))
         }
     }
 }

@@ -76,6 +76,17 @@ impl Target {
             })
     }
 
+    /// Every event of the namespace (core/v1, which also shows those
+    /// written through events.k8s.io).
+    pub async fn events(&self) -> Result<Vec<k8s_openapi::api::core::v1::Event>, CommandError> {
+        Ok(self
+            .api::<k8s_openapi::api::core::v1::Event>()
+            .list(&ListParams::default())
+            .await
+            .map_err(kubernetes)?
+            .items)
+    }
+
     /// The cluster's instance pods, by name.
     pub async fn pods(&self, cluster: &str) -> Result<Vec<Pod>, CommandError> {
         let selector = tusk_api::labels::cluster_selector(cluster);

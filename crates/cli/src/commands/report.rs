@@ -59,12 +59,7 @@ pub fn run(args: &Args) -> Result<ExitCode, CommandError> {
         prepare(&dir)?;
         let bundle = Bundle { dir: dir.clone() };
         let pods = target.pods(name).await?;
-        let events = target
-            .api::<Event>()
-            .list(&ListParams::default())
-            .await
-            .map_err(kubernetes)?
-            .items;
+        let events = target.events().await?;
 
         let report = status::render(&status::report(&cluster, &pods));
         let reasons = why::reasons(&cluster, &pods, &why::warnings_about(&cluster, &events));

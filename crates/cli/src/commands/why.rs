@@ -11,13 +11,12 @@ use std::process::ExitCode;
 use k8s_openapi::api::core::v1::{Event, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
-use kube::api::ListParams;
 use tusk_api::conditions;
 use tusk_api::v1alpha1::{ClusterPhase, PostgresCluster};
 use tusk_operator::failover::PRIMARY_AVAILABLE;
 
 use super::CommandError;
-use super::cluster_access::{ClusterRef, Target, block_on, kubernetes};
+use super::cluster_access::{ClusterRef, Target, block_on};
 use super::status::{report, time_text};
 
 /// Warning events shown at most.
@@ -43,12 +42,7 @@ pub fn run(args: &Args) -> Result<ExitCode, CommandError> {
         let target = Target::connect(args.at.namespace.as_deref()).await?;
         let cluster = target.cluster(&args.at.cluster).await?;
         let pods = target.pods(&args.at.cluster).await?;
-        let events = target
-            .api::<Event>()
-            .list(&ListParams::default())
-            .await
-            .map_err(kubernetes)?
-            .items;
+        let events = target.events().await?;
         let warnings = warnings_about(&cluster, &events);
         let chain = reasons(&cluster, &pods, &warnings);
         if chain.is_empty() {

@@ -146,92 +146,116 @@ impl LeaseWatch {
         } = self;
         let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
         let mut events = watcher(api.clone(), config).default_backoff().boxed();
-        let mut seen: Option<Sighting> = None;
-        let mut last_answer: Option<Instant> = None;
-        let mut last_probe: Option<Instant> = None;
+        let mut view = View::default();
         let mut failing = false;
         let mut read: Option<futures::future::BoxFuture<'static, Option<Option<Lease>>>> = None;
         loop {
-            let timing = LeaseTiming::for_duration(
-                seen.as_ref()
-                    .map_or(tusk_api::primacy::MIN_LEASE_SECONDS, |s| s.duration_seconds),
-            );
-            let lapse = lapse_ahead(seen.as_ref(), Instant::now());
-            // While a renewal is due and none came: read, at most once
-            // per renewal period.
-            let probe_at = last_answer
-                .map(|at| at + timing.renew_every * 2)
-                .into_iter()
-                .chain(last_probe.map(|at| at + timing.renew_every))
-                .max()
-                .unwrap_or_else(Instant::now);
+            let timing = view.timing();
+            let lapse = lapse_ahead(view.seen.as_ref(), Instant::now());
             tokio::select! {
                 event = events.try_next() => match event {
                     Ok(Some(event)) => {
-                        if failing {
+                        if std::mem::take(&mut failing) {
                             tracing::info!(lease = %name, "the primary lease can be watched again");
-                            failing = false;
                         }
-                        let now = Instant::now();
-                        last_answer = Some(now);
                         match event {
                             watcher::Event::Apply(lease) | watcher::Event::InitApply(lease) => {
-                                record(&mut seen, &lease, now);
+                                view.answered(Some(&lease), Instant::now());
                             }
-                            watcher::Event::Delete(_) => seen = None,
-                            watcher::Event::Init | watcher::Event::InitDone => {}
+                            watcher::Event::Delete(_) => view.answered(None, Instant::now()),
+                            watcher::Event::Init | watcher::Event::InitDone => {
+                                view.last_answer = Some(Instant::now());
+                            }
                         }
                     }
                     Ok(None) => return,
                     Err(error) => {
-                        if !failing {
+                        if !std::mem::replace(&mut failing, true) {
                             tracing::warn!(%error, lease = %name, "cannot watch the primary lease; retrying");
-                            failing = true;
                         }
                     }
                 },
                 answer = async { read.as_mut().expect("guarded").await }, if read.is_some() => {
                     read = None;
                     if let Some(lease) = answer {
-                        let now = Instant::now();
-                        last_answer = Some(now);
-                        match lease {
-                            Some(lease) => record(&mut seen, &lease, now),
-                            None => seen = None,
-                        }
+                        view.answered(lease.as_ref(), Instant::now());
                     }
                 }
-                () = tokio::time::sleep_until(probe_at), if read.is_none() => {
+                () = tokio::time::sleep_until(view.probe_at(&timing)), if read.is_none() => {
                     let (api, name, limit) = (api.clone(), name.clone(), timing.renew_every);
                     read = Some(Box::pin(async move {
                         tokio::time::timeout(limit, api.get_opt(&name)).await.ok()?.ok()
                     }));
-                    last_probe = Some(Instant::now());
+                    view.last_probe = Some(Instant::now());
                 }
                 () = sleep_until(lapse) => {}
                 () = sender.closed() => return,
             }
             let now = Instant::now();
             state.lock().api_server_reachable =
-                Some(reachable(last_answer, timing.fence_after, now));
-            let follow = live_holder(seen.as_ref(), now);
-            sender.send_if_modified(|current| {
-                if *current == follow {
-                    return false;
-                }
-                match &follow {
-                    Follow::Nobody => tracing::warn!(
-                        lease = %name,
-                        was = ?current,
-                        "no live primary lease in view: streaming from no one"
-                    ),
-                    _ => tracing::info!(lease = %name, follow = ?follow, "primary lease in view"),
-                }
-                *current = follow;
-                true
-            });
+                Some(reachable(view.last_answer, timing.fence_after, now));
+            publish(&sender, &name, live_holder(view.seen.as_ref(), now));
         }
     }
+}
+
+/// What the lease task knows: the lease as last seen changed, and when
+/// the API server last answered and was last asked.
+#[derive(Debug, Default)]
+struct View {
+    seen: Option<Sighting>,
+    last_answer: Option<Instant>,
+    last_probe: Option<Instant>,
+}
+
+impl View {
+    /// The timing of the lease as seen (the shortest before any).
+    fn timing(&self) -> LeaseTiming {
+        LeaseTiming::for_duration(
+            self.seen
+                .as_ref()
+                .map_or(tusk_api::primacy::MIN_LEASE_SECONDS, |s| s.duration_seconds),
+        )
+    }
+
+    /// The API server answered at `now` with `lease` (`None`: there is none).
+    fn answered(&mut self, lease: Option<&Lease>, now: Instant) {
+        self.last_answer = Some(now);
+        match lease {
+            Some(lease) => record(&mut self.seen, lease, now),
+            None => self.seen = None,
+        }
+    }
+
+    /// When to read the lease: once no renewal came for two renewal
+    /// periods, and at most once a period.
+    fn probe_at(&self, timing: &LeaseTiming) -> Instant {
+        self.last_answer
+            .map(|at| at + timing.renew_every * 2)
+            .into_iter()
+            .chain(self.last_probe.map(|at| at + timing.renew_every))
+            .max()
+            .unwrap_or_else(Instant::now)
+    }
+}
+
+/// Publishes whom a standby may follow, logging each change.
+fn publish(sender: &watch::Sender<Follow>, lease: &str, follow: Follow) {
+    sender.send_if_modified(|current| {
+        if *current == follow {
+            return false;
+        }
+        match &follow {
+            Follow::Nobody => tracing::warn!(
+                lease,
+                was = ?current,
+                "no live primary lease in view: streaming from no one"
+            ),
+            _ => tracing::info!(lease, follow = ?follow, "primary lease in view"),
+        }
+        *current = follow;
+        true
+    });
 }
 
 async fn sleep_until(at: Option<Instant>) {
@@ -308,6 +332,29 @@ mod tests {
             "{follow:?}"
         );
         assert!(Follow::Any.allows("db-1"), "without the API: any primary");
+    }
+
+    #[test]
+    fn the_lease_is_read_only_while_renewals_stay_away_and_at_most_once_a_period() {
+        let timing = LeaseTiming::for_duration(5);
+        let start = Instant::now();
+        let mut view = View::default();
+        assert!(
+            view.probe_at(&timing) <= Instant::now(),
+            "nothing known: read now"
+        );
+        view.answered(Some(&lease("1", Some("db-1"))), start);
+        assert_eq!(view.probe_at(&timing), start + Duration::from_secs(2));
+        // A read that got no answer: the next waits a renewal period.
+        let asked = start + Duration::from_secs(2);
+        view.last_probe = Some(asked);
+        assert_eq!(view.probe_at(&timing), asked + Duration::from_secs(1));
+        view.answered(None, asked);
+        assert_eq!(
+            live_holder(view.seen.as_ref(), asked),
+            Follow::Nobody,
+            "deleted"
+        );
     }
 
     #[test]

@@ -209,6 +209,23 @@ pub async fn keep_fresh(
     }
 }
 
+/// The user and group PostgreSQL pods should ask for on this machine: the
+/// `postgres` user when the sandbox runs as root (PostgreSQL refuses root,
+/// and initdb needs a user that exists), else the sandbox's own user, which
+/// every pod runs as anyway. `None` when running as root without a
+/// `postgres` user.
+pub fn postgres_identity() -> Option<(u32, u32)> {
+    if nix::unistd::geteuid().is_root() {
+        let user = nix::unistd::User::from_name("postgres").ok().flatten()?;
+        Some((user.uid.as_raw(), user.gid.as_raw()))
+    } else {
+        Some((
+            nix::unistd::geteuid().as_raw(),
+            nix::unistd::getegid().as_raw(),
+        ))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

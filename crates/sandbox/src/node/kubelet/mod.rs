@@ -55,6 +55,8 @@ use kube::api::{Patch, PatchParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
 use serde_json::json;
+
+pub use identity::postgres_identity;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
@@ -108,9 +110,8 @@ pub struct KubeletConfig {
     pub status_interval: Duration,
     /// Node status and Lease renewal period.
     pub heartbeat: Duration,
-    /// How often a running pod's Secret and ConfigMap volumes are read
-    /// again and rewritten when their source changed (the kubelet's sync
-    /// period, a minute by default).
+    /// How often running pods' Secret and ConfigMap volumes are refreshed
+    /// (the kubelet's sync period: a minute).
     pub volume_refresh: Duration,
     /// What runs pods' containers.
     pub runtime: ContainerRuntime,
@@ -140,23 +141,6 @@ impl KubeletConfig {
             volume_refresh: Duration::from_secs(60),
             runtime: ContainerRuntime::Process,
         })
-    }
-}
-
-/// The user and group PostgreSQL pods should ask for on this machine: the
-/// `postgres` user when the sandbox runs as root (PostgreSQL refuses root,
-/// and initdb needs a user that exists), else the sandbox's own user, which
-/// every pod runs as anyway. `None` when running as root without a
-/// `postgres` user.
-pub fn postgres_identity() -> Option<(u32, u32)> {
-    if nix::unistd::geteuid().is_root() {
-        let user = nix::unistd::User::from_name("postgres").ok().flatten()?;
-        Some((user.uid.as_raw(), user.gid.as_raw()))
-    } else {
-        Some((
-            nix::unistd::geteuid().as_raw(),
-            nix::unistd::getegid().as_raw(),
-        ))
     }
 }
 
