@@ -7,7 +7,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Secret};
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
@@ -15,23 +15,10 @@ use support::{Node, SHELL, WAIT, alive, condition, eventually, pod_json, uid_of}
 
 const NS: &str = "default";
 
-async fn create_secret(node: &Node) {
-    let secrets: Api<Secret> = Api::namespaced(node.client.clone(), NS);
-    let secret: Secret = serde_json::from_value(json!({
-        "metadata": {"name": "creds"},
-        "stringData": {"password": "s3cret"}
-    }))
-    .expect("secret");
-    secrets
-        .create(&PostParams::default(), &secret)
-        .await
-        .expect("secret created");
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_init_container_runs_to_completion_before_the_main_container() {
     let node = Node::start().await;
-    create_secret(&node).await;
+    support::create_secret(&node, NS).await;
     let pod = node
         .create_pod(NS, json!({
             "metadata": {"name": "web", "labels": {"app": "web"}},

@@ -21,15 +21,8 @@ const NS: &str = "default";
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_changed_secret_or_config_map_reaches_the_running_containers_volume() {
     let node = Node::start().await;
+    support::create_secret(&node, NS).await;
     let secrets: Api<Secret> = Api::namespaced(node.client.clone(), NS);
-    let secret = serde_json::from_value(json!({
-        "metadata": {"name": "creds"}, "stringData": {"password": "s3cret"}
-    }))
-    .expect("secret");
-    secrets
-        .create(&PostParams::default(), &secret)
-        .await
-        .expect("secret created");
     let config_maps: Api<ConfigMap> = Api::namespaced(node.client.clone(), NS);
     let config_map = serde_json::from_value(json!({
         "metadata": {"name": "settings"}, "data": {"mode": "first"}

@@ -55,16 +55,16 @@ pub enum What {
     },
 }
 
+/// The failover `dataDurability: required` blocked, if any.
+fn blocked_failover(cluster: &PostgresCluster) -> Option<&BlockedFailover> {
+    cluster.status.as_ref()?.failover.as_ref()?.blocked.as_ref()
+}
+
 /// One line per thing awaiting approval, with the command that approves it.
 pub fn pending(cluster: &PostgresCluster) -> Vec<String> {
     let name = cluster.metadata.name.as_deref().unwrap_or_default();
     let mut lines = Vec::new();
-    let blocked = cluster
-        .status
-        .as_ref()
-        .and_then(|s| s.failover.as_ref())
-        .and_then(|f| f.blocked.as_ref());
-    if let Some(b) = blocked {
+    if let Some(b) = blocked_failover(cluster) {
         lines.push(format!(
             "failover {}: promoting {} in place of {} may lose up to {} bytes of acknowledged WAL; \
              approve with: kubectl tusk approve {name} failover {}",
@@ -93,11 +93,7 @@ pub fn judge_failover<'a>(
     id: &str,
 ) -> Result<&'a BlockedFailover, String> {
     let name = cluster.metadata.name.as_deref().unwrap_or_default();
-    let blocked = cluster
-        .status
-        .as_ref()
-        .and_then(|s| s.failover.as_ref())
-        .and_then(|f| f.blocked.as_ref())
+    let blocked = blocked_failover(cluster)
         .ok_or_else(|| format!("no failover of {name} is blocked: there is nothing to approve"))?;
     if blocked.id != id {
         return Err(format!(

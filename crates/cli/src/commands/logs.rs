@@ -27,7 +27,7 @@ pub fn prefixed(instance: &str, text: &str) -> String {
 }
 
 /// The container whose log is the instance's: the first (PostgreSQL's).
-fn container_of(pod: &Pod) -> Option<String> {
+pub fn container_of(pod: &Pod) -> Option<String> {
     pod.spec
         .as_ref()
         .and_then(|s| s.containers.first())

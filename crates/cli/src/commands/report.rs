@@ -252,11 +252,7 @@ impl Bundle {
                 .status
                 .as_ref()
                 .and_then(|s| s.container_statuses.as_ref());
-            let container = pod
-                .spec
-                .as_ref()
-                .and_then(|s| s.containers.first())
-                .map(|c| c.name.clone());
+            let container = super::logs::container_of(pod);
             let restarted = statuses.is_some_and(|all| {
                 all.iter()
                     .any(|s| Some(&s.name) == container.as_ref() && s.restart_count > 0)

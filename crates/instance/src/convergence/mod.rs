@@ -305,26 +305,7 @@ impl<S: DesiredStateSource> Manager<S> {
                 self.promote(desired).await
             }
             Action::Demote(address) => self.demote(desired, address).await,
-            Action::RunStandby(address) => {
-                let role = match address {
-                    Some(address) => Some(self.standby_role(desired, address)),
-                    // The primary's address is unknown: keep streaming as
-                    // configured, unless the lease says no one may be followed.
-                    None => (!self.may_stream(desired)).then_some(ReplicationRole::Detached),
-                };
-                self.ensure_running(desired, role.clone()).await?;
-                match (address, role) {
-                    (Some(address), Some(ReplicationRole::Standby(_))) => {
-                        self.rejoin_if_stalled(desired, address).await
-                    }
-                    _ => {
-                        // Not streaming by choice: not stalled.
-                        self.stalled_since = None;
-                        self.streaming_ticks = 0;
-                        Ok(())
-                    }
-                }
-            }
+            Action::RunStandby(address) => self.run_standby(desired, address).await,
         }
     }
 

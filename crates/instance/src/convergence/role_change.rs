@@ -107,6 +107,34 @@ impl<S: DesiredStateSource> Manager<S> {
         self.ensure_running(desired, Some(role)).await
     }
 
+    /// A standby of the primary at `address` (unknown: `None`): streaming
+    /// from it while it holds a live lease, detached otherwise; a standby
+    /// that streams is watched for stalls.
+    pub(super) async fn run_standby(
+        &mut self,
+        desired: &DesiredState,
+        address: Option<IpAddr>,
+    ) -> Result<(), ConvergenceError> {
+        let role = match address {
+            Some(address) => Some(self.standby_role(desired, address)),
+            // The primary's address is unknown: keep streaming as
+            // configured, unless the lease says no one may be followed.
+            None => (!self.may_stream(desired)).then_some(ReplicationRole::Detached),
+        };
+        self.ensure_running(desired, role.clone()).await?;
+        match (address, role) {
+            (Some(address), Some(ReplicationRole::Standby(_))) => {
+                self.rejoin_if_stalled(desired, address).await
+            }
+            _ => {
+                // Not streaming by choice: not stalled.
+                self.stalled_since = None;
+                self.streaming_ticks = 0;
+                Ok(())
+            }
+        }
+    }
+
     /// A standby that answers but has not streamed for [`STALL_LIMIT`] while
     /// its primary is writable cannot follow that primary: it needs WAL
     /// the primary no longer keeps (only a fresh clone helps), or it

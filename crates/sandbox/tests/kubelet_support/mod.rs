@@ -224,3 +224,18 @@ pub fn alive(pid: i32) -> bool {
         .map(|s| s.split_whitespace().nth(2) != Some("Z"))
         .unwrap_or(false)
 }
+
+/// Creates the Secret `creds` (`password`: `s3cret`) in `namespace`.
+pub async fn create_secret(node: &Node, namespace: &str) {
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(node.client.clone(), namespace);
+    let secret = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "creds"},
+        "stringData": {"password": "s3cret"}
+    }))
+    .expect("secret");
+    secrets
+        .create(&kube::api::PostParams::default(), &secret)
+        .await
+        .expect("secret created");
+}

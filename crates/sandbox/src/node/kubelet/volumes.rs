@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1::{
-    Container, DownwardAPIVolumeSource, Pod, ProjectedVolumeSource, Volume,
+    Container, DownwardAPIVolumeSource, KeyToPath, Pod, ProjectedVolumeSource, Volume,
 };
 
 use super::atomic_writer::WriteError;
@@ -127,6 +127,59 @@ fn projected_files(
     })
 }
 
+/// A `secret` or `configMap` volume's source: its keys become files.
+struct KeySource<'a> {
+    secret: bool,
+    name: &'a str,
+    items: Option<&'a Vec<KeyToPath>>,
+    mode: u32,
+    optional: bool,
+}
+
+impl<'a> KeySource<'a> {
+    fn of(volume: &'a Volume) -> Option<Self> {
+        let mode = |m: Option<i32>| m.map_or(0o644, |m| m as u32);
+        if let Some(secret) = &volume.secret {
+            return Some(KeySource {
+                secret: true,
+                name: secret.secret_name.as_deref().unwrap_or_default(),
+                items: secret.items.as_ref(),
+                mode: mode(secret.default_mode),
+                optional: secret.optional.unwrap_or(false),
+            });
+        }
+        volume.config_map.as_ref().map(|config_map| KeySource {
+            secret: false,
+            name: &config_map.name,
+            items: config_map.items.as_ref(),
+            mode: mode(config_map.default_mode),
+            optional: config_map.optional.unwrap_or(false),
+        })
+    }
+
+    /// The source's data; an error when it is missing and not optional.
+    fn data(&self, inputs: &PodInputs) -> Result<BTreeMap<String, Vec<u8>>, InputError> {
+        if self.secret {
+            inputs.secret(self.name, self.optional)
+        } else {
+            inputs.config_map(self.name, self.optional)
+        }
+    }
+
+    /// The source's data when the source exists.
+    fn present<'i>(&self, inputs: &'i PodInputs) -> Option<&'i BTreeMap<String, Vec<u8>>> {
+        if self.secret {
+            inputs.secrets.get(self.name)
+        } else {
+            inputs.config_maps.get(self.name)
+        }
+    }
+
+    fn files(&self, data: &BTreeMap<String, Vec<u8>>) -> Vec<(String, Vec<u8>, u32)> {
+        key_files(data, self.items, self.mode)
+    }
+}
+
 /// Prepares every volume of `pod` (its own ones under `volumes_dir`, claims
 /// where they are bound) and returns the host directory of each, by name.
 pub fn materialise(
@@ -156,26 +209,9 @@ pub fn materialise(
             std::fs::create_dir_all(&dir).map_err(io(name, &dir))?;
             chown(name, &dir, owner)?;
             dir
-        } else if let Some(secret) = &volume.secret {
-            let secret_name = secret.secret_name.clone().unwrap_or_default();
-            let data = inputs
-                .secret(&secret_name, secret.optional.unwrap_or(false))
-                .map_err(input)?;
-            let mode = secret.default_mode.map_or(0o644, |m| m as u32);
-            write_files(
-                name,
-                &dir,
-                &key_files(&data, secret.items.as_ref(), mode),
-                owner,
-            )?;
-            dir
-        } else if let Some(config_map) = &volume.config_map {
-            let data = inputs
-                .config_map(&config_map.name, config_map.optional.unwrap_or(false))
-                .map_err(input)?;
-            let mode = config_map.default_mode.map_or(0o644, |m| m as u32);
-            let files = key_files(&data, config_map.items.as_ref(), mode);
-            write_files(name, &dir, &files, owner)?;
+        } else if let Some(source) = KeySource::of(volume) {
+            let data = source.data(inputs).map_err(input)?;
+            write_files(name, &dir, &source.files(&data), owner)?;
             dir
         } else if let Some(downward) = &volume.downward_api {
             write_files(name, &dir, &downward_files(pod, name, downward)?, owner)?;
@@ -214,22 +250,13 @@ pub fn refresh(
     let volumes = pod.spec.iter().flat_map(|s| s.volumes.iter().flatten());
     let mut changed = Vec::new();
     for volume in volumes {
-        let files = if let Some(secret) = &volume.secret {
-            let name = secret.secret_name.as_deref().unwrap_or_default();
-            let Some(data) = inputs.secrets.get(name) else {
-                continue;
-            };
-            let mode = secret.default_mode.map_or(0o644, |m| m as u32);
-            key_files(data, secret.items.as_ref(), mode)
-        } else if let Some(config_map) = &volume.config_map {
-            let Some(data) = inputs.config_maps.get(&config_map.name) else {
-                continue;
-            };
-            let mode = config_map.default_mode.map_or(0o644, |m| m as u32);
-            key_files(data, config_map.items.as_ref(), mode)
-        } else {
+        let Some(source) = KeySource::of(volume) else {
             continue;
         };
+        let Some(data) = source.present(inputs) else {
+            continue;
+        };
+        let files = source.files(data);
         let dir = volumes_dir.join(&volume.name);
         if write_files(&volume.name, &dir, &files, owner)? {
             changed.push(volume.name.clone());
