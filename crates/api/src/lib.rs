@@ -27,6 +27,7 @@ pub mod instance;
 pub mod labels;
 pub mod primacy;
 pub mod quantity;
+pub mod time;
 pub mod v1alpha1;
 
 pub use tusk_postgres::{lsn, parameters, pgbackrest};

@@ -9,7 +9,6 @@
 //! repository's keys and CA (see `builders::pod`) and reports.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use k8s_openapi::jiff::Timestamp;
 use tusk_api::conditions::{self, ConditionStatus, DesiredCondition, set_condition};
 use tusk_api::instance::{ArchivingReport, InstanceReport, InstanceRole};
 use tusk_api::v1alpha1::{BackupStatus, PostgresClusterStatus};
@@ -129,7 +128,7 @@ fn failing_message(target: &ArchiveTarget, report: &ArchivingReport) -> String {
 }
 
 fn time(text: Option<&str>) -> Option<Time> {
-    text?.parse::<Timestamp>().ok().map(Time)
+    tusk_api::time::parse_kube_time(text?)
 }
 
 /// A Warning when archiving starts failing, a Normal event when it

@@ -38,8 +38,14 @@ pub struct Freshness {
 }
 
 impl Freshness {
-    /// A write to cluster `key` replaced its version `version`.
-    pub fn replaced(&self, key: &str, version: Option<&str>) {
+    /// A write to cluster `key` replaced its version `version` with
+    /// `written`. A write that changed nothing (the same object again: the
+    /// API server keeps its version) replaced nothing, and no newer
+    /// version will come to wait for.
+    pub fn replaced(&self, key: &str, version: Option<&str>, written: Option<&str>) {
+        if version == written {
+            return;
+        }
         let (Some(version), Ok(mut replaced)) = (version, self.replaced.lock()) else {
             return;
         };
@@ -78,8 +84,8 @@ mod tests {
     fn a_version_replaced_by_our_write_is_stale_until_the_cache_moves_on() {
         let freshness = Freshness::default();
         assert!(!freshness.is_stale("ns/db", Some("10")));
-        freshness.replaced("ns/db", Some("10"));
-        freshness.replaced("ns/db", Some("11"));
+        freshness.replaced("ns/db", Some("10"), Some("11"));
+        freshness.replaced("ns/db", Some("11"), Some("12"));
         assert!(freshness.is_stale("ns/db", Some("10")));
         assert!(freshness.is_stale("ns/db", Some("11")));
         // What our last write produced, or anything newer, is fresh.
@@ -92,11 +98,20 @@ mod tests {
         assert!(!freshness.is_stale("ns/db", Some("10")));
     }
 
+    /// A write that changed nothing keeps the version: waiting for a newer
+    /// one would wait forever.
+    #[test]
+    fn a_write_that_changed_nothing_replaced_nothing() {
+        let freshness = Freshness::default();
+        freshness.replaced("ns/db", Some("136"), Some("136"));
+        assert!(!freshness.is_stale("ns/db", Some("136")));
+    }
+
     #[test]
     fn only_the_latest_versions_are_remembered() {
         let freshness = Freshness::default();
         for version in 0..20 {
-            freshness.replaced("ns/db", Some(&version.to_string()));
+            freshness.replaced("ns/db", Some(&version.to_string()), None);
         }
         assert!(!freshness.is_stale("ns/db", Some("0")));
         assert!(freshness.is_stale("ns/db", Some("19")));

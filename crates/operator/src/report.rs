@@ -89,9 +89,13 @@ async fn patch_status(
         )
         .await
         .map_err(Error::kube("write status"))?;
-    ctx.freshness
-        .replaced(&cluster_key(cluster), version.as_deref());
-    Ok(written.resource_version())
+    let written = written.resource_version();
+    ctx.freshness.replaced(
+        &cluster_key(cluster),
+        version.as_deref(),
+        written.as_deref(),
+    );
+    Ok(written)
 }
 
 /// The events a written status calls for: a phase transition, a failure.

@@ -243,10 +243,15 @@ pub async fn clear_requests(
         .map(|key| ((*key).to_owned(), serde_json::Value::Null))
         .collect();
     let patch = json!({"metadata": {"annotations": annotations}});
-    api.patch(&cluster.name_any(), &update_params(), &Patch::Merge(&patch))
+    let written = api
+        .patch(&cluster.name_any(), &update_params(), &Patch::Merge(&patch))
         .await
         .map_err(Error::kube("remove a request annotation"))?;
-    ctx.freshness.replaced(&cluster_key(cluster), version);
+    ctx.freshness.replaced(
+        &cluster_key(cluster),
+        version,
+        written.resource_version().as_deref(),
+    );
     Ok(())
 }
 
