@@ -167,6 +167,21 @@ pub struct InstanceReport {
     /// the manager runs without the API.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_server_reachable: Option<bool>,
+    /// The base backup this instance was last asked to take
+    /// (`status.backup.running`), and how it went.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup: Option<BackupReport>,
+}
+
+/// One base backup as the instance taking it reports it.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct BackupReport {
+    /// The PostgresBackup's name.
+    pub name: String,
+    /// What its `status` becomes: phase, pgBackRest's label, LSNs, size,
+    /// error.
+    pub status: crate::v1alpha1::PostgresBackupStatus,
 }
 
 /// Continuous WAL archiving as the instance sees it: whether its stanza
@@ -281,6 +296,7 @@ mod tests {
             kept_copy: None,
             archiving: None,
             api_server_reachable: None,
+            backup: None,
         };
         let json = serde_json::to_value(&report).expect("serialises");
         assert_eq!(json["role"], "replica");

@@ -41,6 +41,8 @@ enum Command {
     /// What awaits approval (a blocked failover, an upgrade), and the
     /// approval of exactly that, by its identity.
     Approve(commands::approve::Args),
+    /// Take a base backup now (a PostgresBackup) and follow it.
+    Backup(commands::backup::Args),
     /// A cluster on one screen: phase, conditions, primary, instances,
     /// last failover, backups.
     Status(commands::status::Args),
@@ -92,6 +94,7 @@ fn main() -> ExitCode {
         Command::Operator(args) => commands::operator::run(&args),
         Command::Promote(args) => commands::promote::run(&args),
         Command::Approve(args) => commands::approve::run(&args),
+        Command::Backup(args) => commands::backup::run(&args),
         Command::Status(args) => commands::status::run(&args),
         Command::Why(args) => commands::why::run(&args),
         Command::Psql(args) => commands::psql::run(&args),

@@ -2,7 +2,10 @@
 //! S3-compatible server over HTTPS with a private CA (issue 16): a cluster
 //! declaring `spec.backup` archives its WAL, says so with the
 //! `ContinuousArchiving` condition, and records the newest archived
-//! segment in `status.backup`.
+//! segment in `status.backup`; a backup asked for with `tusk backup` and
+//! one created by `spec.backup.schedule` complete with pgBackRest's record
+//! in their status, and a backup of a cluster that declares no
+//! destination fails saying so.
 
 mod common;
 #[path = "../../instance/tests/common/s3.rs"]
@@ -18,6 +21,7 @@ use kube::api::{Api, PostParams};
 use s3::S3Server;
 use serde_json::json;
 use tusk_api::conditions::CONTINUOUS_ARCHIVING;
+use tusk_api::v1alpha1::{BackupPhase, PostgresBackup, PostgresBackupStatus};
 
 /// Generous: the pod starts, bootstraps, then the stanza is created over
 /// HTTPS; under load on two cores this takes tens of seconds.
@@ -34,6 +38,53 @@ async fn create_secret(world: &World, name: &str, data: BTreeMap<String, String>
         .create(&PostParams::default(), &secret)
         .await
         .expect("secret created");
+}
+
+/// Creates the cluster `name` (one instance) archiving to `server`'s
+/// bucket `wal`, with `backup` merged into its `spec.backup`.
+async fn create_archiving_cluster(
+    world: &World,
+    server: &S3Server,
+    name: &str,
+    backup: serde_json::Value,
+) {
+    let keys = server.keys();
+    create_secret(
+        world,
+        &format!("{name}-s3"),
+        BTreeMap::from([
+            ("ACCESS_KEY_ID".to_owned(), keys.access_key_id.clone()),
+            (
+                "SECRET_ACCESS_KEY".to_owned(),
+                keys.secret_access_key.clone(),
+            ),
+        ]),
+    )
+    .await;
+    let ca = std::fs::read_to_string(&server.served.ca_file).expect("the CA");
+    create_secret(
+        world,
+        &format!("{name}-s3-ca"),
+        BTreeMap::from([("ca.crt".to_owned(), ca)]),
+    )
+    .await;
+    let mut spec = json!({"destination": {
+        "url": "s3://wal/e2e",
+        "endpoint": format!("https://{}:{}", server.served.host, server.served.port),
+        "region": server.served.region,
+        "credentialsSecret": format!("{name}-s3"),
+        "caSecret": format!("{name}-s3-ca")}});
+    for (key, value) in backup.as_object().cloned().unwrap_or_default() {
+        spec[key] = value;
+    }
+    world
+        .create_cluster(
+            name,
+            json!({"instances": 1, "postgres": {"version": 15, "parameters": {"shared_buffers": "16MB"}},
+                   "storage": {"size": "1Gi"},
+                   "backup": spec}),
+        )
+        .await;
 }
 
 /// A superuser session on the primary (switching WAL is a superuser's).
@@ -63,39 +114,7 @@ async fn superuser(world: &World, cluster: &str) -> tokio_postgres::Client {
 async fn a_cluster_archives_its_wal_and_says_so() {
     let server = S3Server::start(&["wal"]);
     let world = World::start().await;
-    let keys = server.keys();
-    create_secret(
-        &world,
-        "arch-s3",
-        BTreeMap::from([
-            ("ACCESS_KEY_ID".to_owned(), keys.access_key_id.clone()),
-            (
-                "SECRET_ACCESS_KEY".to_owned(),
-                keys.secret_access_key.clone(),
-            ),
-        ]),
-    )
-    .await;
-    let ca = std::fs::read_to_string(&server.served.ca_file).expect("the CA");
-    create_secret(
-        &world,
-        "arch-s3-ca",
-        BTreeMap::from([("ca.crt".to_owned(), ca)]),
-    )
-    .await;
-    world
-        .create_cluster(
-            "arch",
-            json!({"instances": 1, "postgres": {"version": 15, "parameters": {"shared_buffers": "16MB"}},
-                   "storage": {"size": "1Gi"},
-                   "backup": {"destination": {
-                       "url": "s3://wal/e2e",
-                       "endpoint": format!("https://{}:{}", server.served.host, server.served.port),
-                       "region": server.served.region,
-                       "credentialsSecret": "arch-s3",
-                       "caSecret": "arch-s3-ca"}}}),
-        )
-        .await;
+    create_archiving_cluster(&world, &server, "arch", json!({})).await;
     world.wait_ready("arch", 1).await;
 
     let archiving = || async {
@@ -147,5 +166,136 @@ async fn a_cluster_archives_its_wal_and_says_so() {
     let (state, reason, message) = archiving().await.expect("the condition");
     assert_eq!((state.as_str(), reason.as_str()), ("True", "Archiving"));
     assert!(message.contains("s3://wal/e2e"), "{message}");
+    world.shutdown().await;
+}
+
+/// `tusk args` against the world, killed after `limit`.
+async fn tusk(world: &World, args: &[&str], limit: Duration) -> std::process::Output {
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_tusk"));
+    command
+        .args(args)
+        .env("KUBECONFIG", world.kubeconfig())
+        .kill_on_drop(true);
+    tokio::time::timeout(limit, command.output())
+        .await
+        .unwrap_or_else(|_| panic!("tusk {args:?} did not finish within {limit:?}"))
+        .unwrap_or_else(|e| panic!("tusk {args:?} cannot run: {e}"))
+}
+
+async fn backup_status(world: &World, name: &str) -> Option<PostgresBackupStatus> {
+    Api::<PostgresBackup>::namespaced(world.client.clone(), NS)
+        .get(name)
+        .await
+        .ok()
+        .and_then(|b| b.status)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backups_asked_for_and_scheduled_complete_and_a_cluster_without_a_destination_refuses() {
+    let server = S3Server::start(&["wal"]);
+    let world = World::start().await;
+    create_archiving_cluster(
+        &world,
+        &server,
+        "bk",
+        json!({"schedule": "* * * * *", "retentionDays": 7}),
+    )
+    .await;
+    world.wait_ready("bk", 1).await;
+
+    // Asked for: `tusk backup` creates it and follows it to the end.
+    let output = tusk(
+        &world,
+        &[
+            "backup", "bk", "-n", NS, "--name", "bk-now", "--wait", "300",
+        ],
+        Duration::from_secs(330),
+    )
+    .await;
+    let said = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        said.contains("bk-now: Completed on bk-1: backup "),
+        "{said}"
+    );
+    let status = backup_status(&world, "bk-now").await.expect("a status");
+    assert_eq!(status.phase, Some(BackupPhase::Completed), "{status:?}");
+    let id = status.backup_id.clone().expect("an id");
+    assert!(id.ends_with('F'), "{id}");
+    assert!(
+        status.begin_lsn.is_some() && status.end_lsn.is_some(),
+        "{status:?}"
+    );
+    assert!(status.size_bytes.is_some_and(|n| n > 0), "{status:?}");
+    assert!(
+        status
+            .location
+            .as_deref()
+            .is_some_and(|l| l.starts_with(&format!("s3://wal/e2e/{NS}/bk/backup/bk/"))),
+        "{status:?}"
+    );
+
+    // Scheduled every minute: the operator creates one named after its
+    // slot, owned by the cluster, and it completes.
+    let scheduled = || async {
+        Api::<PostgresBackup>::namespaced(world.client.clone(), NS)
+            .list(&Default::default())
+            .await
+            .expect("backups")
+            .items
+            .into_iter()
+            .find(|b| {
+                b.metadata
+                    .name
+                    .as_deref()
+                    .is_some_and(|n| n.starts_with("bk-20"))
+                    && b.status.as_ref().and_then(|s| s.phase) == Some(BackupPhase::Completed)
+            })
+    };
+    wait_for(
+        "a scheduled backup completed",
+        Duration::from_secs(200),
+        || async { scheduled().await.is_some() },
+    )
+    .await;
+    let taken = scheduled().await.expect("the scheduled backup");
+    let owners = taken.metadata.owner_references.unwrap_or_default();
+    assert_eq!(owners.first().map(|o| o.name.as_str()), Some("bk"));
+    let recorded = world.status("bk").await.backup.expect("status.backup");
+    assert!(recorded.last_scheduled_backup.is_some(), "{recorded:?}");
+    assert!(recorded.last_successful_backup.is_some(), "{recorded:?}");
+
+    // A cluster with no destination: the backup fails, saying why.
+    world
+        .create_cluster(
+            "plain",
+            json!({"instances": 1, "postgres": {"version": 15}, "storage": {"size": "1Gi"}}),
+        )
+        .await;
+    let output = tusk(
+        &world,
+        &[
+            "backup",
+            "plain",
+            "-n",
+            NS,
+            "--name",
+            "plain-now",
+            "--wait",
+            "120",
+        ],
+        Duration::from_secs(150),
+    )
+    .await;
+    let said = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert_eq!(output.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("plain-now: Failed: cannot take a base backup: spec.backup is not set"),
+        "{said}"
+    );
     world.shutdown().await;
 }

@@ -111,15 +111,19 @@ impl StanzaCreation {
 /// `pgbackrest stanza-create`: idempotent, it succeeds when the stanza
 /// already exists for this database.
 async fn create_stanza(ctx: &InstanceContext) -> Result<(), String> {
-    let output = run(ctx, &["stanza-create"]).await?;
+    let output = run(ctx, &["stanza-create"], STANZA_CREATE_TIMEOUT).await?;
     tracing::debug!(%output, "stanza-create");
     Ok(())
 }
 
 /// Runs pgBackRest `command` (with its options) for this cluster's stanza
 /// as the PostgreSQL user, with the repository's keys in its environment
-/// only; its output, or its error summarised.
-pub async fn run(ctx: &InstanceContext, command: &[&str]) -> Result<String, String> {
+/// only, for at most `timeout`; its output, or its error summarised.
+pub async fn run(
+    ctx: &InstanceContext,
+    command: &[&str],
+    timeout: Duration,
+) -> Result<String, String> {
     let config = ctx.pgbackrest_config().display().to_string();
     let mut process = ctx.user.command(Path::new(pgbackrest::PROGRAM));
     process
@@ -127,9 +131,9 @@ pub async fn run(ctx: &InstanceContext, command: &[&str]) -> Result<String, Stri
         .args(command)
         .envs(ctx.pgbackrest_env());
     let command = command.join(" ");
-    let output = tokio::time::timeout(STANZA_CREATE_TIMEOUT, process.output())
+    let output = tokio::time::timeout(timeout, process.output())
         .await
-        .map_err(|_| format!("pgbackrest {command} took over {STANZA_CREATE_TIMEOUT:?}"))?
+        .map_err(|_| format!("pgbackrest {command} took over {timeout:?}"))?
         .map_err(|e| format!("cannot run pgbackrest: {e}"))?;
     let mut text = String::from_utf8_lossy(&output.stdout).into_owned();
     text.push_str(&String::from_utf8_lossy(&output.stderr));

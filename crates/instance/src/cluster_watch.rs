@@ -101,6 +101,10 @@ pub fn desired_from_cluster(
         database: initdb.database,
         owner: initdb.owner,
         archiving,
+        backup: status
+            .and_then(|s| s.backup.as_ref())
+            .and_then(|b| b.running.clone())
+            .filter(|running| running.instance == me),
         problems,
     }
 }

@@ -10,6 +10,7 @@ use std::net::IpAddr;
 use tokio::sync::watch;
 
 use tusk_api::primacy::LeaseTiming;
+use tusk_api::v1alpha1::BackupAssignment;
 use tusk_postgres::pgbackrest::S3Repository;
 
 use crate::postgres::synchronous::SynchronousStandbys;
@@ -40,6 +41,9 @@ pub struct DesiredState {
     /// Where WAL is archived (`spec.backup` with `walArchiving`); `None`
     /// when it is not.
     pub archiving: Option<S3Repository>,
+    /// The base backup this instance is asked to take
+    /// (`status.backup.running`, when it names this instance).
+    pub backup: Option<BackupAssignment>,
     /// Why part of the declaration could not be read (a malformed fencing
     /// annotation, an impossible synchronous number). The affected part
     /// took its safe value (fenced; the last synchronous setting), and the
@@ -64,6 +68,7 @@ impl DesiredState {
             database: tusk_postgres::roles::DEFAULT_APP.into(),
             owner: tusk_postgres::roles::DEFAULT_APP.into(),
             archiving: None,
+            backup: None,
             problems: Vec::new(),
         }
     }

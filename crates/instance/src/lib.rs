@@ -13,10 +13,11 @@
 //!   as primary.
 //! - [`bootstrap`], [`rewind`], [`supervisor`]: the mechanics.
 //! - [`archiving`]: continuous WAL archiving with pgBackRest (the stanza,
-//!   the archiver's health).
+//!   the archiver's health); [`backup`]: base backups the operator assigns.
 //! - [`http`], [`report`], [`metrics`]: what the instance tells the world.
 
 pub mod archiving;
+pub mod backup;
 pub mod bootstrap;
 pub mod cluster_watch;
 pub mod context;

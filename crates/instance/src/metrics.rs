@@ -227,6 +227,7 @@ mod tests {
             kept_copy: None,
             archiving: None,
             api_server_reachable: None,
+            backup: None,
         };
         let figures = DatabaseFigures {
             connections: 3,

@@ -72,6 +72,7 @@ pub fn build(
             .as_ref()
             .map(|a| archiving(a, observed.and_then(|o| o.archiver.as_ref()))),
         api_server_reachable: state.api_server_reachable,
+        backup: state.backup.clone(),
     }
 }
 

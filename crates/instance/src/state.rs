@@ -26,6 +26,8 @@ pub struct ManagerState {
     /// Whether the API server answered within the lease's fence time
     /// (`None` without the Kubernetes API); see `primacy::view`.
     pub api_server_reachable: Option<bool>,
+    /// The base backup last asked of this instance, and how it went.
+    pub backup: Option<tusk_api::instance::BackupReport>,
 }
 
 /// The stanza as the manager knows it.
@@ -52,6 +54,7 @@ impl Default for ManagerState {
             desired_state_errors: Vec::new(),
             archiving: None,
             api_server_reachable: None,
+            backup: None,
         }
     }
 }

@@ -80,9 +80,10 @@ async fn a_finished_wal_segment_reaches_the_repository() {
 
     // The repository itself holds it: pgBackRest's own view of the stanza.
     let ctx = InstanceContext::new(db.settings.clone()).expect("context");
-    let info = tusk_instance::archiving::run(&ctx, &["info", "--output=json"])
-        .await
-        .expect("pgbackrest info");
+    let info =
+        tusk_instance::archiving::run(&ctx, &["info", "--output=json"], Duration::from_secs(60))
+            .await
+            .expect("pgbackrest info");
     let info: serde_json::Value = serde_json::from_str(&info).expect("JSON");
     let newest = info[0]["archive"][0]["max"]
         .as_str()

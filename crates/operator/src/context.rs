@@ -5,6 +5,8 @@ use std::sync::Arc;
 
 use kube::Client;
 use kube::runtime::events::Reporter;
+use kube::runtime::reflector::Store;
+use tusk_api::v1alpha1::PostgresBackup;
 
 use crate::children::Stores;
 use crate::config::OperatorConfig;
@@ -17,6 +19,8 @@ pub struct Context {
     pub http: reqwest::Client,
     pub reporter: Reporter,
     pub stores: Stores,
+    /// Every PostgresBackup watched (see [`crate::backups`]).
+    pub backups: Store<PostgresBackup>,
     /// Consecutive failures per cluster, for the back-off.
     pub failures: crate::retry::Failures,
     /// Cluster versions our own writes replaced (see [`crate::freshness`]).
@@ -34,6 +38,7 @@ impl Context {
         config: OperatorConfig,
         metrics: Arc<Metrics>,
         stores: Stores,
+        backups: Store<PostgresBackup>,
     ) -> Self {
         let config_limit = config.max_concurrent_upgrades;
         Self {
@@ -46,6 +51,7 @@ impl Context {
                 instance: std::env::var("POD_NAME").ok(),
             },
             stores,
+            backups,
             failures: crate::retry::Failures::default(),
             freshness: crate::freshness::Freshness::default(),
             leases: Arc::default(),

@@ -22,6 +22,7 @@ use kube::{Api, Client, Resource};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tusk_api::labels;
+use tusk_api::v1alpha1::PostgresBackup;
 
 use crate::cached_cluster::CachedCluster;
 use crate::children::{CacheSync, Stores, Trim};
@@ -86,6 +87,29 @@ where
     (store, stream)
 }
 
+/// The PostgresBackups (created by users, without the cluster label): the
+/// cache reconciles read them from, and the stream that routes a change to
+/// the cluster the backup names.
+fn backups(
+    client: &Client,
+    namespace: Option<&str>,
+) -> (
+    Store<PostgresBackup>,
+    impl Stream<Item = Result<PostgresBackup, watcher::Error>> + Send + 'static,
+) {
+    let api = match namespace {
+        Some(ns) => Api::<PostgresBackup>::namespaced(client.clone(), ns),
+        None => Api::<PostgresBackup>::all(client.clone()),
+    };
+    let (store, writer) = reflector::store();
+    let events = watcher(api, watcher::Config::default().any_semantic())
+        .default_backoff()
+        .modify(|backup| backup.metadata.managed_fields = None)
+        .reflect(writer)
+        .touched_objects();
+    (store, events)
+}
+
 /// What a change of a cluster must touch to trigger a reconcile: its spec
 /// (generation), its annotations (requests such as a switchover or
 /// fencing), finalizers and deletion. Status writes, the operator's own
@@ -136,6 +160,7 @@ pub async fn run(
         synced: CacheSync::default(),
     };
     stores.synced.start(&stores);
+    let (backups, backup_events) = backups(&client, ns);
     // A cluster object that does not decode (written under another
     // schema, say) is handed to reconcile as such, instead of failing the
     // watch for every cluster; clusters are cached encoded.
@@ -148,6 +173,7 @@ pub async fn run(
         config,
         metrics.clone(),
         stores,
+        backups,
     ));
     let quiet_leases = crate::primacy::quiet_leases(&client, ns, ctx.leases.clone());
     let (cluster_store, cluster_writer) = reflector::store();
@@ -172,6 +198,7 @@ pub async fn run(
         .owns_stream(binding_events)
         .owns_stream(pdb_events)
         .watches_stream(quiet_leases, |lease| crate::primacy::cluster_of(&lease))
+        .watches_stream(backup_events, |backup| crate::backups::cluster_of(&backup))
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, ctx)
         .for_each(|result| async move {

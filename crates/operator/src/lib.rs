@@ -11,6 +11,7 @@
 
 pub mod apply;
 pub mod archiving;
+pub mod backups;
 pub mod builders;
 pub mod cached_cluster;
 pub mod children;

@@ -10,7 +10,7 @@ use tusk_api::conditions::{self, ConditionStatus, DesiredCondition, set_conditio
 use tusk_api::instance::{InstanceReport, InstanceRole};
 use tusk_api::labels;
 use tusk_api::v1alpha1::{
-    BlockedFailover, ClusterPhase, FailoverStatus, InstanceStatus, PostgresCluster,
+    BackupStatus, BlockedFailover, ClusterPhase, FailoverStatus, InstanceStatus, PostgresCluster,
     PostgresClusterStatus, RolloutStatus,
 };
 
@@ -54,7 +54,20 @@ pub struct StatusInput<'a> {
     /// Where WAL is archived (`Some(None)`: nowhere); `None` when the
     /// pass did not judge it (the last observation stands).
     pub archive: Option<Option<crate::archiving::ArchiveTarget>>,
+    /// Base backups' progress (`None`: not judged; the last record stands).
+    pub backups: Option<BackupProgress>,
     pub now: Time,
+}
+
+/// What a pass decided of base backups, for `status.backup`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct BackupProgress {
+    /// `running` after the pass.
+    pub running: Option<tusk_api::v1alpha1::BackupAssignment>,
+    /// A backup that completed: its id and when.
+    pub completed: Option<(String, Time)>,
+    /// The schedule's slot whose PostgresBackup now exists.
+    pub scheduled: Option<Time>,
 }
 
 impl<'a> StatusInput<'a> {
@@ -93,6 +106,7 @@ impl<'a> StatusInput<'a> {
                 .and_then(|s| s.postgres_version)
                 .and_then(|v| u32::try_from(v).ok()),
             archive: None,
+            backups: None,
             now,
         }
     }
@@ -162,7 +176,29 @@ pub fn compose(input: &StatusInput<'_>) -> PostgresClusterStatus {
     set_last_failover(&mut status, input, previous.current_primary.as_deref());
     set_unsupported(&mut status, input);
     set_archiving(&mut status, input);
+    set_backups(&mut status, input);
     status
+}
+
+/// `status.backup`'s base backup fields, from the pass's decisions.
+fn set_backups(status: &mut PostgresClusterStatus, input: &StatusInput<'_>) {
+    let Some(progress) = &input.backups else {
+        return;
+    };
+    let unchanged =
+        progress.running.is_none() && progress.completed.is_none() && progress.scheduled.is_none();
+    if unchanged && status.backup.as_ref().is_none_or(|b| b.running.is_none()) {
+        return;
+    }
+    let backup = status.backup.get_or_insert_with(BackupStatus::default);
+    backup.running.clone_from(&progress.running);
+    if let Some((id, at)) = &progress.completed {
+        backup.last_successful_backup = Some(id.clone());
+        backup.last_successful_backup_time = Some(at.clone());
+    }
+    if let Some(slot) = &progress.scheduled {
+        backup.last_scheduled_backup = Some(slot.clone());
+    }
 }
 
 /// The failover record: a decision this reconcile made, as it made it, or

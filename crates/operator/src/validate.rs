@@ -69,6 +69,8 @@ pub struct ValidatedCluster {
     /// Where WAL is archived, when `spec.backup` asks for it and the
     /// destination is one archiving supports.
     pub archive: Option<ArchiveTarget>,
+    /// `spec.backup.schedule`, read.
+    pub schedule: Option<croner::Cron>,
     pub deletion_policy: DeletionPolicy,
     pub pod_template: PodTemplate,
     pub paused: bool,
@@ -124,6 +126,14 @@ pub fn validate(
         .is_some_and(|s| s.target_primary.is_some());
     let bootstrap = bootstrap(spec, bootstrapped)?;
     let unsupported = unsupported(spec, &bootstrap);
+    let schedule = spec
+        .backup
+        .as_ref()
+        .and_then(|b| b.schedule.as_deref())
+        .map(|s| {
+            crate::backups::schedule::parse(s).map_err(|e| spec_error("spec.backup.schedule", e))
+        })
+        .transpose()?;
 
     Ok(ValidatedCluster {
         image: spec
@@ -147,6 +157,7 @@ pub fn validate(
         bootstrap,
         backup: spec.backup.clone(),
         archive: archive_target(spec),
+        schedule,
         deletion_policy: spec.deletion_policy,
         pod_template: spec.pod_template.clone().unwrap_or_default(),
         paused: spec.paused,
@@ -295,6 +306,28 @@ fn archive_target(spec: &PostgresClusterSpec) -> Option<ArchiveTarget> {
     })
 }
 
+impl ValidatedCluster {
+    /// Why the cluster cannot take base backups; `None` when it can.
+    pub fn backups_unable(&self) -> Option<String> {
+        let Some(backup) = &self.backup else {
+            return Some("spec.backup is not set: declare a destination to back up to".to_owned());
+        };
+        if !backup.wal_archiving {
+            return Some(
+                "spec.backup.walArchiving is off: a base backup is restorable only with the WAL archived"
+                    .to_owned(),
+            );
+        }
+        if self.archive.is_none() {
+            return Some(format!(
+                "spec.backup.destination `{}` is not supported yet (S3 is)",
+                backup.destination.url
+            ));
+        }
+        None
+    }
+}
+
 /// Declared features not acted on yet (R30).
 fn unsupported(spec: &PostgresClusterSpec, bootstrap: &Bootstrap) -> Vec<String> {
     let mut unsupported = Vec::new();
@@ -310,11 +343,8 @@ fn unsupported(spec: &PostgresClusterSpec, bootstrap: &Bootstrap) -> Vec<String>
         }
         if !backup.wal_archiving {
             unsupported.push(
-                "spec.backup without walArchiving (base backups are not taken yet)".to_owned(),
+                "spec.backup without walArchiving (base backups need the WAL archived)".to_owned(),
             );
-        }
-        if backup.schedule.is_some() {
-            unsupported.push("spec.backup.schedule (scheduled base backups)".to_owned());
         }
         if backup.verify.is_some() {
             unsupported.push("spec.backup.verify (restore rehearsals)".to_owned());
@@ -500,13 +530,15 @@ pub(crate) mod tests {
         let valid = validate(&cluster(spec.clone()), &OperatorConfig::default()).expect("valid");
         assert_eq!(valid.archive, None);
         let said = valid.unsupported.join("; ");
-        for part in [
-            "spec.backup.destination",
-            "spec.backup.schedule",
-            "spec.backup.verify",
-        ] {
+        for part in ["spec.backup.destination", "spec.backup.verify"] {
             assert!(said.contains(part), "{part} in {said}");
         }
+        assert!(!said.contains("schedule"), "schedules are taken: {said}");
+        assert!(
+            valid
+                .backups_unable()
+                .is_some_and(|why| why.contains("gs://b/o"))
+        );
 
         spec["backup"] =
             serde_json::json!({"destination": {"url": "s3://b"}, "walArchiving": false});
@@ -514,6 +546,27 @@ pub(crate) mod tests {
         assert_eq!(valid.archive, None);
         assert_eq!(valid.unsupported.len(), 1);
         assert!(valid.unsupported[0].contains("base backups"));
+        assert!(
+            valid
+                .backups_unable()
+                .is_some_and(|why| why.contains("walArchiving"))
+        );
+    }
+
+    #[test]
+    fn a_schedule_cron_cannot_read_is_refused_naming_the_field() {
+        let mut spec = three_instances();
+        spec["backup"] =
+            serde_json::json!({"destination": {"url": "s3://b/o"}, "schedule": "0 3 * * *"});
+        let valid = validate(&cluster(spec.clone()), &OperatorConfig::default()).expect("valid");
+        assert!(valid.schedule.is_some() && valid.backups_unable().is_none());
+        spec["backup"]["schedule"] = serde_json::json!("61 3 * * *");
+        let error = validate(&cluster(spec), &OperatorConfig::default()).expect_err("minute 61");
+        let text = error.to_string();
+        assert!(
+            text.contains("spec.backup.schedule") && text.contains("61 3"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -65,6 +65,38 @@ pub struct PostgresBackupSpec {
     /// `primary` always uses the primary.
     #[serde(default)]
     pub target: BackupTarget,
+
+    /// `full` (the default: everything, restorable on its own),
+    /// `differential` (what changed since the last full backup) or
+    /// `incremental` (what changed since the last backup of any type).
+    /// pgBackRest takes a full backup instead when there is none to
+    /// build on.
+    #[serde(default, rename = "type")]
+    pub backup_type: BackupType,
+}
+
+/// How much a backup copies.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+pub enum BackupType {
+    /// Every file of the data directory.
+    #[default]
+    Full,
+    /// Files changed since the last full backup.
+    Differential,
+    /// Files changed since the last backup.
+    Incremental,
+}
+
+impl BackupType {
+    /// pgBackRest's name for it (`--type`).
+    pub fn pgbackrest(self) -> &'static str {
+        match self {
+            BackupType::Full => "full",
+            BackupType::Differential => "diff",
+            BackupType::Incremental => "incr",
+        }
+    }
 }
 
 /// Which instance takes a backup.
@@ -110,9 +142,22 @@ pub struct PostgresBackupStatus {
     /// Size of the stored backup in bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub size_bytes: Option<i64>,
+    /// The instance that took the backup.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance: Option<String>,
     /// Why the backup failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+}
+
+impl PostgresBackupStatus {
+    /// True once the backup completed or failed: nothing changes it after.
+    pub fn finished(&self) -> bool {
+        matches!(
+            self.phase,
+            Some(BackupPhase::Completed | BackupPhase::Failed)
+        )
+    }
 }
 
 /// Phase of a backup.

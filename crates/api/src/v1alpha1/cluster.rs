@@ -471,7 +471,7 @@ pub struct PodTemplate {
 impl PostgresClusterSpec {
     /// Where WAL is archived: `spec.backup.destination` when `walArchiving`
     /// is on, as pgBackRest's repository, with the CA mounted where the pod
-    /// contract puts it under `secrets_dir`. `None` when WAL is not
+    /// contract puts it under `secrets_dir` and the retention of backups. `None` when WAL is not
     /// archived; an error for a destination archiving does not support yet.
     pub fn wal_archive(
         &self,
@@ -491,6 +491,7 @@ impl PostgresClusterSpec {
                         .display()
                         .to_string()
                 });
+                repository.retention_days = u32::try_from(backup.retention_days).ok();
                 repository
             }),
         )

@@ -345,6 +345,27 @@ pub struct BackupStatus {
     /// a growing number while archiving fails is disk filling up.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending_wal_segments: Option<i64>,
+    /// The backup being taken now, and by which instance: the operator
+    /// assigns one PostgresBackup at a time; the instance's manager runs
+    /// it and reports the outcome.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub running: Option<BackupAssignment>,
+    /// When the schedule (`spec.backup.schedule`) last created a backup.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_scheduled_backup: Option<Time>,
+}
+
+/// One PostgresBackup assigned to one instance.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct BackupAssignment {
+    /// The PostgresBackup's name.
+    pub backup: String,
+    /// The instance taking it.
+    pub instance: String,
+    /// Full, differential or incremental.
+    #[serde(rename = "type")]
+    pub backup_type: super::BackupType,
 }
 
 /// The outcome of a restore rehearsal (R28).

@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 pub mod approve;
+pub mod backup;
 pub mod cluster_access;
 pub mod crds;
 pub mod fence;

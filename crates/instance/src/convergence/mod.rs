@@ -19,6 +19,7 @@ use tokio::time::Instant;
 use tusk_api::instance::InstancePhase;
 
 use crate::archiving::StanzaCreation;
+use crate::backup::Backups;
 use crate::bootstrap::{self, BootstrapError};
 use crate::context::InstanceContext;
 use crate::datadir::{self, DataDirError};
@@ -98,6 +99,8 @@ pub struct Manager<S> {
     awaited_primary: Option<IpAddr>,
     /// The pgBackRest stanza, created by the primary.
     stanza: StanzaCreation,
+    /// The base backup the operator assigned, taken by the primary.
+    backups: Backups,
     /// Why the mounted credentials cannot be followed (logged once).
     credentials_problem: Option<String>,
 }
@@ -120,6 +123,7 @@ impl<S: DesiredStateSource> Manager<S> {
             reload_pending: false,
             awaited_primary: None,
             stanza: StanzaCreation::default(),
+            backups: Backups::default(),
             credentials_problem: None,
         }
     }
@@ -265,6 +269,8 @@ impl<S: DesiredStateSource> Manager<S> {
             && self.postmaster.is_some()
             && self.passwords_converged;
         self.stanza
+            .converge(&self.ctx, desired, &self.state, running_primary);
+        self.backups
             .converge(&self.ctx, desired, &self.state, running_primary);
         match action {
             Action::Fence => {

@@ -138,6 +138,7 @@ fn standby(name: &str, received: &str, replayed: &str) -> InstanceReport {
         kept_copy: None,
         archiving: None,
         api_server_reachable: None,
+        backup: None,
     }
 }
 

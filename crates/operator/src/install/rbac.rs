@@ -63,6 +63,20 @@ fn cluster_and_data_rules() -> Vec<Rule> {
             &[],
         ),
         rule(
+            "PostgresBackups are watched (list, watch) to assign them to an instance one at a time, and created (create) by spec.backup.schedule; the operator never deletes them.",
+            &[tusk_api::GROUP],
+            &["postgresbackups"],
+            &["list", "watch", "create"],
+            &[],
+        ),
+        rule(
+            "A PostgresBackup's status (phase, backup id, LSNs, size, error) is patched as the instance taking it reports.",
+            &[tusk_api::GROUP],
+            &["postgresbackups/status"],
+            &["patch"],
+            &[],
+        ),
+        rule(
             "Status (phase, conditions, targetPrimary, instances) is server-side applied to the status subresource.",
             &[tusk_api::GROUP],
             &["postgresclusters/status"],

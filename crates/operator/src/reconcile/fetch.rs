@@ -9,7 +9,7 @@ use std::time::Instant;
 use k8s_openapi::jiff::Timestamp;
 
 use tusk_api::instance::InstanceReport;
-use tusk_api::v1alpha1::PostgresCluster;
+use tusk_api::v1alpha1::{PostgresBackup, PostgresCluster};
 
 use kube::ResourceExt;
 
@@ -19,6 +19,9 @@ use crate::error::Error;
 use crate::failover;
 use crate::observe::{poll_briefly, poll_instances};
 use crate::primacy::{self, LeaseState};
+
+/// The longest a pass waits for the PostgresBackup cache's first list.
+const BACKUP_CACHE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Everything one pass observed.
 #[derive(Default)]
@@ -31,6 +34,9 @@ pub struct Observed {
     /// The last renewal of the primary lease this operator saw, when its
     /// holder has stopped renewing since (microseconds).
     pub lease_quiet_since: Option<Timestamp>,
+    /// The PostgresBackups naming the cluster; `None` until their cache
+    /// has listed (no backup is decided on then).
+    pub backups: Option<Vec<PostgresBackup>>,
 }
 
 pub async fn fetch(cluster: &PostgresCluster, ctx: &Context) -> Result<Observed, Error> {
@@ -58,11 +64,16 @@ pub async fn fetch(cluster: &PostgresCluster, ctx: &Context) -> Result<Observed,
     } else {
         None
     };
+    let backups = tokio::time::timeout(BACKUP_CACHE_WAIT, ctx.backups.wait_until_ready())
+        .await
+        .is_ok_and(|ready| ready.is_ok())
+        .then(|| crate::backups::of_cluster(&ctx.backups, &namespace, &name));
     Ok(Observed {
         children,
         reports,
         lease,
         lease_quiet_since,
+        backups,
     })
 }
 

@@ -10,6 +10,7 @@
 //! (R8, R16).
 
 mod apply;
+mod backups;
 mod claims;
 mod fetch;
 mod plan;
@@ -68,7 +69,10 @@ async fn converge(cluster: &PostgresCluster, ctx: &Context) -> Result<Action, Er
     };
     let outdated = rollout::Outdated::observe(cluster, &valid, ctx, &observed);
     let plan = plan::plan(cluster, &valid, &observed, &outdated, now);
-    let applied = apply::apply(ctx, &valid, &observed.children, &plan).await;
+    let applied = match apply::apply(ctx, &valid, &observed.children, &plan).await {
+        Ok(()) => backups::apply(ctx, &valid, &plan).await,
+        failed => failed,
+    };
     publish_all(cluster, ctx, &plan.events).await;
     let written = report::write(cluster, ctx, &plan.status, applied.as_ref().err()).await?;
     // One-shot requests are removed once acted on, so they never fire

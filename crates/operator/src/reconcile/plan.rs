@@ -6,20 +6,22 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use tusk_api::labels;
-use tusk_api::v1alpha1::PostgresCluster;
+use tusk_api::v1alpha1::{PostgresCluster, PostgresClusterStatus};
 
 use super::fetch::Observed;
 use super::primary;
 use super::roles::{RoleLabel, role_labels};
 use super::rollout::{self as rolling, Outdated};
 use super::storage::{OwnerChange, ownership, resizes};
+use crate::backups::schedule::Scheduled;
+use crate::backups::{BackupInput, BackupPlan};
 use crate::children::{Children, named, pod_ready};
 use crate::events::Note;
 use crate::failover::FailoverCheck;
 use crate::names::InstanceName;
 use crate::plan::{InstancePlan, InstanceStep, ObservedInstance, plan_instances};
 use crate::rollout::{Action, Rollout};
-use crate::status::StatusInput;
+use crate::status::{BackupProgress, StatusInput};
 use crate::validate::ValidatedCluster;
 
 /// What one pass does.
@@ -43,6 +45,13 @@ pub struct Plan<'a> {
     pub events: Vec<Note>,
     /// The rolling update's decision.
     pub rollout: Rollout,
+    /// Base backups: the assignment, records and events (`None`: not
+    /// decided in this pass).
+    pub backups: Option<BackupPlan>,
+    /// A backup the schedule asks for, to create.
+    pub scheduled: Option<Scheduled>,
+    /// The schedule's next slot after this pass, to look again then.
+    pub next_slot: Option<Timestamp>,
     /// The status to write, given the apply outcome.
     pub status: StatusInput<'a>,
 }
@@ -89,6 +98,11 @@ pub fn plan<'a>(
             instances.target_primary.as_str(),
         )
     };
+    let mut backups = decide_backups(cluster, valid, observed, &check, now);
+    let (scheduled, recorded_slot) = schedule(valid, observed, previous, cluster, now);
+    if let Some(plan) = backups.as_mut() {
+        events.append(&mut plan.events);
+    }
     let status = StatusInput {
         declared: valid.instances,
         target_primary: Some(instances.target_primary.to_string()),
@@ -102,6 +116,11 @@ pub fn plan<'a>(
         rollout: rollout.status.clone(),
         postgres_version: Some(valid.version),
         archive: Some(valid.archive.clone()),
+        backups: backups.as_ref().map(|plan| BackupProgress {
+            running: plan.running.clone(),
+            completed: plan.completed.clone(),
+            scheduled: recorded_slot.map(Time),
+        }),
         ..StatusInput::unplanned(
             cluster,
             &observed.children.pods,
@@ -120,7 +139,80 @@ pub fn plan<'a>(
         clear,
         events,
         rollout,
+        backups,
+        next_slot: valid
+            .schedule
+            .as_ref()
+            .and_then(|cron| crate::backups::schedule::next(cron, now)),
+        scheduled,
         status,
+    }
+}
+
+/// The pass's backup decisions, once the PostgresBackups were listed and
+/// unless the cluster is paused. Only a primary that serves, with no
+/// failover or switchover under way, is given a backup.
+fn decide_backups(
+    cluster: &PostgresCluster,
+    valid: &ValidatedCluster,
+    observed: &Observed,
+    check: &FailoverCheck,
+    now: Timestamp,
+) -> Option<BackupPlan> {
+    let list = observed.backups.as_deref().filter(|_| !valid.paused)?;
+    let status = cluster.status.as_ref();
+    let primary = status
+        .and_then(|s| s.current_primary.as_deref())
+        .filter(|p| status.and_then(|s| s.target_primary.as_deref()) == Some(*p))
+        .filter(|_| check.primary_available == Some(true) && check.record.is_none());
+    let pods: Vec<String> = observed
+        .children
+        .pods
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .map(ResourceExt::name_any)
+        .collect();
+    Some(crate::backups::decide(&BackupInput {
+        unable: valid.backups_unable(),
+        running: status
+            .and_then(|s| s.backup.as_ref())
+            .and_then(|b| b.running.as_ref()),
+        backups: list,
+        reports: &observed.reports,
+        pods: &pods,
+        primary,
+        now: &Time(now),
+    }))
+}
+
+/// The schedule's backup due now, to create unless it exists; and the
+/// slot to record once its PostgresBackup exists (so a failed creation is
+/// tried again, never skipped).
+fn schedule(
+    valid: &ValidatedCluster,
+    observed: &Observed,
+    previous: Option<&PostgresClusterStatus>,
+    cluster: &PostgresCluster,
+    now: Timestamp,
+) -> (Option<Scheduled>, Option<Timestamp>) {
+    let (Some(cron), Some(listed)) = (valid.schedule.as_ref(), observed.backups.as_deref()) else {
+        return (None, None);
+    };
+    if valid.paused || valid.backups_unable().is_some() {
+        return (None, None);
+    }
+    let last = previous
+        .and_then(|s| s.backup.as_ref())
+        .and_then(|b| b.last_scheduled_backup.as_ref())
+        .or(cluster.metadata.creation_timestamp.as_ref())
+        .map_or(now, |t| t.0);
+    let Some(due) = crate::backups::schedule::due(valid.name.as_str(), cron, last, now) else {
+        return (None, None);
+    };
+    if listed.iter().any(|b| b.name_any() == due.name) {
+        (None, Some(due.slot))
+    } else {
+        (Some(due), None)
     }
 }
 

@@ -27,8 +27,22 @@ pub const STALE: Duration = Duration::from_millis(100);
 /// Periodic resync of a converged cluster (R7).
 const RESYNC: Duration = Duration::from_secs(60);
 
+/// While a base backup runs: its progress and outcome reach the
+/// PostgresBackup only when the instance taking it is polled.
+const BACKING_UP: Duration = Duration::from_secs(5);
+
 pub fn after(status: &PostgresClusterStatus, plan: &Plan<'_>) -> Duration {
-    delay(status, &plan.primary, &plan.instances.step)
+    let mut wait = delay(status, &plan.primary, &plan.instances.step);
+    if status.backup.as_ref().is_some_and(|b| b.running.is_some()) || plan.scheduled.is_some() {
+        wait = wait.min(BACKING_UP);
+    }
+    // The schedule's next slot, to the second.
+    if let Some(next) = plan.next_slot {
+        let left = next.as_second() - plan.status.now.0.as_second();
+        let left = Duration::from_secs(u64::try_from(left.max(1)).unwrap_or(1));
+        wait = wait.min(left);
+    }
+    wait
 }
 
 fn delay(status: &PostgresClusterStatus, primary: &FailoverCheck, step: &InstanceStep) -> Duration {

@@ -29,6 +29,7 @@ fn input<'a>(
         rollout: None,
         postgres_version: None,
         archive: None,
+        backups: None,
         now,
     }
 }
@@ -172,4 +173,46 @@ fn a_kept_copy_is_shown_and_remembered_while_the_instance_is_silent() {
     );
     let silent = instance_status(&pod, &BTreeMap::new(), Some(&seen), None);
     assert_eq!(silent.kept_copy, seen.kept_copy);
+}
+
+#[test]
+fn base_backups_progress_reaches_status_backup_and_a_finished_one_clears_running() {
+    use crate::status::BackupProgress;
+    use tusk_api::v1alpha1::{BackupAssignment, BackupType};
+    let reports = BTreeMap::new();
+    let running = BackupAssignment {
+        backup: "nightly".into(),
+        instance: "orders-1".into(),
+        backup_type: BackupType::Full,
+    };
+    let mut assigned = input(None, &reports, at(1000));
+    assigned.backups = Some(BackupProgress {
+        running: Some(running.clone()),
+        ..BackupProgress::default()
+    });
+    let first = compose(&assigned);
+    assert_eq!(
+        first.backup.as_ref().and_then(|b| b.running.clone()),
+        Some(running)
+    );
+
+    let mut done = input(Some(&first), &reports, at(1060));
+    done.backups = Some(BackupProgress {
+        completed: Some(("20261204-100000F".into(), at(1050))),
+        scheduled: Some(at(900)),
+        ..BackupProgress::default()
+    });
+    let second = compose(&done);
+    let backup = second.backup.clone().expect("status.backup");
+    assert_eq!(backup.running, None);
+    assert_eq!(
+        backup.last_successful_backup.as_deref(),
+        Some("20261204-100000F")
+    );
+    assert_eq!(backup.last_successful_backup_time, Some(at(1050)));
+    assert_eq!(backup.last_scheduled_backup, Some(at(900)));
+
+    // A pass that did not judge backups keeps what was recorded.
+    let kept = compose(&input(Some(&second), &reports, at(1100)));
+    assert_eq!(kept.backup, second.backup);
 }

@@ -1,0 +1,155 @@
+//! Base backups with real parts: PostgreSQL, pgBackRest and an
+//! S3-compatible server over HTTPS (issue 16). The primary takes the
+//! backup it is assigned and reports pgBackRest's record of it; a manager
+//! restarted with the same assignment reports the backup already in the
+//! repository instead of taking a second one; a standby refuses.
+
+mod common;
+
+use std::time::Duration;
+
+use common::s3::S3Server;
+use common::{TestCluster, TestInstance, desired};
+use tusk_api::instance::{BackupReport, InstanceReport};
+use tusk_api::v1alpha1::{BackupAssignment, BackupPhase, BackupType};
+use tusk_instance::context::InstanceContext;
+use tusk_instance::desired::DesiredState;
+use tusk_postgres::pgbackrest;
+
+const BUCKET: &str = "backups";
+/// Bound on each wait: the stanza, then a backup of a small database
+/// (seconds, once PostgreSQL's checkpoint is done).
+const WAIT: Duration = Duration::from_secs(180);
+
+fn assigned(db: &TestInstance, name: &str, backup_type: BackupType) -> BackupAssignment {
+    BackupAssignment {
+        backup: name.to_owned(),
+        instance: db.settings.pod_name.clone(),
+        backup_type,
+    }
+}
+
+fn backup(report: &InstanceReport, name: &str) -> Option<BackupReport> {
+    report.backup.clone().filter(|b| b.name == name)
+}
+
+async fn finished(db: &TestInstance, name: &str) -> BackupReport {
+    let report = db
+        .wait_status(&format!("backup {name} finished"), WAIT, |r| {
+            backup(r, name).is_some_and(|b| b.status.finished())
+        })
+        .await;
+    backup(&report, name).expect("the backup")
+}
+
+/// The backups pgBackRest lists for the stanza.
+async fn listed(db: &TestInstance) -> Vec<pgbackrest::BackupInfo> {
+    let ctx = InstanceContext::new(db.settings.clone()).expect("context");
+    let json = tusk_instance::archiving::run(&ctx, &["info", "--output=json"], WAIT)
+        .await
+        .expect("pgbackrest info");
+    pgbackrest::parse_info(&json, &ctx.settings.cluster_name).expect("info")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_primary_takes_its_assigned_backup_once_and_reports_it() {
+    common::init_logs();
+    let server = S3Server::start(&[BUCKET]);
+    let mut cluster = TestCluster::new();
+    let mut db = cluster.instance("db-1");
+    db.settings.repository_keys = Some(server.keys());
+    let mut repository = server.repository(BUCKET, "tusk");
+    repository.retention_days = Some(7);
+    let on_db = DesiredState {
+        archiving: Some(repository),
+        ..desired("db-1", db.address)
+    };
+    db.start(on_db.clone());
+    db.wait_status("the stanza", WAIT, |r| {
+        r.ready && r.archiving.as_ref().is_some_and(|a| a.stanza_created)
+    })
+    .await;
+    let client = db.superuser().await;
+    client
+        .batch_execute("CREATE TABLE t AS SELECT generate_series(1, 10000) AS v")
+        .await
+        .expect("data");
+
+    // A full backup, recorded as pgBackRest records it.
+    db.set_desired(DesiredState {
+        backup: Some(assigned(&db, "nightly-1", BackupType::Full)),
+        ..on_db.clone()
+    });
+    let full = finished(&db, "nightly-1").await;
+    let status = &full.status;
+    assert_eq!(status.phase, Some(BackupPhase::Completed), "{status:?}");
+    let id = status.backup_id.clone().expect("an id");
+    assert!(id.ends_with('F'), "a full backup's label: {id}");
+    assert!(
+        status.begin_lsn.is_some() && status.end_lsn.is_some(),
+        "{status:?}"
+    );
+    assert_eq!(status.timeline, Some(1));
+    assert!(status.size_bytes.is_some_and(|n| n > 0), "{status:?}");
+    assert_eq!(status.instance.as_deref(), Some("db-1"));
+    let location = status.location.clone().expect("location");
+    assert!(
+        location.starts_with("s3://backups/tusk/default/db/backup/db/") && location.ends_with(&id),
+        "{location}"
+    );
+    assert!(status.started_at <= status.completed_at, "{status:?}");
+
+    // An incremental one builds on it.
+    db.set_desired(DesiredState {
+        backup: Some(assigned(&db, "hourly-1", BackupType::Incremental)),
+        ..on_db.clone()
+    });
+    let incremental = finished(&db, "hourly-1").await;
+    let incremental_id = incremental.status.backup_id.clone().expect("an id");
+    assert!(incremental_id.ends_with('I'), "{incremental:?}");
+    assert_eq!(listed(&db).await.len(), 2);
+
+    // A manager restarted while the assignment stands reports the backup
+    // already taken, and takes no second one.
+    db.stop(Duration::from_secs(30)).await;
+    db.start(DesiredState {
+        backup: Some(assigned(&db, "hourly-1", BackupType::Incremental)),
+        ..on_db.clone()
+    });
+    let again = finished(&db, "hourly-1").await;
+    assert_eq!(again.status.backup_id, Some(incremental_id));
+    let listed = listed(&db).await;
+    assert_eq!(listed.len(), 2, "{listed:?}");
+    assert_eq!(
+        listed
+            .iter()
+            .filter_map(|b| b.annotation.clone())
+            .collect::<Vec<_>>(),
+        ["nightly-1", "hourly-1"]
+    );
+    db.stop(Duration::from_secs(30)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standby_refuses_a_backup_naming_the_primary() {
+    common::init_logs();
+    let server = S3Server::start(&[BUCKET]);
+    let mut cluster = TestCluster::new();
+    let mut db1 = cluster.instance("db-1");
+    let mut db2 = cluster.instance("db-2");
+    db1.start(desired("db-1", db1.address));
+    db1.wait_status("a ready primary", WAIT, |r| r.ready).await;
+    db2.settings.repository_keys = Some(server.keys());
+    let on_db2 = DesiredState {
+        archiving: Some(server.repository(BUCKET, "tusk")),
+        backup: Some(assigned(&db2, "b", BackupType::Full)),
+        ..desired("db-1", db1.address)
+    };
+    db2.start(on_db2);
+    let refused = finished(&db2, "b").await;
+    assert_eq!(refused.status.phase, Some(BackupPhase::Failed));
+    let error = refused.status.error.unwrap_or_default();
+    assert!(error.contains("db-2 is not the primary"), "{error}");
+    db2.stop(Duration::from_secs(30)).await;
+    db1.stop(Duration::from_secs(30)).await;
+}
