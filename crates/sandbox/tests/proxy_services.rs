@@ -100,7 +100,7 @@ async fn ready_addresses(endpoints: &Api<Endpoints>) -> Option<usize> {
     )
 }
 
-/// A port free on 127.1.0.1, the first cluster IP a sandbox hands out.
+/// A port free on 127.1.0.1.
 fn free_service_port() -> u16 {
     let probe = std::net::TcpListener::bind("127.1.0.1:0").expect("a free port");
     probe.local_addr().expect("address").port()
@@ -123,9 +123,9 @@ async fn psql_reaches_a_postgres_pod_through_its_service_while_it_is_ready() {
         .await
         .expect("claim created");
     let services: Api<Service> = Api::namespaced(node.client.clone(), NS);
-    // Every sandbox hands out cluster IPs from 127.1.0.1, so another one on
-    // this machine may hold 127.1.0.1:5432; a port free on the first cluster
-    // IPs keeps this Service apart.
+    // Sandboxes hand out cluster IPs from a block of their own, but two may
+    // share one (1 in 255); a port free on 127.1.0.1 makes a clash on the
+    // usual 5432 still less likely.
     let port = free_service_port();
     let service: Service = serde_json::from_value(json!({
         "metadata": {"name": "pg"},

@@ -93,6 +93,45 @@ async fn services_get_a_loopback_cluster_ip_that_never_changes() {
     assert_eq!(code(&changed.expect_err("clusterIP is immutable")), 422);
 }
 
+/// Two sandboxes side by side (tests in one process) hand out different
+/// cluster IPs: one sandbox's proxy must never answer for another's
+/// Service (a client of one cluster reached the other's PostgreSQL).
+#[tokio::test]
+async fn two_sandboxes_hand_out_different_cluster_ips() {
+    let (a, b) = (TestSandbox::start().await, TestSandbox::start().await);
+    let mut first_ips = Vec::new();
+    let mut own_ips = Vec::new();
+    for sandbox in [&a, &b] {
+        let api: Api<Service> = Api::default_namespaced(sandbox.client.clone());
+        let service: Service = serde_json::from_value(
+            json!({"metadata": {"name": "db-rw"}, "spec": {"ports": [{"port": 5432}]}}),
+        )
+        .expect("service");
+        let ip = api
+            .create(&PostParams::default(), &service)
+            .await
+            .expect("created")
+            .spec
+            .and_then(|s| s.cluster_ip)
+            .expect("a cluster IP");
+        let own = api
+            .get("kubernetes")
+            .await
+            .expect("the kubernetes Service")
+            .spec
+            .and_then(|s| s.cluster_ip)
+            .expect("its cluster IP");
+        let block = |ip: &str| ip.rsplit_once('.').map(|(block, _)| block.to_owned());
+        assert_eq!(block(&ip), block(&own), "{ip} is in the block of {own}");
+        first_ips.push(ip);
+        own_ips.push(own);
+    }
+    // The blocks come from the data directories: two of 255 may meet.
+    if own_ips[0] != own_ips[1] {
+        assert_ne!(first_ips[0], first_ips[1]);
+    }
+}
+
 #[tokio::test]
 async fn claims_may_grow_but_not_shrink_or_change_class() {
     let t = TestSandbox::start().await;

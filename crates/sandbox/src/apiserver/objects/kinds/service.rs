@@ -11,6 +11,7 @@ use crate::apiserver::admission::defaults;
 use crate::apiserver::error::{ApiError, Cause};
 use crate::apiserver::objects::meta::str_at;
 use crate::apiserver::storage::Transaction;
+use crate::controllers::kubernetes_service;
 
 pub struct Service;
 
@@ -38,14 +39,28 @@ impl KindRules for Service {
 }
 
 /// The first loopback address no Service holds, so each Service can be
-/// reached on its own address with its own ports.
+/// reached on its own address with its own ports. The search starts in
+/// the block of the `kubernetes` Service (`127.1.<n>.0/24`, `n` derived
+/// from the sandbox's data directory): two sandboxes on one machine (tests
+/// running side by side) then hand out different addresses, and one
+/// sandbox's proxy never answers for another's Service.
 fn allocate_cluster_ip(tx: &Transaction<'_>) -> Result<String, ApiError> {
-    let used: HashSet<String> = tx
-        .list("/services", None)
+    let services = tx.list("/services", None);
+    let used: HashSet<String> = services
         .iter()
         .filter_map(|s| str_at(s, "/spec/clusterIP").map(str::to_owned))
         .collect();
-    for third in 0..=255u16 {
+    let own_block = services
+        .iter()
+        .find(|s| {
+            str_at(s, "/metadata/name") == Some(kubernetes_service::NAME)
+                && str_at(s, "/metadata/namespace") == Some(kubernetes_service::NAMESPACE)
+        })
+        .and_then(|s| str_at(s, "/spec/clusterIP"))
+        .and_then(|ip| ip.parse::<std::net::Ipv4Addr>().ok())
+        .map_or(0, |ip| u16::from(ip.octets()[2]));
+    for block in 0..=255u16 {
+        let third = (own_block + block) % 256;
         for fourth in 1..=254u16 {
             let ip = format!("127.1.{third}.{fourth}");
             if !used.contains(&ip) {
