@@ -47,6 +47,15 @@ pub fn backup_ca_file(secrets_dir: &std::path::Path) -> PathBuf {
     secrets_dir.join(BACKUP_CA_MOUNT_NAME).join(BACKUP_CA_KEY)
 }
 
+/// Directory under [`SECRETS_DIR`] where the restore source's CA Secret
+/// (`spec.bootstrap.recovery.source.caSecret`) is mounted.
+pub const RESTORE_CA_MOUNT_NAME: &str = "restore-ca";
+
+/// Where the restore source's CA is under `secrets_dir`.
+pub fn restore_ca_file(secrets_dir: &std::path::Path) -> PathBuf {
+    secrets_dir.join(RESTORE_CA_MOUNT_NAME).join(BACKUP_CA_KEY)
+}
+
 /// The run directory when the environment names none (outside a pod).
 pub const DEFAULT_RUN_DIR: &str = "/tmp/tusk";
 /// Operating-system user PostgreSQL runs as when the manager is root.
@@ -74,6 +83,11 @@ impl InstanceEnv {
     pub const REPOSITORY_KEY: &'static str = tusk_postgres::pgbackrest::S3_KEY_ENV;
     /// The backup repository's secret access key.
     pub const REPOSITORY_KEY_SECRET: &'static str = tusk_postgres::pgbackrest::S3_KEY_SECRET_ENV;
+    /// The access key id of the repository a restore reads
+    /// (`spec.bootstrap.recovery.source.credentialsSecret`).
+    pub const SOURCE_KEY: &'static str = "TUSK_RESTORE_S3_KEY";
+    /// Its secret access key.
+    pub const SOURCE_KEY_SECRET: &'static str = "TUSK_RESTORE_S3_KEY_SECRET";
 }
 
 /// Key of the access key id in the backup credentials Secret.
@@ -131,6 +145,26 @@ pub struct InstanceEnvironment {
     /// The backup repository's keys, when the cluster names a credentials
     /// Secret.
     pub repository_keys: Option<RepositoryKeys>,
+    /// The keys of the repository a restore reads, when the recovery
+    /// source names a credentials Secret.
+    pub source_keys: Option<RepositoryKeys>,
+}
+
+/// Both keys named `id` and `secret`, or neither.
+fn key_pair(
+    lookup: &impl Fn(&str) -> Option<String>,
+    id: &'static str,
+    secret: &'static str,
+) -> Result<Option<RepositoryKeys>, EnvironmentError> {
+    match (lookup(id), lookup(secret)) {
+        (Some(access_key_id), Some(secret_access_key)) => Ok(Some(RepositoryKeys {
+            access_key_id,
+            secret_access_key,
+        })),
+        (None, None) => Ok(None),
+        (Some(_), None) => Err(EnvironmentError::Missing(secret)),
+        (None, Some(_)) => Err(EnvironmentError::Missing(id)),
+    }
 }
 
 /// An environment the instance manager cannot run with.
@@ -183,24 +217,16 @@ impl InstanceEnvironment {
                 .map(|v| parse(InstanceEnv::STOP_TIMEOUT, v, "a number of seconds"))
                 .transpose()?
                 .unwrap_or(DEFAULT_STOP_TIMEOUT_SECONDS),
-            repository_keys: match (
-                lookup(InstanceEnv::REPOSITORY_KEY),
-                lookup(InstanceEnv::REPOSITORY_KEY_SECRET),
-            ) {
-                (Some(access_key_id), Some(secret_access_key)) => Some(RepositoryKeys {
-                    access_key_id,
-                    secret_access_key,
-                }),
-                (None, None) => None,
-                (Some(_), None) => {
-                    return Err(EnvironmentError::Missing(
-                        InstanceEnv::REPOSITORY_KEY_SECRET,
-                    ));
-                }
-                (None, Some(_)) => {
-                    return Err(EnvironmentError::Missing(InstanceEnv::REPOSITORY_KEY));
-                }
-            },
+            repository_keys: key_pair(
+                &lookup,
+                InstanceEnv::REPOSITORY_KEY,
+                InstanceEnv::REPOSITORY_KEY_SECRET,
+            )?,
+            source_keys: key_pair(
+                &lookup,
+                InstanceEnv::SOURCE_KEY,
+                InstanceEnv::SOURCE_KEY_SECRET,
+            )?,
         })
     }
 }

@@ -549,7 +549,7 @@ fn application_owner_and_database_are_names_of_their_own() {
 
 #[test]
 fn bootstrap_names_one_method_and_is_immutable() {
-    let recovery = json!({"bootstrap": {"recovery": {"source": {"url": "s3://old/orders"}}}});
+    let recovery = json!({"bootstrap": {"recovery": {"cluster": "orders", "source": {"url": "s3://old/orders"}}}});
     check(vec![
         create(
             "initdb",
@@ -595,7 +595,7 @@ fn bootstrap_names_one_method_and_is_immutable() {
 
 #[test]
 fn recovery_target_time_is_rfc3339() {
-    let at = |t: &str| json!({"bootstrap": {"recovery": {"source": {"url": "s3://old/o"}, "targetTime": t}}});
+    let at = |t: &str| json!({"bootstrap": {"recovery": {"cluster": "o", "source": {"url": "s3://old/o"}, "targetTime": t}}});
     check(vec![
         create("utc", at("2026-05-01T12:00:00Z"), Expect::Valid),
         create(
@@ -612,6 +612,48 @@ fn recovery_target_time_is_rfc3339() {
             "date only",
             at("2026-05-01"),
             Expect::Invalid("spec.bootstrap.recovery.targetTime", "RFC 3339"),
+        ),
+    ]);
+}
+
+#[test]
+fn a_restore_names_its_source_cluster_and_one_target_at_most() {
+    let recovery = |extra: serde_json::Value| {
+        let mut recovery = json!({"cluster": "orders", "source": {"url": "s3://old/o"}});
+        for (key, value) in extra.as_object().cloned().unwrap_or_default() {
+            recovery[key] = value;
+        }
+        json!({"bootstrap": {"recovery": recovery}})
+    };
+    check(vec![
+        create("latest", recovery(json!({})), Expect::Valid),
+        create(
+            "an LSN",
+            recovery(json!({"targetLsn": "0/3000060"})),
+            Expect::Valid,
+        ),
+        create(
+            "a restore point",
+            recovery(json!({"targetName": "before-migration", "namespace": "shop"})),
+            Expect::Valid,
+        ),
+        create(
+            "no source cluster",
+            json!({"bootstrap": {"recovery": {"source": {"url": "s3://old/o"}}}}),
+            Expect::Invalid(
+                "spec.bootstrap.recovery",
+                "\"cluster\" is a required property",
+            ),
+        ),
+        create(
+            "two targets",
+            recovery(json!({"targetLsn": "0/3000060", "targetName": "p"})),
+            Expect::Invalid("spec.bootstrap.recovery", "at most one of targetTime"),
+        ),
+        create(
+            "a malformed LSN",
+            recovery(json!({"targetLsn": "3000060"})),
+            Expect::Invalid("spec.bootstrap.recovery.targetLsn", "WAL position"),
         ),
     ]);
 }

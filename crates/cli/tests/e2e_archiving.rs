@@ -4,8 +4,10 @@
 //! `ContinuousArchiving` condition, and records the newest archived
 //! segment in `status.backup`; a backup asked for with `tusk backup` and
 //! one created by `spec.backup.schedule` complete with pgBackRest's record
-//! in their status, and a backup of a cluster that declares no
-//! destination fails saying so.
+//! in their status; a new cluster in another namespace restored to a
+//! moment has exactly the rows committed before it and archives to its
+//! own path; and a backup of a cluster that declares no destination fails
+//! saying so.
 
 mod common;
 #[path = "../../instance/tests/common/s3.rs"]
@@ -16,41 +18,39 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use common::{NS, World, wait_for};
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{Namespace, Secret, Service};
 use kube::api::{Api, PostParams};
 use s3::S3Server;
 use serde_json::json;
 use tusk_api::conditions::CONTINUOUS_ARCHIVING;
-use tusk_api::v1alpha1::{BackupPhase, PostgresBackup, PostgresBackupStatus};
+use tusk_api::v1alpha1::{
+    BackupPhase, ClusterPhase, PostgresBackup, PostgresBackupStatus, PostgresCluster,
+};
 
 /// Generous: the pod starts, bootstraps, then the stanza is created over
 /// HTTPS; under load on two cores this takes tens of seconds.
 const ARCHIVING_WAIT: Duration = Duration::from_secs(240);
 
-async fn create_secret(world: &World, name: &str, data: BTreeMap<String, String>) {
+async fn create_secret(world: &World, ns: &str, name: &str, data: BTreeMap<String, String>) {
     let secret: Secret = serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "Secret",
-        "metadata": {"name": name, "namespace": NS},
+        "metadata": {"name": name, "namespace": ns},
         "stringData": data,
     }))
     .expect("a secret");
-    Api::<Secret>::namespaced(world.client.clone(), NS)
+    Api::<Secret>::namespaced(world.client.clone(), ns)
         .create(&PostParams::default(), &secret)
         .await
         .expect("secret created");
 }
 
-/// Creates the cluster `name` (one instance) archiving to `server`'s
-/// bucket `wal`, with `backup` merged into its `spec.backup`.
-async fn create_archiving_cluster(
-    world: &World,
-    server: &S3Server,
-    name: &str,
-    backup: serde_json::Value,
-) {
+/// Creates, in `ns`, the Secrets holding `server`'s keys and CA for
+/// cluster `name`: `<name>-s3` and `<name>-s3-ca`.
+async fn create_s3_secrets(world: &World, server: &S3Server, ns: &str, name: &str) {
     let keys = server.keys();
     create_secret(
         world,
+        ns,
         &format!("{name}-s3"),
         BTreeMap::from([
             ("ACCESS_KEY_ID".to_owned(), keys.access_key_id.clone()),
@@ -64,16 +64,34 @@ async fn create_archiving_cluster(
     let ca = std::fs::read_to_string(&server.served.ca_file).expect("the CA");
     create_secret(
         world,
+        ns,
         &format!("{name}-s3-ca"),
         BTreeMap::from([("ca.crt".to_owned(), ca)]),
     )
     .await;
-    let mut spec = json!({"destination": {
+}
+
+/// `server`'s bucket `wal` as an object store, with the Secrets
+/// [`create_s3_secrets`] made for `name`.
+fn object_store(server: &S3Server, name: &str) -> serde_json::Value {
+    json!({
         "url": "s3://wal/e2e",
         "endpoint": format!("https://{}:{}", server.served.host, server.served.port),
         "region": server.served.region,
         "credentialsSecret": format!("{name}-s3"),
-        "caSecret": format!("{name}-s3-ca")}});
+        "caSecret": format!("{name}-s3-ca")})
+}
+
+/// Creates the cluster `name` (one instance) archiving to `server`'s
+/// bucket `wal`, with `backup` merged into its `spec.backup`.
+async fn create_archiving_cluster(
+    world: &World,
+    server: &S3Server,
+    name: &str,
+    backup: serde_json::Value,
+) {
+    create_s3_secrets(world, server, NS, name).await;
+    let mut spec = json!({"destination": object_store(server, name)});
     for (key, value) in backup.as_object().cloned().unwrap_or_default() {
         spec[key] = value;
     }
@@ -87,9 +105,10 @@ async fn create_archiving_cluster(
         .await;
 }
 
-/// A superuser session on the primary (switching WAL is a superuser's).
-async fn superuser(world: &World, cluster: &str) -> tokio_postgres::Client {
-    let secret = Api::<Secret>::namespaced(world.client.clone(), NS)
+/// A superuser session on the primary of `cluster` in `ns` (switching WAL
+/// is a superuser's).
+async fn superuser(world: &World, ns: &str, cluster: &str) -> tokio_postgres::Client {
+    let secret = Api::<Secret>::namespaced(world.client.clone(), ns)
         .get(&format!("{cluster}-superuser"))
         .await
         .expect("superuser secret");
@@ -97,7 +116,13 @@ async fn superuser(world: &World, cluster: &str) -> tokio_postgres::Client {
         let data = secret.data.clone().unwrap_or_default();
         String::from_utf8(data.get(key).expect("key").0.clone()).expect("UTF-8")
     };
-    let host = world.service_ip(&format!("{cluster}-rw")).await;
+    let host = Api::<Service>::namespaced(world.client.clone(), ns)
+        .get(&format!("{cluster}-rw"))
+        .await
+        .expect("the -rw Service")
+        .spec
+        .and_then(|s| s.cluster_ip)
+        .expect("a cluster IP");
     let config = format!(
         "host={host} port=5432 user={} password={} dbname=postgres connect_timeout=5",
         field("username"),
@@ -140,7 +165,7 @@ async fn a_cluster_archives_its_wal_and_says_so() {
     );
 
     // A finished segment is recorded as archived.
-    let primary = superuser(&world, "arch").await;
+    let primary = superuser(&world, NS, "arch").await;
     primary
         .batch_execute("create table t (v int); insert into t select generate_series(1, 100)")
         .await
@@ -269,6 +294,44 @@ async fn backups_asked_for_and_scheduled_complete_and_a_cluster_without_a_destin
     assert!(recorded.last_scheduled_backup.is_some(), "{recorded:?}");
     assert!(recorded.last_successful_backup.is_some(), "{recorded:?}");
 
+    // Point-in-time: rows before the target come back, rows after do not,
+    // in a new cluster of another namespace, archiving to its own path.
+    let (target, segment) = rows_around_a_target(&world).await;
+    wait_for(&format!("{segment} archived"), ARCHIVING_WAIT, || async {
+        world
+            .status("bk")
+            .await
+            .backup
+            .and_then(|b| b.last_archived_wal)
+            .is_some_and(|archived| archived >= segment)
+    })
+    .await;
+    restore_into(&world, &server, "restored", "copy", &target).await;
+    let copy = superuser(&world, "restored", "copy").await;
+    let row = copy
+        .query_one("SELECT count(*), max(v) FROM t", &[])
+        .await
+        .expect("the restored rows");
+    assert_eq!(
+        (row.get::<_, i64>(0), row.get::<_, Option<i32>>(1)),
+        (100, Some(100)),
+        "restored to {target}"
+    );
+    let restored = Api::<PostgresCluster>::namespaced(world.client.clone(), "restored");
+    wait_for("the restored cluster archiving", ARCHIVING_WAIT, || async {
+        restored
+            .get("copy")
+            .await
+            .ok()
+            .and_then(|c| c.status)
+            .is_some_and(|s| {
+                s.conditions
+                    .iter()
+                    .any(|c| c.type_ == CONTINUOUS_ARCHIVING && c.status == "True")
+            })
+    })
+    .await;
+
     // A cluster with no destination: the backup fails, saying why.
     world
         .create_cluster(
@@ -298,4 +361,75 @@ async fn backups_asked_for_and_scheduled_complete_and_a_cluster_without_a_destin
         "{said}"
     );
     world.shutdown().await;
+}
+
+/// Writes rows 1 to 100 to a new table `t` of `bk`, notes the time, then
+/// writes rows 101 to 200 and finishes the WAL segment; the time, and the
+/// segment that must be archived before restoring.
+async fn rows_around_a_target(world: &World) -> (String, String) {
+    let primary = superuser(world, NS, "bk").await;
+    primary
+        .batch_execute("CREATE TABLE t (v int); INSERT INTO t SELECT generate_series(1, 100)")
+        .await
+        .expect("rows before");
+    let target: String = primary
+        .query_one(
+            "SELECT to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')",
+            &[],
+        )
+        .await
+        .expect("the target")
+        .get(0);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    primary
+        .batch_execute("INSERT INTO t SELECT generate_series(101, 200)")
+        .await
+        .expect("rows after");
+    let segment: String = primary
+        .query_one("SELECT pg_walfile_name(pg_switch_wal())", &[])
+        .await
+        .expect("switch")
+        .get(0);
+    (target, segment)
+}
+
+/// Creates namespace `ns` and in it the cluster `name` restored from
+/// `bk`'s repository to `target`, archiving to the same bucket (its own
+/// path); waits until it is ready.
+async fn restore_into(world: &World, server: &S3Server, ns: &str, name: &str, target: &str) {
+    let namespace: Namespace =
+        serde_json::from_value(json!({"metadata": {"name": ns}})).expect("a namespace");
+    Api::<Namespace>::all(world.client.clone())
+        .create(&PostParams::default(), &namespace)
+        .await
+        .expect("namespace created");
+    create_s3_secrets(world, server, ns, name).await;
+    let cluster: PostgresCluster = serde_json::from_value(json!({
+        "apiVersion": "postgres.tusk.dev/v1alpha1", "kind": "PostgresCluster",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"instances": 1, "postgres": {"version": 15, "parameters": {"shared_buffers": "16MB"}},
+                 "storage": {"size": "1Gi"},
+                 "bootstrap": {"recovery": {"cluster": "bk", "namespace": NS, "targetTime": target,
+                                            "source": object_store(server, name)}},
+                 "backup": {"destination": object_store(server, name)}},
+    }))
+    .expect("a cluster");
+    let clusters = Api::<PostgresCluster>::namespaced(world.client.clone(), ns);
+    clusters
+        .create(&PostParams::default(), &cluster)
+        .await
+        .expect("created");
+    wait_for(
+        &format!("{ns}/{name} restored and ready"),
+        Duration::from_secs(300),
+        || async {
+            clusters
+                .get(name)
+                .await
+                .ok()
+                .and_then(|c| c.status)
+                .is_some_and(|s| s.phase == Some(ClusterPhase::Ready) && s.ready_instances == 1)
+        },
+    )
+    .await;
 }

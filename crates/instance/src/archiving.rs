@@ -24,6 +24,7 @@ use crate::context::InstanceContext;
 use crate::desired::DesiredState;
 use crate::state::{ArchivingState, SharedState};
 use crate::supervisor::Backoff;
+use crate::task::take_finished;
 
 /// The longest a `stanza-create` may take before it is killed and retried.
 const STANZA_CREATE_TIMEOUT: Duration = Duration::from_secs(180);
@@ -70,13 +71,8 @@ impl StanzaCreation {
             .archiving
             .as_ref()
             .and_then(|a| a.stanza_error.clone());
-        if let Some((tried, handle)) = self.running.take_if(|(_, h)| h.is_finished()) {
-            let outcome = match futures::FutureExt::now_or_never(handle) {
-                Some(Ok(outcome)) => outcome,
-                Some(Err(join)) => Err(format!("stanza-create task failed: {join}")),
-                None => Err("stanza-create did not finish".to_owned()),
-            };
-            match outcome {
+        if let Some((tried, outcome)) = take_finished(&mut self.running, "stanza-create") {
+            match outcome.and_then(|created| created) {
                 Ok(()) => {
                     tracing::info!(stanza = %ctx.settings.cluster_name, "pgBackRest stanza ready");
                     self.created_in = Some(tried);
@@ -124,12 +120,36 @@ pub async fn run(
     command: &[&str],
     timeout: Duration,
 ) -> Result<String, String> {
-    let config = ctx.pgbackrest_config().display().to_string();
+    let config = ctx.pgbackrest_config();
+    let invocation = Invocation {
+        config: &config,
+        stanza: &ctx.settings.cluster_name,
+        env: ctx.pgbackrest_env(),
+    };
+    run_with(ctx, &invocation, command, timeout).await
+}
+
+/// Which configuration, stanza and keys a pgBackRest command runs with.
+pub struct Invocation<'a> {
+    pub config: &'a Path,
+    pub stanza: &'a str,
+    pub env: Vec<(&'static str, &'a str)>,
+}
+
+/// [`run`] with another configuration, stanza and keys (a restore reads
+/// another cluster's repository).
+pub async fn run_with(
+    ctx: &InstanceContext,
+    invocation: &Invocation<'_>,
+    command: &[&str],
+    timeout: Duration,
+) -> Result<String, String> {
+    let config = invocation.config.display().to_string();
     let mut process = ctx.user.command(Path::new(pgbackrest::PROGRAM));
     process
-        .args(pgbackrest::base_args(&config, &ctx.settings.cluster_name))
+        .args(pgbackrest::base_args(&config, invocation.stanza))
         .args(command)
-        .envs(ctx.pgbackrest_env());
+        .envs(invocation.env.iter().copied());
     let command = command.join(" ");
     let output = tokio::time::timeout(timeout, process.output())
         .await

@@ -28,6 +28,7 @@ use crate::archiving;
 use crate::context::InstanceContext;
 use crate::desired::DesiredState;
 use crate::state::SharedState;
+use crate::task::take_finished;
 
 /// The longest a base backup may run before it is stopped and failed.
 const BACKUP_TIMEOUT: Duration = Duration::from_secs(12 * 3600);
@@ -51,12 +52,8 @@ impl Backups {
         state: &SharedState,
         running_primary: bool,
     ) {
-        if let Some((name, handle)) = self.running.take_if(|(_, h)| h.is_finished()) {
-            let status = match futures::FutureExt::now_or_never(handle) {
-                Some(Ok(status)) => status,
-                Some(Err(join)) => failed(ctx, format!("the backup task failed: {join}")),
-                None => failed(ctx, "the backup task did not finish".to_owned()),
-            };
+        if let Some((name, outcome)) = take_finished(&mut self.running, "backup") {
+            let status = outcome.unwrap_or_else(|error| failed(ctx, error));
             tracing::info!(backup = %name, phase = ?status.phase, id = ?status.backup_id, error = ?status.error, "base backup finished");
             state.lock().backup = Some(BackupReport { name, status });
         }

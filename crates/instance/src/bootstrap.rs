@@ -8,13 +8,16 @@
 use std::net::IpAddr;
 use std::time::Duration;
 
+use tusk_postgres::pgbackrest;
+
+use crate::archiving::{self, Invocation};
 use crate::context::InstanceContext;
 use crate::datadir::{self, DataDirError};
-use crate::desired::DesiredState;
+use crate::desired::{DesiredState, RestoreSource};
 use crate::passwords;
 use crate::postgres::config::ReplicationRole;
 use crate::sql::{self, SqlError, quote_identifier};
-use crate::supervisor::{Postmaster, SupervisorError};
+use crate::supervisor::{Postmaster, SupervisorError, process_alive};
 use crate::tools::{self, ToolError};
 
 #[derive(Debug, thiserror::Error)]
@@ -27,7 +30,12 @@ pub enum BootstrapError {
     Supervisor(#[from] SupervisorError),
     #[error("cannot create roles and database: {0}")]
     Sql(#[from] SqlError),
+    #[error("restore failed: {0}")]
+    Restore(String),
 }
+
+/// The longest `pgbackrest restore`, and then recovery, may take.
+const RESTORE_TIMEOUT: Duration = Duration::from_secs(12 * 3600);
 
 /// Creates a new cluster with `initdb` (data checksums on, SCRAM
 /// passwords), then the replication role, the application owner and its
@@ -68,6 +76,104 @@ pub async fn initdb(ctx: &InstanceContext, desired: &DesiredState) -> Result<(),
     Ok(())
 }
 
+/// Restores the newest backup of `source` that ends before its target
+/// with pgBackRest, recovers to the target from the source's archived WAL,
+/// and promotes there; then the source's recovery settings are removed
+/// and the passwords set to this cluster's. The source repository is only
+/// read: this cluster archives to its own path once it runs.
+pub async fn restore(
+    ctx: &InstanceContext,
+    desired: &DesiredState,
+    source: &RestoreSource,
+) -> Result<(), BootstrapError> {
+    let staging = fresh_staging(ctx)?;
+    let config = ctx.write_restore_config(source)?;
+    let invocation = Invocation {
+        config: &config,
+        stanza: &source.cluster,
+        env: ctx.restore_env(),
+    };
+    let args = pgbackrest::restore_args(&staging.display().to_string(), &source.target);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    archiving::run_with(ctx, &invocation, &args, RESTORE_TIMEOUT)
+        .await
+        .map_err(BootstrapError::Restore)?;
+    ctx.write_config(&staging, desired, ReplicationRole::Primary)?;
+    recover(ctx, &staging, &invocation.env).await?;
+    let _ = std::fs::remove_file(&config);
+    datadir::promote_staging(&staging, &ctx.settings.pgdata)?;
+    tracing::info!(source = %source.cluster, target = ?source.target, "restored");
+    Ok(())
+}
+
+/// Runs the restored staging cluster on its unix socket only until its
+/// recovery ends with a promotion, then removes the recovery settings
+/// and sets this cluster's passwords, and stops it cleanly.
+async fn recover(
+    ctx: &InstanceContext,
+    staging: &std::path::Path,
+    env: &[(&'static str, &str)],
+) -> Result<(), BootstrapError> {
+    let postmaster = start_private(ctx, staging, env)?;
+    let pid = postmaster.pid();
+    let result = async {
+        let deadline = tokio::time::Instant::now() + RESTORE_TIMEOUT;
+        let client = loop {
+            if !process_alive(pid) {
+                return Err(BootstrapError::Restore(
+                    "PostgreSQL stopped during recovery (a target past the archived WAL, or WAL                      missing from the repository): see its log"
+                        .to_owned(),
+                ));
+            }
+            if tokio::time::Instant::now() > deadline {
+                return Err(BootstrapError::Restore(format!(
+                    "recovery did not end within {RESTORE_TIMEOUT:?}"
+                )));
+            }
+            if let Ok(client) = sql::connect(&ctx.local_target(), "postgres").await {
+                let recovering = client
+                    .query_one("SELECT pg_is_in_recovery()", &[])
+                    .await
+                    .map(|row| row.get::<_, bool>(0));
+                if matches!(recovering, Ok(false)) {
+                    break client;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        };
+        let resets: Vec<String> = pgbackrest::RECOVERY_SETTINGS
+            .iter()
+            .map(|setting| format!("ALTER SYSTEM RESET {setting}"))
+            .collect();
+        run_then_set_passwords(ctx, &client, resets).await
+    }
+    .await;
+    postmaster.stop(ctx.settings.stop_timeout).await;
+    result
+}
+
+/// Starts the staging cluster with `env` on its unix socket only: no
+/// network, no waiting for standbys that do not exist yet, and no
+/// archiving before the stanza exists (WAL from before the first base
+/// backup restores nothing).
+fn start_private(
+    ctx: &InstanceContext,
+    staging: &std::path::Path,
+    env: &[(&'static str, &str)],
+) -> Result<Postmaster, SupervisorError> {
+    Postmaster::start(
+        &ctx.user,
+        &ctx.settings.bin_dir,
+        staging,
+        &[
+            ("listen_addresses", ""),
+            ("synchronous_standby_names", ""),
+            ("archive_mode", "off"),
+        ],
+        env,
+    )
+}
+
 /// Starts the staging cluster on its unix socket only, creates the roles
 /// and the database, and stops it cleanly.
 async fn create_roles(
@@ -75,34 +181,30 @@ async fn create_roles(
     staging: &std::path::Path,
     desired: &DesiredState,
 ) -> Result<(), BootstrapError> {
-    let postmaster = Postmaster::start(
-        &ctx.user,
-        &ctx.settings.bin_dir,
-        staging,
-        // No network, no waiting for standbys that do not exist yet, and no
-        // archiving before the stanza exists (WAL from before the first
-        // base backup restores nothing).
-        &[
-            ("listen_addresses", ""),
-            ("synchronous_standby_names", ""),
-            ("archive_mode", "off"),
-        ],
-        &[],
-    )?;
+    let postmaster = start_private(ctx, staging, &[])?;
     let result = async {
         let client = sql::wait_ready(&ctx.local_target(), Duration::from_secs(60)).await?;
-        for statement in role_statements(ctx, desired) {
-            client
-                .batch_execute(&statement)
-                .await
-                .map_err(SqlError::from)?;
-        }
-        passwords::converge(&client, &ctx.settings.credentials).await?;
-        Ok::<_, BootstrapError>(())
+        run_then_set_passwords(ctx, &client, role_statements(ctx, desired)).await
     }
     .await;
     postmaster.stop(ctx.settings.stop_timeout).await;
     result
+}
+
+/// Runs `statements`, then sets the roles' passwords to this cluster's.
+async fn run_then_set_passwords(
+    ctx: &InstanceContext,
+    client: &tokio_postgres::Client,
+    statements: Vec<String>,
+) -> Result<(), BootstrapError> {
+    for statement in statements {
+        client
+            .batch_execute(&statement)
+            .await
+            .map_err(SqlError::from)?;
+    }
+    passwords::converge(client, &ctx.settings.credentials).await?;
+    Ok(())
 }
 
 /// The statements creating the roles and database; their passwords are set

@@ -49,7 +49,7 @@ pub fn desired_from_cluster(
         .as_ref()
         .and_then(|a| a.get(labels::FENCED_INSTANCES))
         .map(String::as_str);
-    let fenced = match Fencing::parse(annotation) {
+    let mut fenced = match Fencing::parse(annotation) {
         Ok(fencing) => fencing.covers(me),
         Err(error) => {
             problems.push(format!("{error}; the instance stays fenced"));
@@ -87,6 +87,20 @@ pub fn desired_from_cluster(
         }
         None => None,
     };
+    // A restore that cannot be read must not become an empty new cluster:
+    // the instance stays fenced (nothing is bootstrapped) until it is fixed.
+    let namespace = cluster.metadata.namespace.as_deref().unwrap_or_default();
+    let restore = match cluster.spec.restore_source(namespace, secrets_dir) {
+        Some(Ok(source)) => Some(source),
+        Some(Err(error)) => {
+            problems.push(format!(
+                "spec.bootstrap.recovery.source: {error}; the instance stays fenced"
+            ));
+            fenced = true;
+            None
+        }
+        None => None,
+    };
     let initdb = cluster.spec.initdb();
     DesiredState {
         target_primary: status.and_then(|s| s.target_primary.clone()),
@@ -105,6 +119,7 @@ pub fn desired_from_cluster(
             .and_then(|s| s.backup.as_ref())
             .and_then(|b| b.running.clone())
             .filter(|running| running.instance == me),
+        restore,
         problems,
     }
 }
@@ -355,6 +370,42 @@ status:
                 desired.problems
             );
         }
+    }
+
+    /// A declared restore is never replaced by an empty `initdb`: one whose
+    /// source cannot be read fences the instance, and says why.
+    #[test]
+    fn a_restore_is_read_with_its_target_or_fences_when_it_cannot_be() {
+        let restoring = edited(|c| {
+            c["spec"]["bootstrap"] = serde_json::json!({"recovery": {
+                "cluster": "old", "source": {"url": "s3://b/p"}, "targetLsn": "0/3000060"}});
+        });
+        let desired = desired_from_cluster(&restoring, secrets(), "db-1", None, None);
+        let source = desired.restore.expect("a restore");
+        assert_eq!(
+            (source.cluster.as_str(), source.repository.bucket.as_str()),
+            ("old", "b")
+        );
+        assert_eq!(
+            source.target,
+            tusk_postgres::pgbackrest::RecoveryTarget::Lsn("0/3000060".into())
+        );
+        assert!(!desired.fenced);
+
+        let unreadable = edited(|c| {
+            c["spec"]["bootstrap"] = serde_json::json!({"recovery": {
+                "cluster": "old", "source": {"url": "gs://b/p"}}});
+        });
+        let desired = desired_from_cluster(&unreadable, secrets(), "db-1", None, None);
+        assert!(desired.fenced && desired.restore.is_none());
+        assert!(
+            desired
+                .problems
+                .iter()
+                .any(|p| p.contains("spec.bootstrap.recovery.source")),
+            "{:?}",
+            desired.problems
+        );
     }
 
     #[test]

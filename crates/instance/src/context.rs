@@ -131,12 +131,19 @@ impl InstanceContext {
 
     /// This cluster's stanza in `repository`.
     pub fn stanza(&self, repository: &S3Repository) -> Stanza {
+        let settings = &self.settings;
+        self.stanza_of(repository, &settings.namespace, &settings.cluster_name)
+    }
+
+    /// The stanza of cluster `cluster` of `namespace` in `repository`, as
+    /// this instance reaches it (a restore reads another cluster's).
+    pub fn stanza_of(&self, repository: &S3Repository, namespace: &str, cluster: &str) -> Stanza {
         let dir = self.settings.pgbackrest_dir();
         let text = |path: std::path::PathBuf| path.display().to_string();
         let settings = &self.settings;
         Stanza {
-            name: settings.cluster_name.clone(),
-            repository_path: repository.cluster_path(&settings.namespace, &settings.cluster_name),
+            name: cluster.to_owned(),
+            repository_path: repository.cluster_path(namespace, cluster),
             repository: repository.clone(),
             pgdata: text(settings.pgdata.clone()),
             socket_dir: config::socket_dir_setting(&settings.run_dir),
@@ -162,6 +169,33 @@ impl InstanceContext {
             self.user.private_file(&path, &conf)?;
         }
         Ok(())
+    }
+
+    /// pgBackRest's configuration for a restore from `source` (its own
+    /// file: the cluster's own configuration never names another
+    /// cluster's repository), written with the directories it names.
+    pub fn write_restore_config(
+        &self,
+        source: &crate::desired::RestoreSource,
+    ) -> Result<std::path::PathBuf, DataDirError> {
+        let stanza = self.stanza_of(&source.repository, &source.namespace, &source.cluster);
+        let conf = pgbackrest::render_conf(&stanza)?;
+        self.user.private_dir(&self.settings.pgbackrest_dir())?;
+        self.user
+            .private_dir(std::path::Path::new(&stanza.log_path))?;
+        let path = self.settings.pgbackrest_dir().join("restore.conf");
+        self.user.private_file(&path, &conf)?;
+        Ok(path)
+    }
+
+    /// The restore source's keys, as pgBackRest reads them for its first
+    /// repository.
+    pub fn restore_env(&self) -> Vec<(&'static str, &str)> {
+        self.settings
+            .source_keys
+            .iter()
+            .flat_map(|keys| keys.environment())
+            .collect()
     }
 
     /// The environment pgBackRest needs (the repository's keys), for

@@ -11,6 +11,7 @@ use tokio::sync::watch;
 
 use tusk_api::primacy::LeaseTiming;
 use tusk_api::v1alpha1::BackupAssignment;
+pub use tusk_postgres::pgbackrest::RestoreSource;
 use tusk_postgres::pgbackrest::S3Repository;
 
 use crate::postgres::synchronous::SynchronousStandbys;
@@ -44,6 +45,9 @@ pub struct DesiredState {
     /// The base backup this instance is asked to take
     /// (`status.backup.running`, when it names this instance).
     pub backup: Option<BackupAssignment>,
+    /// Where the first instance's data comes from when it is restored
+    /// (`spec.bootstrap.recovery`) instead of created by `initdb`.
+    pub restore: Option<RestoreSource>,
     /// Why part of the declaration could not be read (a malformed fencing
     /// annotation, an impossible synchronous number). The affected part
     /// took its safe value (fenced; the last synchronous setting), and the
@@ -69,6 +73,7 @@ impl DesiredState {
             owner: tusk_postgres::roles::DEFAULT_APP.into(),
             archiving: None,
             backup: None,
+            restore: None,
             problems: Vec::new(),
         }
     }

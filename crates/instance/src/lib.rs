@@ -40,4 +40,5 @@ pub mod settings;
 pub mod sql;
 pub mod state;
 pub mod supervisor;
+pub mod task;
 pub mod tools;

@@ -46,6 +46,9 @@ pub struct Settings {
     /// The backup repository's keys, passed to pgBackRest (and to
     /// PostgreSQL, whose `archive_command` runs it) in the environment.
     pub repository_keys: Option<tusk_api::contract::RepositoryKeys>,
+    /// The keys of the repository a new cluster is restored from
+    /// (`spec.bootstrap.recovery.source`), when it names a Secret.
+    pub source_keys: Option<tusk_api::contract::RepositoryKeys>,
 }
 
 impl Settings {
@@ -69,6 +72,7 @@ impl Settings {
             credentials,
             secrets_dir: env.secrets_dir,
             repository_keys: env.repository_keys,
+            source_keys: env.source_keys,
         }
     }
 

@@ -2,7 +2,8 @@
 //! S3-compatible server over HTTPS (issue 16). The primary takes the
 //! backup it is assigned and reports pgBackRest's record of it; a manager
 //! restarted with the same assignment reports the backup already in the
-//! repository instead of taking a second one; a standby refuses.
+//! repository instead of taking a second one; a standby refuses; a new
+//! cluster restored to a moment has exactly the rows committed before it.
 
 mod common;
 
@@ -13,7 +14,7 @@ use common::{TestCluster, TestInstance, desired};
 use tusk_api::instance::{BackupReport, InstanceReport};
 use tusk_api::v1alpha1::{BackupAssignment, BackupPhase, BackupType};
 use tusk_instance::context::InstanceContext;
-use tusk_instance::desired::DesiredState;
+use tusk_instance::desired::{DesiredState, RestoreSource};
 use tusk_postgres::pgbackrest;
 
 const BUCKET: &str = "backups";
@@ -31,6 +32,28 @@ fn assigned(db: &TestInstance, name: &str, backup_type: BackupType) -> BackupAss
 
 fn backup(report: &InstanceReport, name: &str) -> Option<BackupReport> {
     report.backup.clone().filter(|b| b.name == name)
+}
+
+/// `db-1` running as a primary archiving to `server`, its stanza created;
+/// and the desired state it runs with.
+async fn archiving_primary(
+    cluster: &mut TestCluster,
+    server: &S3Server,
+) -> (TestInstance, DesiredState) {
+    let mut db = cluster.instance("db-1");
+    db.settings.repository_keys = Some(server.keys());
+    let mut repository = server.repository(BUCKET, "tusk");
+    repository.retention_days = Some(7);
+    let on_db = DesiredState {
+        archiving: Some(repository),
+        ..desired("db-1", db.address)
+    };
+    db.start(on_db.clone());
+    db.wait_status("the stanza", WAIT, |r| {
+        r.ready && r.archiving.as_ref().is_some_and(|a| a.stanza_created)
+    })
+    .await;
+    (db, on_db)
 }
 
 async fn finished(db: &TestInstance, name: &str) -> BackupReport {
@@ -56,19 +79,7 @@ async fn the_primary_takes_its_assigned_backup_once_and_reports_it() {
     common::init_logs();
     let server = S3Server::start(&[BUCKET]);
     let mut cluster = TestCluster::new();
-    let mut db = cluster.instance("db-1");
-    db.settings.repository_keys = Some(server.keys());
-    let mut repository = server.repository(BUCKET, "tusk");
-    repository.retention_days = Some(7);
-    let on_db = DesiredState {
-        archiving: Some(repository),
-        ..desired("db-1", db.address)
-    };
-    db.start(on_db.clone());
-    db.wait_status("the stanza", WAIT, |r| {
-        r.ready && r.archiving.as_ref().is_some_and(|a| a.stanza_created)
-    })
-    .await;
+    let (mut db, on_db) = archiving_primary(&mut cluster, &server).await;
     let client = db.superuser().await;
     client
         .batch_execute("CREATE TABLE t AS SELECT generate_series(1, 10000) AS v")
@@ -152,4 +163,109 @@ async fn a_standby_refuses_a_backup_naming_the_primary() {
     assert!(error.contains("db-2 is not the primary"), "{error}");
     db2.stop(Duration::from_secs(30)).await;
     db1.stop(Duration::from_secs(30)).await;
+}
+
+/// Rows of `t` on `db`: how many, and the largest.
+async fn rows(db: &TestInstance) -> (i64, Option<i32>) {
+    let row = db
+        .superuser()
+        .await
+        .query_one("SELECT count(*), max(v) FROM t", &[])
+        .await
+        .expect("count");
+    (row.get(0), row.get(1))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restore_to_a_time_has_every_row_committed_before_it_and_none_after() {
+    common::init_logs();
+    let server = S3Server::start(&[BUCKET]);
+    let mut cluster = TestCluster::new();
+    let (mut db, on_db) = archiving_primary(&mut cluster, &server).await;
+    let client = db.superuser().await;
+    client
+        .batch_execute("CREATE TABLE t (v int); INSERT INTO t SELECT generate_series(1, 100)")
+        .await
+        .expect("data");
+    db.set_desired(DesiredState {
+        backup: Some(assigned(&db, "base", BackupType::Full)),
+        ..on_db.clone()
+    });
+    let base = finished(&db, "base").await;
+    assert_eq!(base.status.phase, Some(BackupPhase::Completed), "{base:?}");
+
+    // Committed after the backup and before the target: restored from WAL.
+    client
+        .batch_execute("INSERT INTO t SELECT generate_series(101, 200)")
+        .await
+        .expect("before the target");
+    let target: String = client
+        .query_one(
+            "SELECT to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')",
+            &[],
+        )
+        .await
+        .expect("the target time")
+        .get(0);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    client
+        .batch_execute("INSERT INTO t SELECT generate_series(201, 300)")
+        .await
+        .expect("after the target");
+    let segment: String = client
+        .query_one("SELECT pg_walfile_name(pg_switch_wal())", &[])
+        .await
+        .expect("switch")
+        .get(0);
+    db.wait_status(&format!("{segment} archived"), WAIT, |r| {
+        r.archiving
+            .as_ref()
+            .and_then(|a| a.last_archived_wal.clone())
+            .is_some_and(|archived| archived >= segment)
+    })
+    .await;
+    assert_eq!(rows(&db).await, (300, Some(300)));
+
+    // A new cluster restored from db's repository to the target.
+    let mut copy = cluster.instance("copy-1");
+    copy.settings.cluster_name = "copy".into();
+    copy.settings.source_keys = Some(server.keys());
+    copy.settings.repository_keys = Some(server.keys());
+    copy.start(DesiredState {
+        archiving: Some(server.repository(BUCKET, "tusk")),
+        restore: Some(RestoreSource {
+            repository: server.repository(BUCKET, "tusk"),
+            namespace: "default".into(),
+            cluster: "db".into(),
+            target: pgbackrest::RecoveryTarget::Time(target.clone()),
+        }),
+        ..desired("copy-1", copy.address)
+    });
+    copy.wait_status("the restored primary, archiving", WAIT, |r| {
+        r.ready && r.archiving.as_ref().is_some_and(|a| a.stanza_created)
+    })
+    .await;
+    assert_eq!(rows(&copy).await, (200, Some(200)), "target {target}");
+    // It is a primary of its own, on a new timeline, and its passwords
+    // are its own (the superuser connected with them above).
+    let report = copy.status().await;
+    assert_eq!(report.role, tusk_api::instance::InstanceRole::Primary);
+    assert!(report.timeline.is_some_and(|t| t >= 2), "{report:?}");
+    let settings: Vec<String> = copy
+        .superuser()
+        .await
+        .query(
+            "SELECT name FROM pg_file_settings WHERE sourcefile LIKE '%postgresql.auto.conf'",
+            &[],
+        )
+        .await
+        .expect("settings")
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert!(settings.is_empty(), "recovery settings left: {settings:?}");
+    // The source's repository still lists only its own backup.
+    assert_eq!(listed(&db).await.len(), 1);
+    copy.stop(Duration::from_secs(30)).await;
+    db.stop(Duration::from_secs(30)).await;
 }

@@ -125,7 +125,7 @@ pub fn validate(
         .as_ref()
         .is_some_and(|s| s.target_primary.is_some());
     let bootstrap = bootstrap(spec, bootstrapped)?;
-    let unsupported = unsupported(spec, &bootstrap);
+    let unsupported = unsupported(spec);
     let schedule = spec
         .backup
         .as_ref()
@@ -283,7 +283,16 @@ fn bootstrap(spec: &PostgresClusterSpec, bootstrapped: bool) -> Result<Bootstrap
                 }
                 Bootstrap::Initdb(initdb.clone())
             }
-            (None, Some(recovery)) => Bootstrap::Recovery(recovery.clone()),
+            (None, Some(recovery)) => {
+                let secrets = std::path::Path::new(tusk_api::contract::SECRETS_DIR);
+                if let Some(Err(error)) = spec.restore_source("", secrets) {
+                    return Err(spec_error(
+                        "spec.bootstrap.recovery.source",
+                        format!("{error}; restores read S3 repositories over HTTPS"),
+                    ));
+                }
+                Bootstrap::Recovery(recovery.clone())
+            }
             _ => {
                 return Err(spec_error(
                     "spec.bootstrap",
@@ -329,11 +338,8 @@ impl ValidatedCluster {
 }
 
 /// Declared features not acted on yet (R30).
-fn unsupported(spec: &PostgresClusterSpec, bootstrap: &Bootstrap) -> Vec<String> {
+fn unsupported(spec: &PostgresClusterSpec) -> Vec<String> {
     let mut unsupported = Vec::new();
-    if matches!(bootstrap, Bootstrap::Recovery(_)) {
-        unsupported.push("spec.bootstrap.recovery (restore from object storage)".to_owned());
-    }
     if let Some(backup) = &spec.backup {
         let secrets = std::path::Path::new(tusk_api::contract::SECRETS_DIR);
         if let Some(Err(error)) = spec.wal_archive(secrets) {
@@ -550,6 +556,23 @@ pub(crate) mod tests {
             valid
                 .backups_unable()
                 .is_some_and(|why| why.contains("walArchiving"))
+        );
+    }
+
+    #[test]
+    fn a_restore_source_restores_cannot_read_is_refused_naming_the_field() {
+        let mut spec = three_instances();
+        spec["bootstrap"] = serde_json::json!({"recovery": {
+            "cluster": "old", "source": {"url": "s3://b/o"}, "targetTime": "2026-12-04T18:00:00Z"}});
+        let valid = validate(&cluster(spec.clone()), &OperatorConfig::default()).expect("valid");
+        assert!(matches!(valid.bootstrap, Bootstrap::Recovery(_)));
+        assert!(valid.unsupported.is_empty(), "{:?}", valid.unsupported);
+        spec["bootstrap"]["recovery"]["source"] = serde_json::json!({"url": "gs://b/o"});
+        let error = validate(&cluster(spec), &OperatorConfig::default()).expect_err("gs://");
+        let text = error.to_string();
+        assert!(
+            text.contains("spec.bootstrap.recovery.source") && text.contains("gs://b/o"),
+            "{text}"
         );
     }
 

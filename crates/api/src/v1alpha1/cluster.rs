@@ -15,8 +15,6 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use tusk_postgres::pgbackrest::{RepositoryError, S3Repository};
-use tusk_postgres::synchronous::{Synchronous, SynchronousError};
 use tusk_postgres::version::{NEWEST_MAJOR, OLDEST_MAJOR};
 
 use super::rules;
@@ -406,12 +404,38 @@ impl Default for InitdbSpec {
     }
 }
 
-/// A restore from object storage (point-in-time when `targetTime` is set).
+/// A restore from object storage: the newest backup of the source cluster
+/// that ends before the target, then its archived WAL up to the target
+/// (the end of the archive when no target is set), then a promotion. The
+/// new cluster archives to its own path, never to its source's.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
+#[x_kube(validation = rules::at_most_one_recovery_target())]
 pub struct RecoverySpec {
-    /// Where the source cluster's backups and WAL are.
+    /// Where the source cluster's backups and WAL are: its
+    /// `spec.backup.destination` (the credentials and CA Secrets are read
+    /// in this cluster's namespace).
     pub source: ObjectStore,
+
+    /// The source cluster's name.
+    #[schemars(length(min = 1, max = 253))]
+    pub cluster: String,
+
+    /// The source cluster's namespace; this cluster's when omitted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 63))]
+    pub namespace: Option<String>,
+
+    /// Recover up to this WAL position.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 17))]
+    #[x_kube(validation = rules::lsn())]
+    pub target_lsn: Option<String>,
+
+    /// Recover up to this restore point (`pg_create_restore_point`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 63))]
+    pub target_name: Option<String>,
 
     /// Recover up to this moment (RFC 3339, e.g. `2026-05-01T12:00:00Z`);
     /// to the end of the archived WAL when omitted.
@@ -466,68 +490,6 @@ pub struct PodTemplate {
     /// PriorityClass of the instance pods.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority_class_name: Option<String>,
-}
-
-impl PostgresClusterSpec {
-    /// Where WAL is archived: `spec.backup.destination` when `walArchiving`
-    /// is on, as pgBackRest's repository, with the CA mounted where the pod
-    /// contract puts it under `secrets_dir` and the retention of backups. `None` when WAL is not
-    /// archived; an error for a destination archiving does not support yet.
-    pub fn wal_archive(
-        &self,
-        secrets_dir: &std::path::Path,
-    ) -> Option<Result<S3Repository, RepositoryError>> {
-        let backup = self.backup.as_ref().filter(|b| b.wal_archiving)?;
-        let destination = &backup.destination;
-        Some(
-            S3Repository::parse(
-                &destination.url,
-                destination.endpoint.as_deref(),
-                destination.region.as_deref(),
-            )
-            .map(|mut repository| {
-                repository.ca_file = destination.ca_secret.as_ref().map(|_| {
-                    crate::contract::backup_ca_file(secrets_dir)
-                        .display()
-                        .to_string()
-                });
-                repository.retention_days = u32::try_from(backup.retention_days).ok();
-                repository
-            }),
-        )
-    }
-
-    /// The declared synchronous replication, checked against the number of
-    /// instances: the one reading shared by the operator and the instance
-    /// managers. `None` for asynchronous replication.
-    pub fn synchronous(&self) -> Result<Option<Synchronous>, SynchronousError> {
-        self.replication
-            .as_ref()
-            .and_then(|r| r.synchronous.as_ref())
-            .map(|sync| {
-                let instances = u32::try_from(self.instances).unwrap_or(0);
-                Synchronous::new(sync.mode, i64::from(sync.number), instances)
-            })
-            .transpose()
-    }
-
-    /// The server parameters the instances run with:
-    /// `spec.postgres.parameters`, with `synchronous_commit` owned by the
-    /// operator while `dataDurability` is `required` (see
-    /// [`tusk_postgres::parameters::durable_synchronous_commit`]).
-    pub fn server_parameters(&self) -> BTreeMap<String, String> {
-        let required = self.failover.data_durability == DataDurability::Required;
-        tusk_postgres::parameters::with_commit_durability(&self.postgres.parameters, required)
-    }
-
-    /// The application database and its owner: `spec.bootstrap.initdb`, or
-    /// the defaults when the cluster is not bootstrapped by `initdb`.
-    pub fn initdb(&self) -> InitdbSpec {
-        self.bootstrap
-            .as_ref()
-            .and_then(|b| b.initdb.clone())
-            .unwrap_or_default()
-    }
 }
 
 fn one() -> i32 {

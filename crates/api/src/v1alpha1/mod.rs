@@ -2,6 +2,7 @@
 
 mod backup;
 mod cluster;
+mod readings;
 pub mod rules;
 mod status;
 

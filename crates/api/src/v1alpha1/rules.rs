@@ -145,6 +145,20 @@ pub fn exactly_one_bootstrap_method() -> Rule {
         .message("set exactly one of bootstrap.initdb or bootstrap.recovery")
 }
 
+/// A restore recovers to one target at most.
+pub fn at_most_one_recovery_target() -> Rule {
+    Rule::new(
+        "(has(self.targetTime) ? 1 : 0) + (has(self.targetLsn) ? 1 : 0) + (has(self.targetName) ? 1 : 0) <= 1",
+    )
+    .message("set at most one of targetTime, targetLsn or targetName")
+}
+
+/// WAL positions as PostgreSQL writes them.
+pub fn lsn() -> Rule {
+    Rule::new("self.matches('^[0-9A-Fa-f]{1,8}/[0-9A-Fa-f]{1,8}$')")
+        .message("must be a WAL position such as 0/3000060")
+}
+
 /// Parameters the operator owns cannot be set by users (DESIGN: Configuration).
 /// PostgreSQL parameter names are case-insensitive, so the check is too.
 pub fn no_operator_owned_parameters() -> Rule {

@@ -259,7 +259,10 @@ impl<S: DesiredStateSource> Manager<S> {
                 Action::Clone(address) => {
                     bootstrap::clone_from(&self.ctx, desired, address).await?
                 }
-                _ => bootstrap::initdb(&self.ctx, desired).await?,
+                _ => match &desired.restore {
+                    Some(source) => bootstrap::restore(&self.ctx, desired, source).await?,
+                    None => bootstrap::initdb(&self.ctx, desired).await?,
+                },
             }
             action = plan(&me, desired, self.local_state());
         }

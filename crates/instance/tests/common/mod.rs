@@ -151,6 +151,7 @@ impl TestInstance {
             },
             secrets_dir: PathBuf::from(tusk_api::contract::SECRETS_DIR),
             repository_keys: None,
+            source_keys: None,
         };
         let (desired, _) = watch::channel(None);
         TestInstance {

@@ -1,0 +1,283 @@
+use super::*;
+use crate::builders::validated;
+
+fn pod(spec: serde_json::Value, role: Option<&str>) -> Pod {
+    let cluster = validated(spec);
+    instance_pod(
+        &cluster,
+        &OperatorConfig::default(),
+        &cluster.name.instance(1),
+        role,
+    )
+}
+
+fn small() -> serde_json::Value {
+    serde_json::json!({"instances": 1, "postgres": {"version": 16}, "storage": {"size": "1Gi"}})
+}
+
+#[test]
+fn the_pod_runs_the_instance_manager_in_the_postgres_image() {
+    let pod = pod(small(), Some("primary"));
+    let spec = pod.spec.expect("spec");
+    let init = &spec.init_containers.expect("init")[0];
+    assert_eq!(
+        init.image.as_deref(),
+        Some(crate::install::operator_image().as_str())
+    );
+    let postgres = &spec.containers[0];
+    assert_eq!(postgres.image.as_deref(), Some("postgres:16"));
+    assert_eq!(
+        postgres.command.as_ref().expect("command")[0],
+        "/controller/tusk"
+    );
+    let env: BTreeMap<String, EnvVar> = postgres
+        .env
+        .clone()
+        .expect("env")
+        .into_iter()
+        .map(|e| (e.name.clone(), e))
+        .collect();
+    assert_eq!(
+        env["PG_BIN_DIR"].value.as_deref(),
+        Some("/usr/lib/postgresql/16/bin")
+    );
+    assert_eq!(env["CLUSTER_NAME"].value.as_deref(), Some("orders"));
+    let pod_ip = env["POD_IP"]
+        .value_from
+        .as_ref()
+        .and_then(|v| v.field_ref.as_ref())
+        .expect("fieldRef");
+    assert_eq!(pod_ip.field_path, "status.podIP");
+    assert_eq!(
+        spec.service_account_name.as_deref(),
+        Some("orders-instance")
+    );
+}
+
+/// The environment the pod builder writes is what the instance
+/// manager reads: values and downward-API fields resolved as the kubelet
+/// would, then parsed by the instance side's own parser.
+#[test]
+fn the_pod_environment_round_trips_through_the_instance_managers_parser() {
+    use tusk_api::contract::{Credential, InstanceEnvironment};
+
+    let mut archiving = small();
+    archiving["backup"] = serde_json::json!({"destination": {
+        "url": "s3://backups/prod", "endpoint": "https://minio.example:9000",
+        "credentialsSecret": "orders-s3", "caSecret": "orders-s3-ca"
+    }});
+    // Restored from another cluster's repository, with its own CA.
+    archiving["bootstrap"] = serde_json::json!({"recovery": {"cluster": "old-orders", "source": {
+        "url": "s3://backups/prod", "endpoint": "https://minio.example:9000",
+        "credentialsSecret": "orders-s3", "caSecret": "old-orders-ca"
+    }}});
+    let spec = pod(archiving, Some("primary")).spec.expect("spec");
+    let postgres = &spec.containers[0];
+    let kubelet = |path: &str| match path {
+        "metadata.name" => Some("orders-1".to_owned()),
+        "metadata.namespace" => Some("shop".to_owned()),
+        "status.podIP" => Some("10.0.0.7".to_owned()),
+        _ => None,
+    };
+    let secret =
+        |selector: &SecretKeySelector| match (selector.name.as_str(), selector.key.as_str()) {
+            ("orders-s3", "ACCESS_KEY_ID") => Some("AKIA-EXAMPLE".to_owned()),
+            ("orders-s3", "SECRET_ACCESS_KEY") => Some("example-secret".to_owned()),
+            _ => None,
+        };
+    let resolved: BTreeMap<String, String> = postgres
+        .env
+        .clone()
+        .expect("env")
+        .into_iter()
+        .filter_map(|var| {
+            let value = match (var.value, var.value_from) {
+                (Some(value), _) => Some(value),
+                (None, Some(source)) => match (source.field_ref, source.secret_key_ref) {
+                    (Some(field), _) => kubelet(&field.field_path),
+                    (None, Some(selector)) => secret(&selector),
+                    (None, None) => None,
+                },
+                (None, None) => None,
+            };
+            Some((var.name, value?))
+        })
+        .collect();
+    let parsed = InstanceEnvironment::from_lookup(|name| resolved.get(name).cloned())
+        .expect("the instance manager accepts the pod's environment");
+    assert_eq!(
+        parsed,
+        InstanceEnvironment {
+            pod_name: "orders-1".into(),
+            namespace: "shop".into(),
+            cluster_name: "orders".into(),
+            pod_ip: "10.0.0.7".parse().expect("ip"),
+            pgdata: PGDATA.into(),
+            bin_dir: "/usr/lib/postgresql/16/bin".into(),
+            secrets_dir: SECRETS_DIR.into(),
+            run_dir: RUN_DIR.into(),
+            postgres_port: POSTGRES_PORT,
+            http_port: HTTP_PORT,
+            os_user: tusk_api::contract::DEFAULT_OS_USER.into(),
+            stop_timeout_seconds: tusk_api::contract::DEFAULT_STOP_TIMEOUT_SECONDS,
+            repository_keys: Some(tusk_api::contract::RepositoryKeys {
+                access_key_id: "AKIA-EXAMPLE".into(),
+                secret_access_key: "example-secret".into(),
+            }),
+            source_keys: Some(tusk_api::contract::RepositoryKeys {
+                access_key_id: "AKIA-EXAMPLE".into(),
+                secret_access_key: "example-secret".into(),
+            }),
+        }
+    );
+    // The CAs the instance manager's pgBackRest configurations name
+    // (its own repository's, the restore source's) are mounted there.
+    for (ca, secret) in [
+        (
+            tusk_api::contract::backup_ca_file(&parsed.secrets_dir),
+            "orders-s3-ca",
+        ),
+        (
+            tusk_api::contract::restore_ca_file(&parsed.secrets_dir),
+            "old-orders-ca",
+        ),
+    ] {
+        let ca_mount = postgres
+            .volume_mounts
+            .iter()
+            .flatten()
+            .find(|m| ca.starts_with(&m.mount_path))
+            .expect("the CA is mounted");
+        let ca_volume = spec
+            .volumes
+            .iter()
+            .flatten()
+            .find(|v| v.name == ca_mount.name)
+            .and_then(|v| v.secret.as_ref())
+            .and_then(|s| s.secret_name.clone());
+        assert_eq!(ca_volume.as_deref(), Some(secret));
+    }
+    // Every credential the manager reads is mounted where it looks.
+    let mounts = postgres.volume_mounts.clone().expect("mounts");
+    for credential in Credential::ALL {
+        let wanted = parsed.secrets_dir.join(credential.mount_name());
+        assert!(
+            mounts
+                .iter()
+                .any(|m| std::path::Path::new(&m.mount_path) == wanted),
+            "{} is mounted",
+            wanted.display()
+        );
+    }
+    // The PGDATA the manager uses lies on the data volume.
+    assert!(parsed.pgdata.starts_with(DATA_MOUNT));
+}
+
+#[test]
+fn the_pod_follows_the_restricted_security_profile() {
+    let spec = pod(small(), None).spec.expect("spec");
+    let pod_security = spec.security_context.expect("pod security context");
+    assert_eq!(pod_security.run_as_non_root, Some(true));
+    assert_ne!(pod_security.run_as_user, Some(0));
+    for container in spec
+        .containers
+        .iter()
+        .chain(spec.init_containers.iter().flatten())
+    {
+        let security = container
+            .security_context
+            .clone()
+            .expect("container security context");
+        assert_eq!(
+            security.allow_privilege_escalation,
+            Some(false),
+            "{}",
+            container.name
+        );
+        assert_eq!(
+            security.read_only_root_filesystem,
+            Some(true),
+            "{}",
+            container.name
+        );
+        assert_eq!(
+            security.capabilities.and_then(|c| c.drop),
+            Some(vec!["ALL".to_owned()])
+        );
+        assert_eq!(
+            security.seccomp_profile.map(|s| s.type_).as_deref(),
+            Some("RuntimeDefault")
+        );
+    }
+    // With a read-only root, PostgreSQL needs writable data, run and tmp volumes.
+    let mounts = spec.containers[0].volume_mounts.clone().expect("mounts");
+    for path in [DATA_MOUNT, "/run", "/tmp"] {
+        let writable = mounts
+            .iter()
+            .any(|m| m.mount_path == path && m.read_only != Some(true));
+        assert!(writable, "{path} must be writable");
+    }
+}
+
+#[test]
+fn probes_use_the_instance_managers_endpoints() {
+    let spec = pod(small(), None).spec.expect("spec");
+    let postgres = &spec.containers[0];
+    let path = |p: &Option<Probe>| {
+        p.as_ref()
+            .and_then(|p| p.http_get.as_ref())
+            .and_then(|h| h.path.clone())
+    };
+    assert_eq!(path(&postgres.readiness_probe).as_deref(), Some("/readyz"));
+    assert_eq!(path(&postgres.liveness_probe).as_deref(), Some("/healthz"));
+    assert_eq!(path(&postgres.startup_probe).as_deref(), Some("/healthz"));
+}
+
+#[test]
+fn the_role_label_is_set_only_when_known() {
+    let labels_of = |p: Pod| p.metadata.labels.expect("labels");
+    let primary = labels_of(pod(small(), Some("primary")));
+    assert_eq!(primary[labels::ROLE], "primary");
+    assert_eq!(primary[labels::INSTANCE], "orders-1");
+    assert!(!labels_of(pod(small(), None)).contains_key(labels::ROLE));
+}
+
+#[test]
+fn pod_template_extensions_are_applied_and_defaults_spread_instances() {
+    let mut spec = small();
+    spec["podTemplate"] = serde_json::json!({
+        "labels": {"team": "payments"},
+        "annotations": {"example.com/owner": "payments"},
+        "nodeSelector": {"disk": "ssd"},
+        "priorityClassName": "databases",
+        "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "db", "effect": "NoSchedule"}]
+    });
+    let pod = pod(spec, None);
+    assert_eq!(pod.metadata.labels.expect("labels")["team"], "payments");
+    assert_eq!(
+        pod.metadata.annotations.expect("annotations")["example.com/owner"],
+        "payments"
+    );
+    let spec = pod.spec.expect("spec");
+    assert_eq!(spec.node_selector.expect("nodeSelector")["disk"], "ssd");
+    assert_eq!(spec.priority_class_name.as_deref(), Some("databases"));
+    assert_eq!(spec.tolerations.expect("tolerations").len(), 1);
+    let anti = spec
+        .affinity
+        .and_then(|a| a.pod_anti_affinity)
+        .expect("default anti-affinity");
+    assert!(
+        anti.preferred_during_scheduling_ignored_during_execution
+            .is_some()
+    );
+}
+
+#[test]
+fn resources_come_from_the_spec() {
+    let mut spec = small();
+    spec["resources"] =
+        serde_json::json!({"requests": {"cpu": "2", "memory": "8Gi"}, "limits": {"memory": "8Gi"}});
+    let container = &pod(spec, None).spec.expect("spec").containers[0];
+    let resources = container.resources.clone().expect("resources");
+    assert_eq!(resources.limits.expect("limits")["memory"].0, "8Gi");
+}
