@@ -43,6 +43,9 @@ enum Command {
     Approve(commands::approve::Args),
     /// Take a base backup now (a PostgresBackup) and follow it.
     Backup(commands::backup::Args),
+    /// Print (or create with --apply) a new cluster restored from a
+    /// cluster's backups, to a point in time.
+    Restore(commands::restore::Args),
     /// A cluster on one screen: phase, conditions, primary, instances,
     /// last failover, backups.
     Status(commands::status::Args),
@@ -95,6 +98,7 @@ fn main() -> ExitCode {
         Command::Promote(args) => commands::promote::run(&args),
         Command::Approve(args) => commands::approve::run(&args),
         Command::Backup(args) => commands::backup::run(&args),
+        Command::Restore(args) => commands::restore::run(&args),
         Command::Status(args) => commands::status::run(&args),
         Command::Why(args) => commands::why::run(&args),
         Command::Psql(args) => commands::psql::run(&args),

@@ -14,6 +14,7 @@ pub mod operator;
 pub mod promote;
 pub mod psql;
 pub mod report;
+pub mod restore;
 pub mod sandbox;
 pub mod sandbox_fault;
 pub mod sandbox_node;
