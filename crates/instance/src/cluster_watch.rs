@@ -87,20 +87,7 @@ pub fn desired_from_cluster(
         }
         None => None,
     };
-    // A restore that cannot be read must not become an empty new cluster:
-    // the instance stays fenced (nothing is bootstrapped) until it is fixed.
-    let namespace = cluster.metadata.namespace.as_deref().unwrap_or_default();
-    let restore = match cluster.spec.restore_source(namespace, secrets_dir) {
-        Some(Ok(source)) => Some(source),
-        Some(Err(error)) => {
-            problems.push(format!(
-                "spec.bootstrap.recovery.source: {error}; the instance stays fenced"
-            ));
-            fenced = true;
-            None
-        }
-        None => None,
-    };
+    let restore = restore_source(cluster, secrets_dir, &mut fenced, &mut problems);
     let initdb = cluster.spec.initdb();
     DesiredState {
         target_primary: status.and_then(|s| s.target_primary.clone()),
@@ -121,6 +108,28 @@ pub fn desired_from_cluster(
             .filter(|running| running.instance == me),
         restore,
         problems,
+    }
+}
+
+/// The declared restore's source. One that cannot be read must not become
+/// an empty new cluster: the instance stays fenced (nothing is
+/// bootstrapped) until it is fixed, and the problem is listed.
+fn restore_source(
+    cluster: &PostgresCluster,
+    secrets_dir: &std::path::Path,
+    fenced: &mut bool,
+    problems: &mut Vec<String>,
+) -> Option<tusk_postgres::pgbackrest::RestoreSource> {
+    let namespace = cluster.metadata.namespace.as_deref().unwrap_or_default();
+    match cluster.spec.restore_source(namespace, secrets_dir)? {
+        Ok(source) => Some(source),
+        Err(error) => {
+            problems.push(format!(
+                "spec.bootstrap.recovery.source: {error}; the instance stays fenced"
+            ));
+            *fenced = true;
+            None
+        }
     }
 }
 

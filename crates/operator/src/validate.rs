@@ -126,14 +126,7 @@ pub fn validate(
         .is_some_and(|s| s.target_primary.is_some());
     let bootstrap = bootstrap(spec, bootstrapped)?;
     let unsupported = unsupported(spec);
-    let schedule = spec
-        .backup
-        .as_ref()
-        .and_then(|b| b.schedule.as_deref())
-        .map(|s| {
-            crate::backups::schedule::parse(s).map_err(|e| spec_error("spec.backup.schedule", e))
-        })
-        .transpose()?;
+    let schedule = backup_schedule(spec)?;
 
     Ok(ValidatedCluster {
         image: spec
@@ -271,6 +264,17 @@ fn storage(size: &str) -> Result<(Quantity, u128), SpecError> {
             )
         })?;
     Ok((storage_size, storage_bytes))
+}
+
+/// `spec.backup.schedule`, read.
+fn backup_schedule(spec: &PostgresClusterSpec) -> Result<Option<croner::Cron>, SpecError> {
+    spec.backup
+        .as_ref()
+        .and_then(|b| b.schedule.as_deref())
+        .map(|s| {
+            crate::backups::schedule::parse(s).map_err(|e| spec_error("spec.backup.schedule", e))
+        })
+        .transpose()
 }
 
 fn bootstrap(spec: &PostgresClusterSpec, bootstrapped: bool) -> Result<Bootstrap, SpecError> {

@@ -14,7 +14,7 @@ use crate::validate::ValidatedCluster;
 
 pub async fn apply(ctx: &Context, valid: &ValidatedCluster, plan: &Plan<'_>) -> Result<(), Error> {
     let api: Api<PostgresBackup> = Api::namespaced(ctx.client.clone(), &valid.namespace);
-    if let Some(due) = &plan.scheduled {
+    if let Some(due) = &plan.backups.scheduled {
         let mut backup = PostgresBackup::new(
             &due.name,
             PostgresBackupSpec {
@@ -38,7 +38,7 @@ pub async fn apply(ctx: &Context, valid: &ValidatedCluster, plan: &Plan<'_>) -> 
             }
         }
     }
-    for (name, status) in plan.backups.iter().flat_map(|b| &b.records) {
+    for (name, status) in plan.backups.decided.iter().flat_map(|b| &b.records) {
         let patch = json!({"status": status});
         match api
             .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))

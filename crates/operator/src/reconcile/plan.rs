@@ -6,7 +6,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use tusk_api::labels;
-use tusk_api::v1alpha1::{PostgresCluster, PostgresClusterStatus};
+use tusk_api::v1alpha1::PostgresCluster;
 
 use super::fetch::Observed;
 use super::primary;
@@ -45,13 +45,8 @@ pub struct Plan<'a> {
     pub events: Vec<Note>,
     /// The rolling update's decision.
     pub rollout: Rollout,
-    /// Base backups: the assignment, records and events (`None`: not
-    /// decided in this pass).
-    pub backups: Option<BackupPlan>,
-    /// A backup the schedule asks for, to create.
-    pub scheduled: Option<Scheduled>,
-    /// The schedule's next slot after this pass, to look again then.
-    pub next_slot: Option<Timestamp>,
+    /// Base backups: assignments, records, the schedule.
+    pub backups: BackupDecisions,
     /// The status to write, given the apply outcome.
     pub status: StatusInput<'a>,
 }
@@ -98,11 +93,8 @@ pub fn plan<'a>(
             instances.target_primary.as_str(),
         )
     };
-    let mut backups = decide_backups(cluster, valid, observed, &check, now);
-    let (scheduled, recorded_slot) = schedule(valid, observed, previous, cluster, now);
-    if let Some(plan) = backups.as_mut() {
-        events.append(&mut plan.events);
-    }
+    let mut backups = BackupDecisions::decide(cluster, valid, observed, &check, now);
+    events.append(&mut backups.events());
     let status = StatusInput {
         declared: valid.instances,
         target_primary: Some(instances.target_primary.to_string()),
@@ -116,11 +108,7 @@ pub fn plan<'a>(
         rollout: rollout.status.clone(),
         postgres_version: Some(valid.version),
         archive: Some(valid.archive.clone()),
-        backups: backups.as_ref().map(|plan| BackupProgress {
-            running: plan.running.clone(),
-            completed: plan.completed.clone(),
-            scheduled: recorded_slot.map(Time),
-        }),
+        backups: backups.progress(),
         ..StatusInput::unplanned(
             cluster,
             &observed.children.pods,
@@ -140,12 +128,59 @@ pub fn plan<'a>(
         events,
         rollout,
         backups,
-        next_slot: valid
-            .schedule
-            .as_ref()
-            .and_then(|cron| crate::backups::schedule::next(cron, now)),
-        scheduled,
         status,
+    }
+}
+
+/// What one pass decides of base backups.
+#[derive(Default)]
+pub struct BackupDecisions {
+    /// The assignment, records and events (`None`: not decided in this
+    /// pass).
+    pub decided: Option<BackupPlan>,
+    /// A backup the schedule asks for, to create.
+    pub scheduled: Option<Scheduled>,
+    /// The schedule's slot whose PostgresBackup exists, to record.
+    pub recorded_slot: Option<Timestamp>,
+    /// The schedule's next slot after this pass, to look again then.
+    pub next_slot: Option<Timestamp>,
+}
+
+impl BackupDecisions {
+    fn decide(
+        cluster: &PostgresCluster,
+        valid: &ValidatedCluster,
+        observed: &Observed,
+        check: &FailoverCheck,
+        now: Timestamp,
+    ) -> Self {
+        let (scheduled, recorded_slot) = schedule(valid, observed, cluster, now);
+        BackupDecisions {
+            decided: decide_backups(cluster, valid, observed, check, now),
+            scheduled,
+            recorded_slot,
+            next_slot: valid
+                .schedule
+                .as_ref()
+                .and_then(|cron| crate::backups::schedule::next(cron, now)),
+        }
+    }
+
+    /// The events of the decisions, taken out for the pass's events.
+    fn events(&mut self) -> Vec<Note> {
+        self.decided
+            .as_mut()
+            .map(|plan| std::mem::take(&mut plan.events))
+            .unwrap_or_default()
+    }
+
+    /// What `status.backup` records of them.
+    fn progress(&self) -> Option<BackupProgress> {
+        self.decided.as_ref().map(|plan| BackupProgress {
+            running: plan.running.clone(),
+            completed: plan.completed.clone(),
+            scheduled: self.recorded_slot.map(Time),
+        })
     }
 }
 
@@ -191,10 +226,10 @@ fn decide_backups(
 fn schedule(
     valid: &ValidatedCluster,
     observed: &Observed,
-    previous: Option<&PostgresClusterStatus>,
     cluster: &PostgresCluster,
     now: Timestamp,
 ) -> (Option<Scheduled>, Option<Timestamp>) {
+    let previous = cluster.status.as_ref();
     let (Some(cron), Some(listed)) = (valid.schedule.as_ref(), observed.backups.as_deref()) else {
         return (None, None);
     };

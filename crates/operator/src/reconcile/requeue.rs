@@ -33,11 +33,13 @@ const BACKING_UP: Duration = Duration::from_secs(5);
 
 pub fn after(status: &PostgresClusterStatus, plan: &Plan<'_>) -> Duration {
     let mut wait = delay(status, &plan.primary, &plan.instances.step);
-    if status.backup.as_ref().is_some_and(|b| b.running.is_some()) || plan.scheduled.is_some() {
+    if status.backup.as_ref().is_some_and(|b| b.running.is_some())
+        || plan.backups.scheduled.is_some()
+    {
         wait = wait.min(BACKING_UP);
     }
     // The schedule's next slot, to the second.
-    if let Some(next) = plan.next_slot {
+    if let Some(next) = plan.backups.next_slot {
         let left = next.as_second() - plan.status.now.0.as_second();
         let left = Duration::from_secs(u64::try_from(left.max(1)).unwrap_or(1));
         wait = wait.min(left);

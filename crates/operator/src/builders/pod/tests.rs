@@ -54,6 +54,56 @@ fn the_pod_runs_the_instance_manager_in_the_postgres_image() {
     );
 }
 
+/// The container's environment as the kubelet resolves it for pod
+/// `orders-1` (downward-API fields, and the keys of Secret `orders-s3`).
+fn resolved_env(postgres: &Container) -> BTreeMap<String, String> {
+    let kubelet = |path: &str| match path {
+        "metadata.name" => Some("orders-1".to_owned()),
+        "metadata.namespace" => Some("shop".to_owned()),
+        "status.podIP" => Some("10.0.0.7".to_owned()),
+        _ => None,
+    };
+    let secret =
+        |selector: &SecretKeySelector| match (selector.name.as_str(), selector.key.as_str()) {
+            ("orders-s3", "ACCESS_KEY_ID") => Some("AKIA-EXAMPLE".to_owned()),
+            ("orders-s3", "SECRET_ACCESS_KEY") => Some("example-secret".to_owned()),
+            _ => None,
+        };
+    postgres
+        .env
+        .clone()
+        .expect("env")
+        .into_iter()
+        .filter_map(|var| {
+            let value = match (var.value, var.value_from) {
+                (Some(value), _) => Some(value),
+                (None, Some(source)) => match (source.field_ref, source.secret_key_ref) {
+                    (Some(field), _) => kubelet(&field.field_path),
+                    (None, Some(selector)) => secret(&selector),
+                    (None, None) => None,
+                },
+                (None, None) => None,
+            };
+            Some((var.name, value?))
+        })
+        .collect()
+}
+
+/// The Secret mounted at a directory holding `path`, in `spec`.
+fn secret_mounted_at(spec: &PodSpec, path: &std::path::Path) -> Option<String> {
+    let mount = spec.containers[0]
+        .volume_mounts
+        .iter()
+        .flatten()
+        .find(|m| path.starts_with(&m.mount_path))?;
+    spec.volumes
+        .iter()
+        .flatten()
+        .find(|v| v.name == mount.name)
+        .and_then(|v| v.secret.as_ref())
+        .and_then(|s| s.secret_name.clone())
+}
+
 /// The environment the pod builder writes is what the instance
 /// manager reads: values and downward-API fields resolved as the kubelet
 /// would, then parsed by the instance side's own parser.
@@ -73,36 +123,7 @@ fn the_pod_environment_round_trips_through_the_instance_managers_parser() {
     }}});
     let spec = pod(archiving, Some("primary")).spec.expect("spec");
     let postgres = &spec.containers[0];
-    let kubelet = |path: &str| match path {
-        "metadata.name" => Some("orders-1".to_owned()),
-        "metadata.namespace" => Some("shop".to_owned()),
-        "status.podIP" => Some("10.0.0.7".to_owned()),
-        _ => None,
-    };
-    let secret =
-        |selector: &SecretKeySelector| match (selector.name.as_str(), selector.key.as_str()) {
-            ("orders-s3", "ACCESS_KEY_ID") => Some("AKIA-EXAMPLE".to_owned()),
-            ("orders-s3", "SECRET_ACCESS_KEY") => Some("example-secret".to_owned()),
-            _ => None,
-        };
-    let resolved: BTreeMap<String, String> = postgres
-        .env
-        .clone()
-        .expect("env")
-        .into_iter()
-        .filter_map(|var| {
-            let value = match (var.value, var.value_from) {
-                (Some(value), _) => Some(value),
-                (None, Some(source)) => match (source.field_ref, source.secret_key_ref) {
-                    (Some(field), _) => kubelet(&field.field_path),
-                    (None, Some(selector)) => secret(&selector),
-                    (None, None) => None,
-                },
-                (None, None) => None,
-            };
-            Some((var.name, value?))
-        })
-        .collect();
+    let resolved = resolved_env(postgres);
     let parsed = InstanceEnvironment::from_lookup(|name| resolved.get(name).cloned())
         .expect("the instance manager accepts the pod's environment");
     assert_eq!(
@@ -142,20 +163,7 @@ fn the_pod_environment_round_trips_through_the_instance_managers_parser() {
             "old-orders-ca",
         ),
     ] {
-        let ca_mount = postgres
-            .volume_mounts
-            .iter()
-            .flatten()
-            .find(|m| ca.starts_with(&m.mount_path))
-            .expect("the CA is mounted");
-        let ca_volume = spec
-            .volumes
-            .iter()
-            .flatten()
-            .find(|v| v.name == ca_mount.name)
-            .and_then(|v| v.secret.as_ref())
-            .and_then(|s| s.secret_name.clone());
-        assert_eq!(ca_volume.as_deref(), Some(secret));
+        assert_eq!(secret_mounted_at(&spec, &ca).as_deref(), Some(secret));
     }
     // Every credential the manager reads is mounted where it looks.
     let mounts = postgres.volume_mounts.clone().expect("mounts");
