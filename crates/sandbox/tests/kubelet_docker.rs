@@ -347,3 +347,28 @@ async fn run_as_non_root_refuses_an_image_that_runs_as_root() {
     );
     node.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_termination_log_is_bound_at_its_path_and_read_at_the_end() {
+    let node = DockerNode::start().await;
+    node.create(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "reporter"},
+        "spec": {
+            "restartPolicy": "Never",
+            "securityContext": {"runAsUser": 1000, "runAsGroup": 1000},
+            "containers": [{
+                "name": "main", "image": BASE,
+                "command": ["sh", "-c", "printf done-42 > \"$MSG\"; exit 3"],
+                "env": [{"name": "MSG", "value": "/dev/termination-log"}],
+                "securityContext": {"readOnlyRootFilesystem": true}
+            }]
+        }
+    }))
+    .await;
+    let status = node.terminated("reporter").await;
+    let terminated = &status["containerStatuses"][0]["state"]["terminated"];
+    assert_eq!(terminated["exitCode"], 3, "{status}");
+    assert_eq!(terminated["message"], "done-42", "{status}");
+    node.stop().await;
+}

@@ -5,6 +5,7 @@
 //! change of state into its slot of the pod's [`PodState`], from which the
 //! pod's status is computed.
 
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -16,7 +17,7 @@ use super::node_loss::NodeLoss;
 use super::plan::ContainerPlan;
 use super::probes::{ProbePlan, Verdict, run_check};
 use super::process::Exit;
-use super::runtime::Running;
+use super::runtime::{Launch, Running};
 use super::status::{
     CONFIG_ERROR, ContainerReport, IMAGE_MISSING, PodState, State, Terminated, now,
 };
@@ -127,25 +128,14 @@ pub async fn run(
         if !delay.is_zero() && !back_off(delay, &plan.name, &slot, &owner, &mut stop).await {
             return Outcome::Stopped;
         }
-        let mut spec = match &plan.process {
-            Ok(spec) => spec.clone(),
-            Err((reason, message)) => {
-                slot.update(|r| r.state = State::waiting(reason, message.clone()));
-                stop_requested(&mut stop).await;
-                return Outcome::Stopped;
-            }
+        let Some(mut spec) = next_launch(&plan, &slot, &owner, &mut stop).await else {
+            return Outcome::Stopped;
         };
-        // A lost node starts nothing; killed containers restart once it is
-        // back.
-        tokio::select! {
-            () = owner.faults.node_loss().up() => {}
-            _ = stop_requested(&mut stop) => return Outcome::Stopped,
-        }
-        spec.set_log(super::logs::run_log(&plan.log_dir, slot.restart_count()));
-        super::logs::prune(&plan.log_dir, slot.restart_count());
+        let log = begin_run(&plan, &mut spec, &slot, &owner);
         let started_at = now();
-        let (exit, failure) = match Running::start(&spec).await {
-            Err((reason, message)) if reason == IMAGE_MISSING || reason == CONFIG_ERROR => {
+        let run = start_and_wait(&spec, &plan, &slot, &owner, &mut stop, &started_at).await;
+        let (exit, failure) = match run {
+            RunEnd::NotCreated(reason, message) => {
                 // As the kubelet does for an image it may not pull or a
                 // configuration it cannot make: the container waits,
                 // retried with back-off, and never ran.
@@ -158,39 +148,123 @@ pub async fn run(
                 delay = Duration::ZERO;
                 continue;
             }
-            Err((reason, message)) => {
-                // A program that cannot start backs off like one that crashes.
-                crashes = crashes.saturating_add(1);
-                slot.update(|r| r.state = State::waiting(&reason, message.clone()));
-                (
-                    Exit {
-                        code: 128,
-                        signal: None,
-                        oom_killed: false,
-                    },
-                    Some(message),
-                )
+            RunEnd::Stopped(exit) => {
+                let message = plan.termination.message(&exit, None, &log);
+                record_exit(&slot, exit, message, &started_at, false);
+                return Outcome::Stopped;
             }
-            Ok(process) => {
-                match supervise(process, &plan, &slot, &owner, &mut stop, &started_at).await {
-                    Supervised::Stopped(exit) => {
-                        record_exit(&slot, exit, None, &started_at, false);
-                        return Outcome::Stopped;
-                    }
-                    Supervised::Exited(exit, failure, ran) => {
-                        crashes = backoff.next_crashes(crashes, ran);
-                        (exit, failure)
-                    }
-                }
+            RunEnd::Ended { exit, failure, ran } => {
+                // A program that cannot start backs off like one that crashes.
+                crashes = ran.map_or(crashes.saturating_add(1), |ran| {
+                    backoff.next_crashes(crashes, ran)
+                });
+                (exit, failure)
             }
         };
         let restarts = restart.restarts(&exit, failure.is_some());
-        record_exit(&slot, exit, failure, &started_at, restarts);
+        let message = plan.termination.message(&exit, failure, &log);
+        record_exit(&slot, exit, message, &started_at, restarts);
         if !restarts {
             return Outcome::Exited(exit);
         }
         crashes = crashes.max(1);
         delay = backoff.delay(crashes);
+    }
+}
+
+/// How to launch the container's next run, once the node is up; `None`
+/// when a stop was asked for first or the container cannot run (it then
+/// waits with its reason until stopped).
+async fn next_launch(
+    plan: &ContainerPlan,
+    slot: &Slot,
+    owner: &Owner,
+    stop: &mut StopSignal,
+) -> Option<Launch> {
+    let spec = match &plan.process {
+        Ok(spec) => spec.clone(),
+        Err((reason, message)) => {
+            slot.update(|r| r.state = State::waiting(reason, message.clone()));
+            stop_requested(stop).await;
+            return None;
+        }
+    };
+    // A lost node starts nothing; killed containers restart once it is
+    // back.
+    tokio::select! {
+        () = owner.faults.node_loss().up() => Some(spec),
+        _ = stop_requested(stop) => None,
+    }
+}
+
+/// Readies a run of the container: its log file (older runs' logs
+/// pruned) and an empty termination message file. The log's path.
+fn begin_run(plan: &ContainerPlan, spec: &mut Launch, slot: &Slot, owner: &Owner) -> PathBuf {
+    let run = slot.restart_count();
+    let log = super::logs::run_log(&plan.log_dir, run);
+    spec.set_log(log.clone());
+    super::logs::prune(&plan.log_dir, run);
+    if let Err(error) = plan.termination.reset() {
+        // As the kubelet, which starts the container without the file.
+        tracing::warn!(
+            pod = %owner.pod, container = %plan.name, %error,
+            "cannot empty the termination message file"
+        );
+    }
+    log
+}
+
+/// How one run of a container ended.
+enum RunEnd {
+    /// It was never created (an image it may not use, a configuration
+    /// that cannot be made): the waiting reason and message.
+    NotCreated(String, String),
+    /// It was stopped because the pod is going away.
+    Stopped(Exit),
+    /// It ended by itself or by a failed probe, or its program could not
+    /// start; the sandbox's own failure text, and how long it ran (`None`
+    /// when it never started).
+    Ended {
+        exit: Exit,
+        failure: Option<String>,
+        ran: Option<Duration>,
+    },
+}
+
+/// Starts one run of the container and supervises it to its end.
+async fn start_and_wait(
+    spec: &Launch,
+    plan: &ContainerPlan,
+    slot: &Slot,
+    owner: &Owner,
+    stop: &mut StopSignal,
+    started_at: &str,
+) -> RunEnd {
+    match Running::start(spec).await {
+        Err((reason, message)) if reason == IMAGE_MISSING || reason == CONFIG_ERROR => {
+            RunEnd::NotCreated(reason, message)
+        }
+        Err((reason, message)) => {
+            slot.update(|r| r.state = State::waiting(&reason, message.clone()));
+            let exit = Exit {
+                code: 128,
+                signal: None,
+                oom_killed: false,
+            };
+            RunEnd::Ended {
+                exit,
+                failure: Some(message),
+                ran: None,
+            }
+        }
+        Ok(process) => match supervise(process, plan, slot, owner, stop, started_at).await {
+            Supervised::Stopped(exit) => RunEnd::Stopped(exit),
+            Supervised::Exited(exit, failure, ran) => RunEnd::Ended {
+                exit,
+                failure,
+                ran: Some(ran),
+            },
+        },
     }
 }
 
@@ -228,10 +302,12 @@ enum Supervised {
     Exited(Exit, Option<String>, Duration),
 }
 
+/// Records a run's end with its `message` (see
+/// [`super::termination::TerminationMessage::message`]).
 fn record_exit(
     slot: &Slot,
     exit: Exit,
-    failure: Option<String>,
+    message: Option<String>,
     started_at: &str,
     restarting: bool,
 ) {
@@ -246,7 +322,7 @@ fn record_exit(
             "Error"
         }
         .to_owned(),
-        message: failure,
+        message,
         started_at: started_at.to_owned(),
         finished_at: now(),
     };

@@ -42,6 +42,7 @@ mod runtime;
 mod served;
 mod server;
 mod status;
+mod termination;
 mod volumes;
 
 use std::collections::{BTreeMap, BTreeSet};

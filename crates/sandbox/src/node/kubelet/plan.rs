@@ -19,6 +19,7 @@ use super::probes::ProbePlan;
 use super::process::ProcessSpec;
 use super::runtime::Launch;
 use super::status::CONFIG_ERROR;
+use super::termination::TerminationMessage;
 use super::volumes::Mounts;
 
 pub(super) fn security<T>(
@@ -148,6 +149,8 @@ pub struct ContainerPlan {
     /// How `pods/exec` runs commands in this container; `None` when the
     /// container cannot run.
     pub exec: Option<ExecTemplate>,
+    /// Where the container writes why it ended, and the policy for it.
+    pub termination: TerminationMessage,
 }
 
 /// How a container's `pods/exec` commands become processes: as its exec
@@ -233,6 +236,16 @@ pub struct PodFacts<'a> {
     pub grace: Duration,
 }
 
+impl PodFacts<'_> {
+    /// The termination message file and policy of `container`.
+    pub fn termination_message(&self, container: &Container) -> TerminationMessage {
+        let volumes_dir = self
+            .ctx
+            .pod_volumes_dir(&self.pod.uid().unwrap_or_default());
+        TerminationMessage::for_container(container, &volumes_dir)
+    }
+}
+
 pub fn plan_container(facts: PodFacts<'_>, container: &Container) -> ContainerPlan {
     let PodFacts {
         ctx,
@@ -251,9 +264,10 @@ pub fn plan_container(facts: PodFacts<'_>, container: &Container) -> ContainerPl
         readiness: None,
         grace,
         exec: None,
+        termination: facts.termination_message(container),
     };
     let config_error = |message: String| Err((CONFIG_ERROR.to_owned(), message));
-    let base = match process_base(facts, container) {
+    let base = match process_base(facts, container, &plan.termination) {
         Ok(base) => base,
         Err(message) => {
             plan.process = config_error(message);
@@ -321,9 +335,14 @@ pub fn add_probes(
     }
 }
 
-/// The environment, mounts, working directory and user of a container;
-/// the message of a CreateContainerConfigError when they cannot be made.
-fn process_base(facts: PodFacts<'_>, container: &Container) -> Result<ProcessBase, String> {
+/// The environment, mounts (its termination message file among them),
+/// working directory and user of a container; the message of a
+/// CreateContainerConfigError when they cannot be made.
+fn process_base(
+    facts: PodFacts<'_>,
+    container: &Container,
+    termination: &TerminationMessage,
+) -> Result<ProcessBase, String> {
     let PodFacts {
         ctx,
         pod,
@@ -333,7 +352,11 @@ fn process_base(facts: PodFacts<'_>, container: &Container) -> Result<ProcessBas
         ..
     } = facts;
     let root = pod_dir.join("root").join(&container.name);
-    let mounts = Mounts::for_container(container, volume_dirs, &root).map_err(|e| e.to_string())?;
+    let mut mounts =
+        Mounts::for_container(container, volume_dirs, &root).map_err(|e| e.to_string())?;
+    if let Some(file) = &termination.file {
+        mounts = mounts.with_file(&file.path, &file.host);
+    }
     let user = container_user(pod, container, ctx.root)?;
     let vars =
         container_env(pod, container, inputs, &inputs.service_env()).map_err(|e| e.to_string())?;

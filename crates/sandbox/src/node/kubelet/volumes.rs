@@ -10,9 +10,11 @@
 //! sees a volume at its `mountPath` through translation: wherever a mount
 //! path appears as a whole path prefix in the container's command, args,
 //! env values or working directory, it is replaced by the host directory.
-//! The mappings are also given to the process as `TUSK_SANDBOX_MOUNTS`
-//! (`mountPath=hostDir` pairs joined by `:`), so a program that builds
-//! paths at run time can translate them the same way.
+//! The container's termination message file is translated the same way
+//! from its `terminationMessagePath` (see `termination`). The mappings are
+//! also given to the process as `TUSK_SANDBOX_MOUNTS` (`mountPath=hostPath`
+//! pairs joined by `:`), so a program that builds paths at run time can
+//! translate them the same way.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -336,6 +338,17 @@ impl Mounts {
         Ok(Self { pairs, parents })
     }
 
+    /// Adds a file shown to the container at `path` (its termination
+    /// message file), translated as a mount path is. It adds no parent
+    /// directory to the root tree: translating a bare `/dev` for every
+    /// container to a tree holding this one file would hide the real one.
+    pub fn with_file(mut self, path: &str, host: &Path) -> Self {
+        self.pairs.push((path.to_owned(), host.to_owned()));
+        self.pairs
+            .sort_by_key(|pair| std::cmp::Reverse(pair.0.len()));
+        self
+    }
+
     /// Replaces every mount path that appears in `text` as a whole path
     /// prefix (followed by `/` or by a character that cannot be in a path
     /// component) with its host directory.
@@ -421,6 +434,24 @@ mod tests {
             "cat /h/conf/a && ls /h/conf"
         );
         assert_eq!(m.translate("PGDATA=\"/var/lib/pg\""), "PGDATA=\"/h/pvc\"");
+    }
+
+    #[test]
+    fn a_file_mount_is_translated_as_a_whole_path_only() {
+        let m = mounts(&[("/var/lib/pg", "/h/pvc")])
+            .with_file("/dev/termination-log", Path::new("/h/msg/main"));
+        assert_eq!(m.translate("/dev/termination-log"), "/h/msg/main");
+        assert_eq!(
+            m.translate("echo done > /dev/termination-log; cat /var/lib/pg/x"),
+            "echo done > /h/msg/main; cat /h/pvc/x"
+        );
+        assert_eq!(
+            m.translate("/dev/termination-logs"),
+            "/dev/termination-logs"
+        );
+        assert_eq!(m.translate("/dev"), "/dev");
+        assert_eq!(m.translate("/dev/null"), "/dev/null");
+        assert!(m.describe().contains("/dev/termination-log=/h/msg/main"));
     }
 
     #[test]

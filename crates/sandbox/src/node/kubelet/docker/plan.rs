@@ -2,7 +2,8 @@
 //! configuration from its spec (command, args and env with `$(VAR)`
 //! expansion, no path translation: volumes are real mounts), its security
 //! context (user, groups, read-only root, capabilities, privilege
-//! escalation), its memory limit, and probes and exec through the engine.
+//! escalation), its memory limit, its termination message file (bound at
+//! its path), and probes and exec through the engine.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -71,8 +72,25 @@ pub fn memory_bytes(quantity: &str) -> Option<i64> {
 }
 
 /// The container's bind mounts: each `volumeMount` at its `mountPath`,
-/// `subPath` included, read-only when asked.
-fn mounts(
+/// `subPath` included, read-only when asked; and its termination message
+/// file at its `terminationMessagePath`, read-write, as the kubelet mounts
+/// it (the same host file the process runtime translates to).
+fn mounts(facts: &PodFacts<'_>, container: &Container) -> Result<Vec<Mount>, String> {
+    let mut mounts = volume_mounts(container, facts.volume_dirs)?;
+    if let Some(file) = facts.termination_message(container).file {
+        mounts.push(Mount {
+            target: Some(file.path),
+            source: Some(file.host.to_string_lossy().into_owned()),
+            typ: Some(MountType::BIND),
+            read_only: Some(false),
+            ..Default::default()
+        });
+    }
+    Ok(mounts)
+}
+
+/// The bind mounts of the container's `volumeMounts`.
+fn volume_mounts(
     container: &Container,
     volume_dirs: &BTreeMap<String, PathBuf>,
 ) -> Result<Vec<Mount>, String> {
@@ -192,7 +210,7 @@ fn host_config(
             "container:{}",
             runtime.container_name(&uid, "pause")
         )),
-        mounts: Some(mounts(container, facts.volume_dirs)?),
+        mounts: Some(mounts(facts, container)?),
         readonly_rootfs: context.and_then(|c| c.read_only_root_filesystem),
         privileged: context.and_then(|c| c.privileged),
         cap_add: names(capabilities.and_then(|c| c.add.as_ref())),
@@ -270,6 +288,7 @@ pub(crate) fn plan_container(
         exec: Some(ExecTemplate::Docker {
             container: name.clone(),
         }),
+        termination: facts.termination_message(container),
     };
     plan.process = body(runtime, &facts, container)
         .map(|body| {
