@@ -45,10 +45,10 @@ async fn promoted_instead_of(world: &World, cluster: &str, old: &str) -> (String
         {
             return (new.clone(), Instant::now());
         }
-        assert!(
-            Instant::now() < deadline,
-            "no instance promoted instead of {old}: {s:#?}"
-        );
+        if Instant::now() >= deadline {
+            let story = world.story(cluster).await;
+            panic!("no instance promoted instead of {old}: {s:#?}\n{story}");
+        }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }

@@ -88,7 +88,8 @@ fn spawn_operator(
 impl World {
     /// Starts the sandbox and the operator. With RUST_LOG set, their logs
     /// go to the test's output (e.g. `RUST_LOG=tusk_operator=info` shows
-    /// the operator's decisions in time).
+    /// the operator's decisions in time). With TUSK_KEEP_TEST_DIR set, the
+    /// sandbox's directory (pod logs, volumes) is kept and its path printed.
     pub async fn start() -> Self {
         if std::env::var_os("RUST_LOG").is_some() {
             let _ = tracing_subscriber::fmt()
@@ -96,7 +97,11 @@ impl World {
                 .with_test_writer()
                 .try_init();
         }
-        let dir = tempfile::tempdir().expect("temp dir");
+        let mut dir = tempfile::tempdir().expect("temp dir");
+        if std::env::var_os("TUSK_KEEP_TEST_DIR").is_some() {
+            dir.disable_cleanup(true);
+            println!("sandbox directory kept: {}", dir.path().display());
+        }
         let (sandbox, client) = testing::serve(dir.path(), |config| config).await;
         testing::install_tusk_crds(&client).await;
         let node = Node::start(
@@ -280,6 +285,55 @@ impl World {
             .expect("cluster")
             .status
             .unwrap_or_default()
+    }
+
+    /// What to print when a test gives up on `cluster`: its events in
+    /// order and what each instance manager reports on `/status` now (the
+    /// operator decides from these), so a failure can be read afterwards.
+    pub async fn story(&self, cluster: &str) -> String {
+        use k8s_openapi::api::core::v1::Event;
+        let events: Api<Event> = Api::namespaced(self.client.clone(), NS);
+        let mut lines = Vec::new();
+        if let Ok(list) = events.list(&Default::default()).await {
+            let mut items: Vec<Event> = list
+                .items
+                .into_iter()
+                .filter(|e| e.involved_object.name.as_deref() == Some(cluster))
+                .collect();
+            items.sort_by_key(|e| e.metadata.creation_timestamp.clone());
+            for e in items {
+                lines.push(format!(
+                    "event {:?} x{} {}: {}",
+                    e.metadata.creation_timestamp.map(|t| t.0.to_string()),
+                    e.count.unwrap_or(1),
+                    e.reason.unwrap_or_default(),
+                    e.message.unwrap_or_default()
+                ));
+            }
+        }
+        for instance in self.status(cluster).await.instances {
+            let report = match pod_ip(self, &instance.name).await {
+                Some(ip) => reqwest::Client::new()
+                    .get(format!(
+                        "http://{ip}:{}/status",
+                        tusk_api::contract::HTTP_PORT
+                    ))
+                    .timeout(Duration::from_secs(3))
+                    .send()
+                    .await
+                    .map(|r| r.text()),
+                None => {
+                    lines.push(format!("{}: no pod IP", instance.name));
+                    continue;
+                }
+            };
+            let text = match report {
+                Ok(body) => body.await.unwrap_or_else(|e| e.to_string()),
+                Err(e) => format!("no answer: {e}"),
+            };
+            lines.push(format!("{} reports: {text}", instance.name));
+        }
+        lines.join("\n")
     }
 
     /// Waits until all `instances` are ready and every standby confirms
