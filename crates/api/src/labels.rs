@@ -15,6 +15,13 @@ pub const ROLE: &str = "tusk.dev/role";
 pub const CLUSTER_UID: &str = "tusk.dev/cluster-uid";
 /// Set on volumes kept after their cluster was deleted (`deletionPolicy: Retain`).
 pub const RETAINED: &str = "tusk.dev/retained";
+/// Name of the cluster whose restore rehearsal an object (its pod and
+/// scratch volume) is for. Such objects carry no [`CLUSTER`] label: no
+/// Service, budget or instance count ever selects them.
+pub const REHEARSAL: &str = "tusk.dev/rehearsal-of";
+/// Annotation on a cluster asking for a restore rehearsal now (any value;
+/// removed once the rehearsal starts).
+pub const REHEARSE: &str = "tusk.dev/rehearse";
 /// Marks objects created and managed by the operator.
 pub const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
 /// Value of [`MANAGED_BY`].

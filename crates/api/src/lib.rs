@@ -27,6 +27,7 @@ pub mod instance;
 pub mod labels;
 pub mod primacy;
 pub mod quantity;
+pub mod rehearsal;
 pub mod time;
 pub mod v1alpha1;
 

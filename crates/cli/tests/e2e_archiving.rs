@@ -6,8 +6,10 @@
 //! one created by `spec.backup.schedule` complete with pgBackRest's record
 //! in their status; a new cluster in another namespace restored to a
 //! moment has exactly the rows committed before it and archives to its
-//! own path; and a backup of a cluster that declares no destination fails
-//! saying so.
+//! own path; a restore rehearsal asked for with the annotation restores
+//! the newest backup in a pod of its own, passes its checks, is recorded
+//! and cleaned up; and a backup of a cluster that declares no destination
+//! fails saying so.
 
 mod common;
 #[path = "../../instance/tests/common/s3.rs"]
@@ -223,7 +225,8 @@ async fn backups_asked_for_and_scheduled_complete_and_a_cluster_without_a_destin
         &world,
         &server,
         "bk",
-        json!({"schedule": "* * * * *", "retentionDays": 7}),
+        json!({"schedule": "* * * * *", "retentionDays": 7,
+               "verify": {"schedule": "0 0 1 1 *"}}),
     )
     .await;
     world.wait_ready("bk", 1).await;
@@ -332,6 +335,8 @@ async fn backups_asked_for_and_scheduled_complete_and_a_cluster_without_a_destin
     })
     .await;
 
+    rehearsal_on_demand(&world).await;
+
     // A cluster with no destination: the backup fails, saying why.
     world
         .create_cluster(
@@ -361,6 +366,70 @@ async fn backups_asked_for_and_scheduled_complete_and_a_cluster_without_a_destin
         "{said}"
     );
     world.shutdown().await;
+}
+
+/// A rehearsal asked for on `bk` restores its newest backup in a pod of its
+/// own, which passes every check; the outcome is recorded and the pod and
+/// its scratch volume are removed.
+async fn rehearsal_on_demand(world: &World) {
+    use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+    let clusters = Api::<PostgresCluster>::namespaced(world.client.clone(), NS);
+    let patch = json!({"metadata": {"annotations": {"tusk.dev/rehearse": "now"}}});
+    clusters
+        .patch("bk", &Default::default(), &kube::api::Patch::Merge(&patch))
+        .await
+        .expect("ask for a rehearsal");
+    let started = std::time::Instant::now();
+    wait_for(
+        "the rehearsal recorded",
+        Duration::from_secs(300),
+        || async { world.status("bk").await.last_restore_verification.is_some() },
+    )
+    .await;
+    let status = world.status("bk").await;
+    let record = status.last_restore_verification.expect("recorded");
+    println!(
+        "rehearsal recorded {:?} after the request: {record:?}",
+        started.elapsed()
+    );
+    assert!(record.succeeded, "{record:?}");
+    assert_eq!(
+        Some(record.backup_id.clone()),
+        status.backup.and_then(|b| b.last_successful_backup),
+        "the newest backup is the one restored"
+    );
+    let condition = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "RestoreRehearsed")
+        .map(|c| (c.status.clone(), c.reason.clone()));
+    assert_eq!(
+        condition,
+        Some(("True".into(), "RehearsalSucceeded".into()))
+    );
+    let annotations = clusters.get("bk").await.expect("bk").metadata.annotations;
+    assert!(
+        !annotations
+            .unwrap_or_default()
+            .contains_key("tusk.dev/rehearse"),
+        "the request is removed once acted on"
+    );
+    let pods = Api::<Pod>::namespaced(world.client.clone(), NS);
+    let claims = Api::<PersistentVolumeClaim>::namespaced(world.client.clone(), NS);
+    wait_for(
+        "the rehearsal's pod and volume removed",
+        Duration::from_secs(60),
+        || async {
+            pods.get_opt("bk-rehearsal").await.ok().flatten().is_none()
+                && claims
+                    .get_opt("bk-rehearsal")
+                    .await
+                    .ok()
+                    .flatten()
+                    .is_none()
+        },
+    )
+    .await;
 }
 
 /// Writes rows 1 to 100 to a new table `t` of `bk`, notes the time, then

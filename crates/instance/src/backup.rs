@@ -6,6 +6,9 @@
 //! reported on `/status` (`backup`), from which the operator records them
 //! in the PostgresBackup's status.
 //!
+//! Just before a backup starts, its sentinel row is written
+//! ([`crate::sentinel`]): a restore rehearsal of the backup checks it.
+//!
 //! Each backup carries the PostgresBackup's name as a pgBackRest
 //! annotation. Before taking one, the repository is asked whether a
 //! backup with that annotation exists already (a manager restarted after
@@ -24,14 +27,16 @@ use tusk_api::time::kube_time;
 use tusk_api::v1alpha1::{BackupAssignment, BackupPhase, PostgresBackupStatus};
 use tusk_postgres::pgbackrest::{self, BackupInfo, S3Repository};
 
-use crate::archiving;
 use crate::context::InstanceContext;
 use crate::desired::DesiredState;
 use crate::state::SharedState;
 use crate::task::take_finished;
+use crate::{archiving, sentinel, sql};
 
 /// The longest a base backup may run before it is stopped and failed.
 const BACKUP_TIMEOUT: Duration = Duration::from_secs(12 * 3600);
+/// The longest writing the sentinel may take.
+const SENTINEL_TIMEOUT: Duration = Duration::from_secs(30);
 /// The longest reading the repository's list of backups may take.
 const INFO_TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -116,6 +121,9 @@ async fn take(
         Ok(None) => {}
         Err(error) => return failed(ctx, error),
     }
+    if let Err(error) = write_sentinel(ctx, &request.backup).await {
+        return failed(ctx, error);
+    }
     let args = pgbackrest::backup_args(request.backup_type.pgbackrest(), &request.backup);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     if let Err(error) = archiving::run(ctx, &args, BACKUP_TIMEOUT).await {
@@ -128,6 +136,22 @@ async fn take(
             "pgbackrest backup succeeded but the repository lists no backup for it".to_owned(),
         ),
         Err(error) => failed(ctx, error),
+    }
+}
+
+/// Writes the sentinel of backup `name` ([`sentinel`]), which restore
+/// rehearsals look for.
+async fn write_sentinel(ctx: &InstanceContext, name: &str) -> Result<(), String> {
+    let client = sql::connect(&ctx.local_target(), "postgres")
+        .await
+        .map_err(|e| format!("cannot write the backup sentinel: {e}"))?;
+    let written = tokio::time::timeout(SENTINEL_TIMEOUT, sentinel::write(&client, name)).await;
+    match written {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(format!("cannot write the backup sentinel: {e}")),
+        Err(_) => Err(format!(
+            "cannot write the backup sentinel within {SENTINEL_TIMEOUT:?}"
+        )),
     }
 }
 

@@ -35,7 +35,7 @@ pub enum BootstrapError {
 }
 
 /// The longest `pgbackrest restore`, and then recovery, may take.
-const RESTORE_TIMEOUT: Duration = Duration::from_secs(12 * 3600);
+pub(crate) const RESTORE_TIMEOUT: Duration = Duration::from_secs(12 * 3600);
 
 /// Creates a new cluster with `initdb` (data checksums on, SCRAM
 /// passwords), then the replication role, the application owner and its
@@ -115,32 +115,10 @@ async fn recover(
     env: &[(&'static str, &str)],
 ) -> Result<(), BootstrapError> {
     let postmaster = start_private(ctx, staging, env)?;
-    let pid = postmaster.pid();
     let result = async {
-        let deadline = tokio::time::Instant::now() + RESTORE_TIMEOUT;
-        let client = loop {
-            if !process_alive(pid) {
-                return Err(BootstrapError::Restore(
-                    "PostgreSQL stopped during recovery (a target past the archived WAL, or WAL                      missing from the repository): see its log"
-                        .to_owned(),
-                ));
-            }
-            if tokio::time::Instant::now() > deadline {
-                return Err(BootstrapError::Restore(format!(
-                    "recovery did not end within {RESTORE_TIMEOUT:?}"
-                )));
-            }
-            if let Ok(client) = sql::connect(&ctx.local_target(), "postgres").await {
-                let recovering = client
-                    .query_one("SELECT pg_is_in_recovery()", &[])
-                    .await
-                    .map(|row| row.get::<_, bool>(0));
-                if matches!(recovering, Ok(false)) {
-                    break client;
-                }
-            }
-            tokio::time::sleep(Duration::from_millis(500)).await;
-        };
+        let client = wait_promoted(ctx, postmaster.pid())
+            .await
+            .map_err(BootstrapError::Restore)?;
         let resets: Vec<String> = pgbackrest::RECOVERY_SETTINGS
             .iter()
             .map(|setting| format!("ALTER SYSTEM RESET {setting}"))
@@ -152,11 +130,43 @@ async fn recover(
     result
 }
 
+/// Waits until the restored cluster whose postmaster is `pid` has ended
+/// recovery with a promotion; a connection to it then. Errors say why
+/// recovery did not end.
+pub(crate) async fn wait_promoted(
+    ctx: &InstanceContext,
+    pid: i32,
+) -> Result<tokio_postgres::Client, String> {
+    let deadline = tokio::time::Instant::now() + RESTORE_TIMEOUT;
+    loop {
+        if !process_alive(pid) {
+            return Err(
+                "PostgreSQL stopped during recovery (a target past the archived WAL, \
+                 or WAL missing from the repository): see its log"
+                    .to_owned(),
+            );
+        }
+        if tokio::time::Instant::now() > deadline {
+            return Err(format!("recovery did not end within {RESTORE_TIMEOUT:?}"));
+        }
+        if let Ok(client) = sql::connect(&ctx.local_target(), "postgres").await {
+            let recovering = client
+                .query_one("SELECT pg_is_in_recovery()", &[])
+                .await
+                .map(|row| row.get::<_, bool>(0));
+            if matches!(recovering, Ok(false)) {
+                return Ok(client);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
 /// Starts the staging cluster with `env` on its unix socket only: no
 /// network, no waiting for standbys that do not exist yet, and no
 /// archiving before the stanza exists (WAL from before the first base
 /// backup restores nothing).
-fn start_private(
+pub(crate) fn start_private(
     ctx: &InstanceContext,
     staging: &std::path::Path,
     env: &[(&'static str, &str)],
@@ -278,7 +288,7 @@ pub async fn clone_from(
 
 /// An empty staging directory owned by the PostgreSQL user; whatever a
 /// previous, interrupted attempt left there is removed first.
-fn fresh_staging(ctx: &InstanceContext) -> Result<std::path::PathBuf, DataDirError> {
+pub(crate) fn fresh_staging(ctx: &InstanceContext) -> Result<std::path::PathBuf, DataDirError> {
     ctx.prepare_run_dir()?;
     let staging = ctx.settings.staging_dir();
     datadir::remove_dir(&staging)?;

@@ -4,6 +4,9 @@
 //! restarted with the same assignment reports the backup already in the
 //! repository instead of taking a second one; a standby refuses; a new
 //! cluster restored to a moment has exactly the rows committed before it.
+//! A restore rehearsal of the newest backup passes every check, and fails
+//! naming the check when the backup's sentinel row was removed or a byte
+//! of a backup file in the repository was flipped.
 
 mod common;
 
@@ -12,6 +15,7 @@ use std::time::Duration;
 use common::s3::S3Server;
 use common::{TestCluster, TestInstance, desired};
 use tusk_api::instance::{BackupReport, InstanceReport};
+use tusk_api::rehearsal::Check;
 use tusk_api::v1alpha1::{BackupAssignment, BackupPhase, BackupType};
 use tusk_instance::context::InstanceContext;
 use tusk_instance::desired::{DesiredState, RestoreSource};
@@ -267,5 +271,120 @@ async fn a_restore_to_a_time_has_every_row_committed_before_it_and_none_after() 
     // The source's repository still lists only its own backup.
     assert_eq!(listed(&db).await.len(), 1);
     copy.stop(Duration::from_secs(30)).await;
+    db.stop(Duration::from_secs(30)).await;
+}
+
+/// Flips one byte in the middle of the largest data file of `label` in
+/// the repository (through the S3 API, as bit rot in the object store
+/// would); the object's key.
+fn flip_a_byte(server: &S3Server, label: &str) -> String {
+    const FLIP: &str = r#"
+import json, sys
+import boto3
+a = json.loads(sys.argv[1])
+s3 = boto3.client("s3", endpoint_url="https://%s:%d" % (a["host"], a["port"]),
+                  region_name=a["region"], aws_access_key_id=a["key"],
+                  aws_secret_access_key=a["secret"], verify=a["ca"])
+keys = []
+for page in s3.get_paginator("list_objects_v2").paginate(Bucket=a["bucket"], Prefix="tusk/"):
+    keys += [(o["Size"], o["Key"]) for o in page.get("Contents", [])
+             if "/" + a["label"] + "/pg_data/" in o["Key"]]
+size, key = max(keys)
+body = bytearray(s3.get_object(Bucket=a["bucket"], Key=key)["Body"].read())
+body[len(body) // 2] ^= 0xFF
+s3.put_object(Bucket=a["bucket"], Key=key, Body=bytes(body))
+print(key)
+"#;
+    let served = &server.served;
+    let args = serde_json::json!({
+        "host": served.host, "port": served.port, "region": served.region,
+        "key": served.access_key_id, "secret": served.secret_access_key,
+        "ca": served.ca_file, "bucket": BUCKET, "label": label,
+    });
+    let output = std::process::Command::new("python3")
+        .args(["-c", FLIP, &args.to_string()])
+        .output()
+        .expect("python3 runs (scripts/setup installs boto3 with moto)");
+    assert!(
+        output.status.success(),
+        "flipping a byte failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).trim().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rehearsal_proves_the_newest_backup_and_names_the_check_that_fails() {
+    common::init_logs();
+    let server = S3Server::start(&[BUCKET]);
+    let mut cluster = TestCluster::new();
+    let (mut db, on_db) = archiving_primary(&mut cluster, &server).await;
+    let client = db.superuser().await;
+    client
+        .batch_execute(
+            "CREATE TABLE t (v int PRIMARY KEY); INSERT INTO t SELECT generate_series(1, 1000)",
+        )
+        .await
+        .expect("data");
+    db.set_desired(DesiredState {
+        backup: Some(assigned(&db, "nightly", BackupType::Full)),
+        ..on_db.clone()
+    });
+    let taken = finished(&db, "nightly").await;
+    assert_eq!(
+        taken.status.phase,
+        Some(BackupPhase::Completed),
+        "{taken:?}"
+    );
+    let label = taken.status.backup_id.clone().expect("its id");
+
+    // A scratch instance of the same cluster, as the rehearsal pod is.
+    let mut scratch = cluster.instance("db-rehearsal");
+    scratch.settings.repository_keys = Some(server.keys());
+    let ctx = InstanceContext::new(scratch.settings.clone()).expect("context");
+    let passed = tusk_instance::rehearsal::rehearse(&ctx, &on_db).await;
+    println!("rehearsal: {passed:?}");
+    assert!(passed.succeeded(), "{passed:?}");
+    assert_eq!(passed.backup_id.as_deref(), Some(label.as_str()));
+    assert_eq!(passed.backup.as_deref(), Some("nightly"));
+    assert!(
+        passed.message.contains("sentinel present") && passed.message.contains("pg_amcheck clean"),
+        "{}",
+        passed.message
+    );
+    assert!(passed.recovery_point.is_some(), "{passed:?}");
+    assert!(
+        !ctx.settings.staging_dir().exists(),
+        "the restored copy is removed"
+    );
+
+    // The sentinel removed after the backup (and that removal archived):
+    // recovery to the end of the archive no longer has it.
+    client
+        .batch_execute("DELETE FROM tusk.backup_sentinel")
+        .await
+        .expect("delete");
+    let segment: String = client
+        .query_one("SELECT pg_walfile_name(pg_switch_wal())", &[])
+        .await
+        .expect("switch")
+        .get(0);
+    db.wait_status(&format!("{segment} archived"), WAIT, |r| {
+        r.archiving
+            .as_ref()
+            .and_then(|a| a.last_archived_wal.clone())
+            .is_some_and(|archived| archived >= segment)
+    })
+    .await;
+    let missing = tusk_instance::rehearsal::rehearse(&ctx, &on_db).await;
+    assert_eq!(missing.failed_check, Some(Check::Sentinel), "{missing:?}");
+    assert!(missing.message.contains("nightly"), "{}", missing.message);
+
+    // A byte of a backup file flipped in the repository.
+    let key = flip_a_byte(&server, &label);
+    let corrupt = tusk_instance::rehearsal::rehearse(&ctx, &on_db).await;
+    println!("after flipping a byte of {key}: {corrupt:?}");
+    assert_eq!(corrupt.failed_check, Some(Check::Restore), "{corrupt:?}");
+    assert_eq!(corrupt.backup_id.as_deref(), Some(label.as_str()));
     db.stop(Duration::from_secs(30)).await;
 }

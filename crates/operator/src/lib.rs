@@ -33,6 +33,7 @@ pub mod phase;
 pub mod plan;
 pub mod primacy;
 pub mod reconcile;
+pub mod rehearsal;
 pub mod report;
 pub mod retry;
 pub mod rollout;

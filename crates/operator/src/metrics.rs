@@ -50,6 +50,7 @@ const CONDITION_TYPES: &[&str] = &[
     conditions::FAILOVER_BLOCKED,
     conditions::UNSUPPORTED,
     crate::failover::PRIMARY_AVAILABLE,
+    crate::rehearsal::RESTORE_REHEARSED,
 ];
 
 fn phase_label(phase: Option<ClusterPhase>) -> &'static str {

@@ -56,6 +56,12 @@ pub struct StatusInput<'a> {
     pub archive: Option<Option<crate::archiving::ArchiveTarget>>,
     /// Base backups' progress (`None`: not judged; the last record stands).
     pub backups: Option<BackupProgress>,
+    /// A restore rehearsal that finished in this pass.
+    pub rehearsal: Option<tusk_api::v1alpha1::RestoreVerification>,
+    /// The `RestoreRehearsed` condition (status, reason, message) while
+    /// rehearsals are declared, `Some(None)` when they are not (removed);
+    /// `None` when the pass did not judge it (kept).
+    pub rehearsal_condition: Option<Option<(bool, &'static str, String)>>,
     pub now: Time,
 }
 
@@ -107,6 +113,8 @@ impl<'a> StatusInput<'a> {
                 .and_then(|v| u32::try_from(v).ok()),
             archive: None,
             backups: None,
+            rehearsal: None,
+            rehearsal_condition: None,
             now,
         }
     }
@@ -177,7 +185,35 @@ pub fn compose(input: &StatusInput<'_>) -> PostgresClusterStatus {
     set_unsupported(&mut status, input);
     set_archiving(&mut status, input);
     set_backups(&mut status, input);
+    set_rehearsed(&mut status, input);
     status
+}
+
+/// `status.lastRestoreVerification` and the `RestoreRehearsed` condition.
+fn set_rehearsed(status: &mut PostgresClusterStatus, input: &StatusInput<'_>) {
+    if let Some(record) = &input.rehearsal {
+        status.last_restore_verification = Some(record.clone());
+    }
+    let type_ = crate::rehearsal::RESTORE_REHEARSED;
+    match &input.rehearsal_condition {
+        None => {}
+        Some(None) => {
+            conditions::remove_condition(&mut status.conditions, type_);
+        }
+        Some(Some((rehearsed, reason, message))) => {
+            let condition = DesiredCondition {
+                type_,
+                status: if *rehearsed {
+                    ConditionStatus::True
+                } else {
+                    ConditionStatus::False
+                },
+                reason,
+                message,
+            };
+            set(status, &condition, input);
+        }
+    }
 }
 
 /// `status.backup`'s base backup fields, from the pass's decisions.

@@ -71,6 +71,8 @@ pub struct ValidatedCluster {
     pub archive: Option<ArchiveTarget>,
     /// `spec.backup.schedule`, read.
     pub schedule: Option<croner::Cron>,
+    /// `spec.backup.verify.schedule` (restore rehearsals), read.
+    pub verify_schedule: Option<croner::Cron>,
     pub deletion_policy: DeletionPolicy,
     pub pod_template: PodTemplate,
     pub paused: bool,
@@ -127,6 +129,7 @@ pub fn validate(
     let bootstrap = bootstrap(spec, bootstrapped)?;
     let unsupported = unsupported(spec);
     let schedule = backup_schedule(spec)?;
+    let verify_schedule = verify_schedule(spec)?;
 
     Ok(ValidatedCluster {
         image: spec
@@ -151,6 +154,7 @@ pub fn validate(
         backup: spec.backup.clone(),
         archive: archive_target(spec),
         schedule,
+        verify_schedule,
         deletion_policy: spec.deletion_policy,
         pod_template: spec.pod_template.clone().unwrap_or_default(),
         paused: spec.paused,
@@ -277,6 +281,18 @@ fn backup_schedule(spec: &PostgresClusterSpec) -> Result<Option<croner::Cron>, S
         .transpose()
 }
 
+/// `spec.backup.verify.schedule`, read.
+fn verify_schedule(spec: &PostgresClusterSpec) -> Result<Option<croner::Cron>, SpecError> {
+    spec.backup
+        .as_ref()
+        .and_then(|b| b.verify.as_ref())
+        .map(|v| {
+            crate::backups::schedule::parse(&v.schedule)
+                .map_err(|e| spec_error("spec.backup.verify.schedule", e))
+        })
+        .transpose()
+}
+
 fn bootstrap(spec: &PostgresClusterSpec, bootstrapped: bool) -> Result<Bootstrap, SpecError> {
     let bootstrap = match &spec.bootstrap {
         None => Bootstrap::Initdb(InitdbSpec::default()),
@@ -355,9 +371,6 @@ fn unsupported(spec: &PostgresClusterSpec) -> Vec<String> {
             unsupported.push(
                 "spec.backup without walArchiving (base backups need the WAL archived)".to_owned(),
             );
-        }
-        if backup.verify.is_some() {
-            unsupported.push("spec.backup.verify (restore rehearsals)".to_owned());
         }
     }
     if spec
@@ -540,10 +553,9 @@ pub(crate) mod tests {
         let valid = validate(&cluster(spec.clone()), &OperatorConfig::default()).expect("valid");
         assert_eq!(valid.archive, None);
         let said = valid.unsupported.join("; ");
-        for part in ["spec.backup.destination", "spec.backup.verify"] {
-            assert!(said.contains(part), "{part} in {said}");
-        }
+        assert!(said.contains("spec.backup.destination"), "{said}");
         assert!(!said.contains("schedule"), "schedules are taken: {said}");
+        assert!(!said.contains("verify"), "rehearsals are taken: {said}");
         assert!(
             valid
                 .backups_unable()
@@ -587,6 +599,18 @@ pub(crate) mod tests {
             serde_json::json!({"destination": {"url": "s3://b/o"}, "schedule": "0 3 * * *"});
         let valid = validate(&cluster(spec.clone()), &OperatorConfig::default()).expect("valid");
         assert!(valid.schedule.is_some() && valid.backups_unable().is_none());
+        spec["backup"]["verify"] = serde_json::json!({"schedule": "@weekly"});
+        let valid = validate(&cluster(spec.clone()), &OperatorConfig::default()).expect("valid");
+        assert!(valid.verify_schedule.is_some());
+        let mut bad_verify = spec.clone();
+        bad_verify["backup"]["verify"]["schedule"] = serde_json::json!("0 25 * * *");
+        let error =
+            validate(&cluster(bad_verify), &OperatorConfig::default()).expect_err("hour 25");
+        let text = error.to_string();
+        assert!(
+            text.contains("spec.backup.verify.schedule") && text.contains("0 25"),
+            "{text}"
+        );
         spec["backup"]["schedule"] = serde_json::json!("61 3 * * *");
         let error = validate(&cluster(spec), &OperatorConfig::default()).expect_err("minute 61");
         let text = error.to_string();

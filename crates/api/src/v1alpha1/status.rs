@@ -384,6 +384,11 @@ pub struct RestoreVerification {
     /// The point the restore reached.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recovery_point: Option<RecoveryPoint>,
+    /// The check that failed: `backup` (none to restore), `restore`,
+    /// `recovery`, `sentinel`, `amcheck` or `rehearsal` (the rehearsal pod
+    /// itself failed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed_check: Option<String>,
     /// What was checked, or why it failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,

@@ -3,7 +3,10 @@
 //! `tusk instance run` reads its identity from the environment (the pod
 //! spec fills it from the downward API), credentials from mounted Secret
 //! files and its desired state from its PostgresCluster, then runs until
-//! SIGTERM. `tusk instance status` prints another instance's `/status`.
+//! SIGTERM. `tusk instance rehearse` runs a restore rehearsal in the same
+//! environment (a rehearsal pod's entry point) and writes its outcome to
+//! the termination message file. `tusk instance status` prints another
+//! instance's `/status`.
 
 use std::net::{IpAddr, SocketAddr};
 use std::process::ExitCode;
@@ -31,6 +34,10 @@ pub struct Args {
 pub enum InstanceCommand {
     /// Run the instance manager (the PostgreSQL container's entry point).
     Run(Box<RunArgs>),
+    /// Restore the cluster's newest backup into this pod's scratch volume,
+    /// check it, and write the outcome to the file named by
+    /// TUSK_REHEARSAL_RESULT (default /dev/termination-log).
+    Rehearse(Box<RunArgs>),
     /// Print the `/status` report of an instance manager.
     Status(StatusArgs),
 }
@@ -141,6 +148,7 @@ pub fn run(args: &Args) -> Result<ExitCode, CommandError> {
     };
     let outcome = match &args.command {
         InstanceCommand::Run(run_args) => runtime.block_on(run_manager(run_args)),
+        InstanceCommand::Rehearse(run_args) => runtime.block_on(rehearse(run_args)),
         InstanceCommand::Status(status_args) => runtime.block_on(print_status(status_args)),
     };
     Ok(match outcome {
@@ -160,7 +168,17 @@ fn failed(message: &str) -> ExitCode {
     ExitCode::from(2)
 }
 
-async fn run_manager(args: &RunArgs) -> Result<(), String> {
+/// What both `run` and `rehearse` start from: the environment read, the
+/// logger installed, the credentials read.
+struct Started {
+    ctx: InstanceContext,
+    namespace: String,
+    cluster: String,
+    me: String,
+    secrets_dir: std::path::PathBuf,
+}
+
+fn start(args: &RunArgs) -> Result<Started, String> {
     let env = match args.environment() {
         Ok(env) => env,
         Err(error) => {
@@ -186,6 +204,23 @@ async fn run_manager(args: &RunArgs) -> Result<(), String> {
     );
     let settings = Settings::from_environment(env, credentials);
     let ctx = InstanceContext::new(settings).map_err(|e| e.to_string())?;
+    Ok(Started {
+        ctx,
+        namespace,
+        cluster,
+        me,
+        secrets_dir,
+    })
+}
+
+async fn run_manager(args: &RunArgs) -> Result<(), String> {
+    let Started {
+        ctx,
+        namespace,
+        cluster,
+        me,
+        secrets_dir,
+    } = start(args)?;
     let client = kube::Client::try_default()
         .await
         .map_err(|e| format!("cannot build a Kubernetes client: {e}"))?;
@@ -211,6 +246,55 @@ async fn run_manager(args: &RunArgs) -> Result<(), String> {
     tusk_instance::run::run_instance(ctx, desired, state, primacy, termination)
         .await
         .map_err(|e| e.to_string())
+}
+
+/// Runs a restore rehearsal and writes its outcome (JSON) to the result
+/// file, where Kubernetes picks it up as the termination message. A
+/// rehearsal that ran exits 0 whatever it found; one that could not run
+/// writes why and exits 2.
+async fn rehearse(args: &RunArgs) -> Result<(), String> {
+    let result_file = std::env::var(tusk_api::rehearsal::RESULT_ENV)
+        .ok()
+        .filter(|p| !p.is_empty())
+        .unwrap_or_else(|| tusk_api::rehearsal::TERMINATION_MESSAGE_PATH.to_owned());
+    let write = |text: &str| {
+        if let Err(error) = std::fs::write(&result_file, text) {
+            tracing::error!(%error, file = %result_file, "cannot write the rehearsal's outcome");
+        }
+    };
+    let outcome = async {
+        let started = start(args)?;
+        let client = kube::Client::try_default()
+            .await
+            .map_err(|e| format!("cannot build a Kubernetes client: {e}"))?;
+        let clusters: kube::Api<tusk_api::v1alpha1::PostgresCluster> =
+            kube::Api::namespaced(client, &started.namespace);
+        let cluster = clusters
+            .get(&started.cluster)
+            .await
+            .map_err(|e| format!("cannot read PostgresCluster {}: {e}", started.cluster))?;
+        let desired = tusk_instance::cluster_watch::desired_from_cluster(
+            &cluster,
+            &started.secrets_dir,
+            &started.me,
+            None,
+            None,
+        );
+        tracing::info!(cluster = %started.cluster, "restore rehearsal starting");
+        Ok::<_, String>(tusk_instance::rehearsal::rehearse(&started.ctx, &desired).await)
+    }
+    .await;
+    match outcome {
+        Ok(outcome) => {
+            tracing::info!(succeeded = outcome.succeeded(), failed_check = ?outcome.failed_check, message = %outcome.message, backup = ?outcome.backup_id, seconds = outcome.duration_seconds, "restore rehearsal finished");
+            write(&outcome.to_message());
+            Ok(())
+        }
+        Err(message) => {
+            write(&message);
+            Err(message)
+        }
+    }
 }
 
 async fn print_status(args: &StatusArgs) -> Result<(), String> {

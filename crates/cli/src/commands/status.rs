@@ -314,12 +314,16 @@ fn render_history(report: &Report) -> String {
     if let Some(rehearsal) = &report.last_restore_verification {
         out.push_str(&format!(
             "Rehearsal      {} of {} at {}{}\n",
-            if rehearsal.succeeded {
-                "passed"
-            } else {
-                "FAILED"
+            match (rehearsal.succeeded, rehearsal.failed_check.as_deref()) {
+                (true, _) => "passed".to_owned(),
+                (false, Some(check)) => format!("FAILED ({check} check)"),
+                (false, None) => "FAILED".to_owned(),
             },
-            rehearsal.backup_id,
+            if rehearsal.backup_id.is_empty() {
+                "-"
+            } else {
+                &rehearsal.backup_id
+            },
             time_text(&rehearsal.time),
             rehearsal
                 .message

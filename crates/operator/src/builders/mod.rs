@@ -7,6 +7,7 @@ pub(crate) mod container;
 mod disruption;
 mod pod;
 mod rbac;
+mod rehearsal;
 mod secrets;
 mod services;
 mod storage;
@@ -17,6 +18,7 @@ pub use pod::{
     CONTROLLER_DIR, InstanceEnv, PGDATA, POSTGRES_PORT, SECRETS_DIR, instance_pod, pod_fingerprint,
 };
 pub use rbac::{instance_role, instance_role_binding, instance_service_account};
+pub use rehearsal::{rehearsal_pod, rehearsal_pvc};
 pub use secrets::{Credential, credentials_secret};
 pub use services::{r_service, ro_service, rw_service};
 pub use storage::{instance_pvc, owned_by_cluster};

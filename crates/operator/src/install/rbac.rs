@@ -84,14 +84,14 @@ fn cluster_and_data_rules() -> Vec<Rule> {
             &[],
         ),
         rule(
-            "Instance pods are cached (list, watch), created with server-side apply (create, patch), labelled primary or replica (patch) and removed when the cluster shrinks (delete); instance managers' Roles grant get, to look up the primary's IP.",
+            "Instance pods are cached (list, watch), created with server-side apply (create, patch), labelled primary or replica (patch) and removed when the cluster shrinks (delete); instance managers' Roles grant get, to look up the primary's IP. A restore rehearsal's pod is read by name (get), created (create) and removed once its outcome is recorded (delete).",
             &[""],
             &["pods"],
             &["get", "list", "watch", "create", "patch", "delete"],
             &[],
         ),
         rule(
-            "Each instance's volume is cached (list, watch) and created (create); when a claim of that name exists, it is read (get) to tell whether it was made for the cluster, since a volume is never adopted. Volumes grow by server-side apply, gain or lose the cluster's owner reference with the deletion policy and are marked when retained (patch), and are deleted with their instance under deletionPolicy Delete.",
+            "Each instance's volume is cached (list, watch) and created (create); when a claim of that name exists, it is read (get) to tell whether it was made for the cluster, since a volume is never adopted. Volumes grow by server-side apply, gain or lose the cluster's owner reference with the deletion policy and are marked when retained (patch), and are deleted with their instance under deletionPolicy Delete. A restore rehearsal's scratch volume is read by name (get), created (create) and deleted with its pod (delete).",
             &[""],
             &["persistentvolumeclaims"],
             &["get", "list", "watch", "create", "patch", "delete"],

@@ -37,6 +37,8 @@ pub struct Observed {
     /// The PostgresBackups naming the cluster; `None` until their cache
     /// has listed (no backup is decided on then).
     pub backups: Option<Vec<PostgresBackup>>,
+    /// The restore rehearsal under way (its pod or scratch volume).
+    pub rehearsal: Option<crate::rehearsal::Observed>,
 }
 
 pub async fn fetch(cluster: &PostgresCluster, ctx: &Context) -> Result<Observed, Error> {
@@ -68,12 +70,14 @@ pub async fn fetch(cluster: &PostgresCluster, ctx: &Context) -> Result<Observed,
         .await
         .is_ok_and(|ready| ready.is_ok())
         .then(|| crate::backups::of_cluster(&ctx.backups, &namespace, &name));
+    let rehearsal = super::rehearsal::fetch(cluster, ctx).await?;
     Ok(Observed {
         children,
         reports,
         lease,
         lease_quiet_since,
         backups,
+        rehearsal,
     })
 }
 

@@ -15,6 +15,7 @@ mod claims;
 mod fetch;
 mod plan;
 mod primary;
+mod rehearsal;
 mod requeue;
 mod roles;
 mod rollout;
@@ -70,7 +71,10 @@ async fn converge(cluster: &PostgresCluster, ctx: &Context) -> Result<Action, Er
     let outdated = rollout::Outdated::observe(cluster, &valid, ctx, &observed);
     let plan = plan::plan(cluster, &valid, &observed, &outdated, now);
     let applied = match apply::apply(ctx, &valid, &observed.children, &plan).await {
-        Ok(()) => backups::apply(ctx, &valid, &plan).await,
+        Ok(()) => match backups::apply(ctx, &valid, &plan).await {
+            Ok(()) => rehearsal::apply(ctx, &valid, &plan).await,
+            failed => failed,
+        },
         failed => failed,
     };
     publish_all(cluster, ctx, &plan.events).await;

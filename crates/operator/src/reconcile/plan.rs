@@ -47,6 +47,8 @@ pub struct Plan<'a> {
     pub rollout: Rollout,
     /// Base backups: assignments, records, the schedule.
     pub backups: BackupDecisions,
+    /// Restore rehearsals: start one, record and remove a finished one.
+    pub rehearsal: crate::rehearsal::RehearsalPlan,
     /// The status to write, given the apply outcome.
     pub status: StatusInput<'a>,
 }
@@ -67,7 +69,7 @@ pub fn plan<'a>(
         previous.map_or(0, |s| u32::try_from(s.latest_instance_serial).unwrap_or(0)),
     );
     wait_for_termination(&mut step, &observed.children);
-    let (mut check, mut events, clear) = move_primary(cluster, valid, observed, &step, now);
+    let (mut check, mut events, mut clear) = move_primary(cluster, valid, observed, &step, now);
     let rollout = roll(
         cluster, valid, observed, outdated, &mut step, &mut check, now,
     );
@@ -95,6 +97,11 @@ pub fn plan<'a>(
     };
     let mut backups = BackupDecisions::decide(cluster, valid, observed, &check, now);
     events.append(&mut backups.events());
+    let mut rehearsal = super::rehearsal::decide(cluster, valid, observed, now);
+    events.append(&mut rehearsal.events);
+    if rehearsal.clear_request {
+        clear.push(labels::REHEARSE);
+    }
     let status = StatusInput {
         declared: valid.instances,
         target_primary: Some(instances.target_primary.to_string()),
@@ -109,6 +116,8 @@ pub fn plan<'a>(
         postgres_version: Some(valid.version),
         archive: Some(valid.archive.clone()),
         backups: backups.progress(),
+        rehearsal: rehearsal.record.clone(),
+        rehearsal_condition: Some(super::rehearsal::condition(cluster, valid, &rehearsal, now)),
         ..StatusInput::unplanned(
             cluster,
             &observed.children.pods,
@@ -128,6 +137,7 @@ pub fn plan<'a>(
         events,
         rollout,
         backups,
+        rehearsal,
         status,
     }
 }

@@ -38,9 +38,16 @@ pub fn after(status: &PostgresClusterStatus, plan: &Plan<'_>) -> Duration {
     {
         wait = wait.min(BACKING_UP);
     }
-    // The schedule's next slot, to the second.
-    if let Some(next) = plan.backups.next_slot {
-        let left = next.as_second() - plan.status.now.0.as_second();
+    if let Some(poll) = plan.rehearsal.look_again {
+        wait = wait.min(poll);
+    }
+    // The schedules' next slots, to the second.
+    let now = plan.status.now.0;
+    for next in [plan.backups.next_slot, plan.rehearsal.next_slot]
+        .into_iter()
+        .flatten()
+    {
+        let left = next.as_second() - now.as_second();
         let left = Duration::from_secs(u64::try_from(left.max(1)).unwrap_or(1));
         wait = wait.min(left);
     }

@@ -30,8 +30,51 @@ fn input<'a>(
         postgres_version: None,
         archive: None,
         backups: None,
+        rehearsal: None,
+        rehearsal_condition: None,
         now,
     }
+}
+
+#[test]
+fn a_rehearsal_is_recorded_and_its_condition_kept_until_judged_again() {
+    let reports = BTreeMap::new();
+    let record = tusk_api::v1alpha1::RestoreVerification {
+        time: at(1000),
+        backup_id: "20261204-100000F".into(),
+        succeeded: false,
+        duration_seconds: Some(4.0),
+        recovery_point: None,
+        failed_check: Some("sentinel".into()),
+        message: Some("no row".into()),
+    };
+    let mut first = input(None, &reports, at(1000));
+    first.rehearsal = Some(record.clone());
+    first.rehearsal_condition = Some(Some((
+        false,
+        "RehearsalFailed",
+        "check sentinel failed".into(),
+    )));
+    let status = compose(&first);
+    assert_eq!(status.last_restore_verification, Some(record.clone()));
+    let condition = |s: &PostgresClusterStatus| {
+        s.conditions
+            .iter()
+            .find(|c| c.type_ == crate::rehearsal::RESTORE_REHEARSED)
+            .map(|c| (c.status.clone(), c.reason.clone()))
+    };
+    assert_eq!(
+        condition(&status),
+        Some(("False".into(), "RehearsalFailed".into()))
+    );
+    // A pass that did not judge it keeps both.
+    let kept = compose(&input(Some(&status), &reports, at(1010)));
+    assert_eq!(kept.last_restore_verification, Some(record));
+    assert_eq!(condition(&kept), condition(&status));
+    // Rehearsals no longer declared: the condition goes.
+    let mut undeclared = input(Some(&kept), &reports, at(1020));
+    undeclared.rehearsal_condition = Some(None);
+    assert_eq!(condition(&compose(&undeclared)), None);
 }
 
 #[test]

@@ -100,3 +100,24 @@ fn the_text_shows_everything_on_one_screen() {
     }
     assert!(text.lines().count() < 25, "one screen:\n{text}");
 }
+
+#[test]
+fn a_failed_rehearsal_names_its_check() {
+    let mut c = cluster();
+    c.status.as_mut().expect("status").last_restore_verification =
+        Some(tusk_api::v1alpha1::RestoreVerification {
+            time: Time("2026-01-01T00:10:00Z".parse().expect("time")),
+            backup_id: "20260101-000000F".into(),
+            succeeded: false,
+            duration_seconds: Some(40.0),
+            recovery_point: None,
+            failed_check: Some("restore".into()),
+            message: Some("zst error: Data corruption detected".into()),
+        });
+    let text = render(&report(&c, &[]));
+    assert!(
+        text.contains("Rehearsal      FAILED (restore check) of 20260101-000000F at")
+            && text.contains("zst error"),
+        "{text}"
+    );
+}

@@ -70,7 +70,7 @@ pub fn pod_fingerprint(
 }
 
 /// The pod of `instance` without its role label and fingerprint.
-fn template_pod(
+pub(super) fn template_pod(
     cluster: &ValidatedCluster,
     config: &OperatorConfig,
     instance: &InstanceName,

@@ -1,0 +1,167 @@
+//! Fetch and apply for restore rehearsals (decided in
+//! [`crate::rehearsal`]): the rehearsal's pod and scratch volume are read
+//! by name while the cluster declares a backup destination (they are not
+//! cached: at most one of each per cluster, and only then), created to
+//! start one, and deleted once its outcome is recorded.
+
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, DeleteParams, PostParams};
+use kube::{Resource, ResourceExt};
+use tusk_api::labels;
+use tusk_api::rehearsal::pod_name;
+use tusk_api::v1alpha1::PostgresCluster;
+
+use super::Plan;
+use crate::builders::{rehearsal_pod, rehearsal_pvc};
+use crate::context::Context;
+use crate::error::Error;
+use crate::rehearsal::{Observed, RehearsalInput, RehearsalPlan};
+use crate::validate::ValidatedCluster;
+
+/// The rehearsal under way, if any; only read when the cluster declares a
+/// backup destination.
+pub async fn fetch(cluster: &PostgresCluster, ctx: &Context) -> Result<Option<Observed>, Error> {
+    if cluster.spec.backup.is_none() {
+        return Ok(None);
+    }
+    let namespace = cluster.namespace().unwrap_or_default();
+    let name = pod_name(&cluster.name_any());
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(ctx.client.clone(), &namespace);
+    let read = |what: &str, source| Error::Kube {
+        action: format!("read the restore rehearsal's {what} {name}"),
+        source,
+    };
+    let pod = pods.get_opt(&name).await.map_err(|e| read("pod", e))?;
+    let claim = claims.get_opt(&name).await.map_err(|e| read("volume", e))?;
+    Ok(match (pod, claim) {
+        (Some(pod), _) => Some(observe(&pod)),
+        // A scratch volume still going away: no new rehearsal on it yet.
+        (None, Some(claim)) if claim.meta().deletion_timestamp.is_some() => {
+            Some(Observed::Removing)
+        }
+        // A volume left without its pod is removed, then a rehearsal
+        // may start again.
+        (None, Some(_)) => Some(Observed::Orphaned),
+        (None, None) => None,
+    })
+}
+
+/// The rehearsal pod as the planner sees it.
+fn observe(pod: &Pod) -> Observed {
+    let created = pod
+        .meta()
+        .creation_timestamp
+        .as_ref()
+        .map_or_else(Timestamp::now, |t| t.0);
+    if pod.meta().deletion_timestamp.is_some() {
+        return Observed::Removing;
+    }
+    let status = pod.status.as_ref();
+    let terminated = status
+        .and_then(|s| s.container_statuses.as_ref())
+        .and_then(|c| c.first())
+        .and_then(|c| c.state.as_ref())
+        .and_then(|s| s.terminated.as_ref());
+    if let Some(ended) = terminated {
+        return Observed::Finished {
+            exit_code: Some(ended.exit_code),
+            message: ended.message.clone(),
+            at: ended.finished_at.as_ref().map_or(created, |t| t.0),
+        };
+    }
+    if status.and_then(|s| s.phase.as_deref()) == Some("Failed") {
+        let why = status.and_then(|s| s.message.clone().or_else(|| s.reason.clone()));
+        return Observed::Finished {
+            exit_code: None,
+            message: why,
+            at: created,
+        };
+    }
+    Observed::Running { since: created }
+}
+
+/// The pass's rehearsal decisions (none while the cluster is paused).
+pub fn decide(
+    cluster: &PostgresCluster,
+    valid: &ValidatedCluster,
+    observed: &super::fetch::Observed,
+    now: Timestamp,
+) -> RehearsalPlan {
+    if valid.paused {
+        return RehearsalPlan::default();
+    }
+    let status = cluster.status.as_ref();
+    let mut plan = crate::rehearsal::decide(&RehearsalInput {
+        schedule: valid.verify_schedule.as_ref(),
+        requested: cluster.annotations().contains_key(labels::REHEARSE),
+        unable: valid.backups_unable(),
+        last: status.and_then(|s| s.last_restore_verification.as_ref()),
+        last_backup: status
+            .and_then(|s| s.backup.as_ref())
+            .and_then(|b| b.last_successful_backup_time.as_ref()),
+        pod: observed.rehearsal.as_ref(),
+        now,
+    });
+    plan.next_slot = valid
+        .verify_schedule
+        .as_ref()
+        .and_then(|cron| crate::backups::schedule::next(cron, now));
+    plan
+}
+
+/// The `RestoreRehearsed` condition while rehearsals are declared, from
+/// the newest record (this pass's, else the last one).
+pub fn condition(
+    cluster: &PostgresCluster,
+    valid: &ValidatedCluster,
+    plan: &RehearsalPlan,
+    now: Timestamp,
+) -> Option<(bool, &'static str, String)> {
+    let cron = valid.verify_schedule.as_ref()?;
+    let last = plan.record.as_ref().or_else(|| {
+        cluster
+            .status
+            .as_ref()
+            .and_then(|s| s.last_restore_verification.as_ref())
+    });
+    Some(crate::rehearsal::condition(cron, last, now))
+}
+
+/// Starts the rehearsal the plan asks for, or removes the finished one.
+pub async fn apply(ctx: &Context, valid: &ValidatedCluster, plan: &Plan<'_>) -> Result<(), Error> {
+    let decided = &plan.rehearsal;
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &valid.namespace);
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(ctx.client.clone(), &valid.namespace);
+    let name = pod_name(valid.name.as_str());
+    if decided.remove {
+        let gone = |result: Result<(), kube::Error>, what: &str| match result {
+            Ok(()) => Ok(()),
+            Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+            Err(source) => Err(Error::Kube {
+                action: format!("delete the restore rehearsal's {what} {name}"),
+                source,
+            }),
+        };
+        let delete = DeleteParams::default();
+        gone(pods.delete(&name, &delete).await.map(drop), "pod")?;
+        gone(claims.delete(&name, &delete).await.map(drop), "volume")?;
+    }
+    if decided.start {
+        let create = |result: Result<(), kube::Error>, what: &str| match result {
+            Ok(()) => Ok(()),
+            Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+            Err(source) => Err(Error::Kube {
+                action: format!("create the restore rehearsal's {what} {name}"),
+                source,
+            }),
+        };
+        let post = PostParams::default();
+        let claim = claims.create(&post, &rehearsal_pvc(valid)).await;
+        create(claim.map(drop), "volume")?;
+        let pod = pods.create(&post, &rehearsal_pod(valid, &ctx.config)).await;
+        create(pod.map(drop), "pod")?;
+    }
+    Ok(())
+}
