@@ -271,3 +271,64 @@ async fn a_primary_whose_lease_another_holds_stays_stopped_until_the_lease_is_fr
     );
     primary.stop(Duration::from_secs(30)).await;
 }
+
+/// A standby's view of a lease nobody renews, while every answer of the
+/// API server takes longer than a renewal period: the server still
+/// answers, so the standby must go on reporting it reachable (a standby
+/// reported cut off is never chosen; were every standby so reported, a
+/// failover could not happen at all on a busy control plane), and it
+/// must stop following the silent holder.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standby_reading_a_silent_lease_from_a_slow_api_server_counts_it_reachable() {
+    common::init_logs();
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let sandbox = Sandbox::start(Config::new(dir.path()))
+        .await
+        .expect("API server starts");
+    let client = client_for(&sandbox).await;
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "default");
+    let timing = LeaseTiming::for_delay(DELAY_SECONDS);
+    let held: Lease = serde_json::from_value(json!({
+        "metadata": {"name": "db-primary"},
+        "spec": {"holderIdentity": "db-1", "leaseDurationSeconds": timing.duration_seconds(),
+                 "renewTime": k8s_openapi::jiff::Timestamp::now()},
+    }))
+    .expect("a lease");
+    leases
+        .create(&PostParams::default(), &held)
+        .await
+        .expect("lease created");
+    let slow = timing.renew_every + Duration::from_millis(300);
+    assert!(slow < timing.fence_after, "{slow:?} {timing:?}");
+    sandbox.faults().set_delay(Some(slow));
+    let state = tusk_instance::state::SharedState::default();
+    let (sender, follow) = tokio::sync::watch::channel(tusk_instance::primacy::Follow::Nobody);
+    let view = tusk_instance::primacy::view::LeaseWatch {
+        api: leases.clone(),
+        name: "db-primary".to_owned(),
+        sender,
+        state: state.clone(),
+    };
+    let task = tokio::spawn(view.run());
+    // Past the first answers and the holder's fence time, then sampled.
+    tokio::time::sleep(timing.duration * 2).await;
+    let mut unreachable = 0;
+    for _ in 0..20 {
+        if state.lock().api_server_reachable != Some(true) {
+            unreachable += 1;
+        }
+        tokio::time::sleep(timing.renew_every / 2).await;
+    }
+    let followed = follow.borrow().clone();
+    task.abort();
+    sandbox.faults().set_delay(None);
+    assert_eq!(
+        unreachable, 0,
+        "answers taking {slow:?} were counted as no answer in {unreachable} of 20 samples"
+    );
+    assert_eq!(
+        followed,
+        tusk_instance::primacy::Follow::Nobody,
+        "a holder that does not renew is not followed"
+    );
+}

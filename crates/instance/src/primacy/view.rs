@@ -115,7 +115,7 @@ pub fn record(seen: &mut Option<Sighting>, lease: &Lease, now: Instant) {
 }
 
 /// How a standby reads the lease: a watch, and, while the watch brings
-/// no renewal, a read every `probe_every` so that "the lease is not
+/// no renewal, a read every renewal period so that "the lease is not
 /// renewed" (the reads answer) and "this instance cannot reach the API
 /// server" (they do not) are told apart.
 pub struct LeaseWatch {
@@ -158,13 +158,15 @@ impl LeaseWatch {
                         if std::mem::take(&mut failing) {
                             tracing::info!(lease = %name, "the primary lease can be watched again");
                         }
+                        let now = Instant::now();
+                        view.last_event = Some(now);
                         match event {
                             watcher::Event::Apply(lease) | watcher::Event::InitApply(lease) => {
-                                view.answered(Some(&lease), Instant::now());
+                                view.answered(Some(&lease), now);
                             }
-                            watcher::Event::Delete(_) => view.answered(None, Instant::now()),
+                            watcher::Event::Delete(_) => view.answered(None, now),
                             watcher::Event::Init | watcher::Event::InitDone => {
-                                view.last_answer = Some(Instant::now());
+                                view.last_answer = Some(now);
                             }
                         }
                     }
@@ -182,7 +184,11 @@ impl LeaseWatch {
                     }
                 }
                 () = tokio::time::sleep_until(view.probe_at(&timing)), if read.is_none() => {
-                    let (api, name, limit) = (api.clone(), name.clone(), timing.renew_every);
+                    // A slow answer is still an answer: the API server is
+                    // reachable, only busy. Waiting only a renewal period
+                    // would call a standby cut off whenever reads take
+                    // longer, and then no standby could be chosen.
+                    let (api, name, limit) = (api.clone(), name.clone(), timing.duration);
                     read = Some(Box::pin(async move {
                         tokio::time::timeout(limit, api.get_opt(&name)).await.ok()?.ok()
                     }));
@@ -199,11 +205,13 @@ impl LeaseWatch {
     }
 }
 
-/// What the lease task knows: the lease as last seen changed, and when
-/// the API server last answered and was last asked.
+/// What the lease task knows: the lease as last seen changed, when the
+/// watch last brought something, when the API server last answered (the
+/// watch or a read) and when it was last asked.
 #[derive(Debug, Default)]
 struct View {
     seen: Option<Sighting>,
+    last_event: Option<Instant>,
     last_answer: Option<Instant>,
     last_probe: Option<Instant>,
 }
@@ -227,10 +235,12 @@ impl View {
         }
     }
 
-    /// When to read the lease: once no renewal came for two renewal
-    /// periods, and at most once a period.
+    /// When to read the lease: once the watch brought no renewal for two
+    /// renewal periods, and then once a period (a read's answer does not
+    /// postpone the next: while renewals stay away, answers must keep
+    /// coming for the standby to count as reachable).
     fn probe_at(&self, timing: &LeaseTiming) -> Instant {
-        self.last_answer
+        self.last_event
             .map(|at| at + timing.renew_every * 2)
             .into_iter()
             .chain(self.last_probe.map(|at| at + timing.renew_every))
@@ -343,11 +353,19 @@ mod tests {
             view.probe_at(&timing) <= Instant::now(),
             "nothing known: read now"
         );
+        // The watch brought a renewal: no read for two renewal periods.
+        view.last_event = Some(start);
         view.answered(Some(&lease("1", Some("db-1"))), start);
         assert_eq!(view.probe_at(&timing), start + Duration::from_secs(2));
         // A read that got no answer: the next waits a renewal period.
         let asked = start + Duration::from_secs(2);
         view.last_probe = Some(asked);
+        assert_eq!(view.probe_at(&timing), asked + Duration::from_secs(1));
+        // A slow answer does not postpone the next read either.
+        view.answered(
+            Some(&lease("1", Some("db-1"))),
+            asked + Duration::from_millis(900),
+        );
         assert_eq!(view.probe_at(&timing), asked + Duration::from_secs(1));
         view.answered(None, asked);
         assert_eq!(
