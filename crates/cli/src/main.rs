@@ -43,6 +43,9 @@ enum Command {
     Approve(commands::approve::Args),
     /// Take a base backup now (a PostgresBackup) and follow it.
     Backup(commands::backup::Args),
+    /// Restore the newest backup into a scratch instance now, check it,
+    /// and print what was found.
+    Rehearse(commands::rehearse::Args),
     /// Print (or create with --apply) a new cluster restored from a
     /// cluster's backups, to a point in time.
     Restore(commands::restore::Args),
@@ -98,6 +101,7 @@ fn main() -> ExitCode {
         Command::Promote(args) => commands::promote::run(&args),
         Command::Approve(args) => commands::approve::run(&args),
         Command::Backup(args) => commands::backup::run(&args),
+        Command::Rehearse(args) => commands::rehearse::run(&args),
         Command::Restore(args) => commands::restore::run(&args),
         Command::Status(args) => commands::status::run(&args),
         Command::Why(args) => commands::why::run(&args),

@@ -6,10 +6,10 @@
 //! one created by `spec.backup.schedule` complete with pgBackRest's record
 //! in their status; a new cluster in another namespace restored to a
 //! moment has exactly the rows committed before it and archives to its
-//! own path; a restore rehearsal asked for with the annotation restores
+//! own path; a restore rehearsal asked for with `tusk rehearse` restores
 //! the newest backup in a pod of its own, passes its checks, is recorded
-//! and cleaned up; and a backup of a cluster that declares no destination
-//! fails saying so.
+//! and cleaned up; and a backup or a rehearsal of a cluster that declares
+//! no destination fails saying so.
 
 mod common;
 #[path = "../../instance/tests/common/s3.rs"]
@@ -365,27 +365,47 @@ async fn backups_asked_for_and_scheduled_complete_and_a_cluster_without_a_destin
         said.contains("plain-now: Failed: cannot take a base backup: spec.backup is not set"),
         "{said}"
     );
+    // Nor can it be rehearsed: the request is refused, saying why.
+    let output = tusk(
+        &world,
+        &["rehearse", "plain", "-n", NS, "--wait", "120"],
+        Duration::from_secs(150),
+    )
+    .await;
+    let said = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert_eq!(output.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("no restore rehearsal: spec.backup is not set"),
+        "{said}"
+    );
     world.shutdown().await;
 }
 
-/// A rehearsal asked for on `bk` restores its newest backup in a pod of its
+/// A rehearsal asked for on `bk` (`tusk rehearse`, which sets the
+/// annotation) restores its newest backup in a pod of its
 /// own, which passes every check; the outcome is recorded and the pod and
 /// its scratch volume are removed.
 async fn rehearsal_on_demand(world: &World) {
     use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
     let clusters = Api::<PostgresCluster>::namespaced(world.client.clone(), NS);
-    let patch = json!({"metadata": {"annotations": {"tusk.dev/rehearse": "now"}}});
-    clusters
-        .patch("bk", &Default::default(), &kube::api::Patch::Merge(&patch))
-        .await
-        .expect("ask for a rehearsal");
+    // `tusk rehearse` sets the annotation and follows the rehearsal.
     let started = std::time::Instant::now();
-    wait_for(
-        "the rehearsal recorded",
-        Duration::from_secs(300),
-        || async { world.status("bk").await.last_restore_verification.is_some() },
+    let output = tusk(
+        world,
+        &["rehearse", "bk", "-n", NS, "--wait", "300"],
+        Duration::from_secs(330),
     )
     .await;
+    let said = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        said.contains("running in pod bk-rehearsal") && said.contains(" passed in "),
+        "{said}"
+    );
     let status = world.status("bk").await;
     let record = status.last_restore_verification.expect("recorded");
     println!(

@@ -13,6 +13,7 @@ pub mod logs;
 pub mod operator;
 pub mod promote;
 pub mod psql;
+pub mod rehearse;
 pub mod report;
 pub mod restore;
 pub mod sandbox;
