@@ -209,6 +209,27 @@ async fn tusk(world: &World, args: &[&str], limit: Duration) -> std::process::Ou
         .unwrap_or_else(|e| panic!("tusk {args:?} cannot run: {e}"))
 }
 
+/// Runs `tusk` with `args`, which must succeed; what it printed.
+async fn tusk_ok(world: &World, args: &[&str], limit: Duration) -> String {
+    let output = tusk(world, args, limit).await;
+    let said = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "tusk {args:?}: {said}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    said
+}
+
+/// Runs `tusk` with `args` (at most 150 s), which must exit 1 (it ran and
+/// reports a failure); what it printed.
+async fn tusk_fails(world: &World, args: &[&str]) -> String {
+    let output = tusk(world, args, Duration::from_secs(150)).await;
+    let said = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert_eq!(output.status.code(), Some(1), "tusk {args:?}: {said}");
+    said
+}
+
 async fn backup_status(world: &World, name: &str) -> Option<PostgresBackupStatus> {
     Api::<PostgresBackup>::namespaced(world.client.clone(), NS)
         .get(name)
@@ -232,7 +253,7 @@ async fn backups_asked_for_and_scheduled_complete_and_a_cluster_without_a_destin
     world.wait_ready("bk", 1).await;
 
     // Asked for: `tusk backup` creates it and follows it to the end.
-    let output = tusk(
+    let said = tusk_ok(
         &world,
         &[
             "backup", "bk", "-n", NS, "--name", "bk-now", "--wait", "300",
@@ -240,12 +261,6 @@ async fn backups_asked_for_and_scheduled_complete_and_a_cluster_without_a_destin
         Duration::from_secs(330),
     )
     .await;
-    let said = String::from_utf8_lossy(&output.stdout).into_owned();
-    assert!(
-        output.status.success(),
-        "{said}{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
     assert!(
         said.contains("bk-now: Completed on bk-1: backup "),
         "{said}"
@@ -344,7 +359,7 @@ async fn backups_asked_for_and_scheduled_complete_and_a_cluster_without_a_destin
             json!({"instances": 1, "postgres": {"version": 15}, "storage": {"size": "1Gi"}}),
         )
         .await;
-    let output = tusk(
+    let said = tusk_fails(
         &world,
         &[
             "backup",
@@ -356,24 +371,14 @@ async fn backups_asked_for_and_scheduled_complete_and_a_cluster_without_a_destin
             "--wait",
             "120",
         ],
-        Duration::from_secs(150),
     )
     .await;
-    let said = String::from_utf8_lossy(&output.stdout).into_owned();
-    assert_eq!(output.status.code(), Some(1), "{said}");
     assert!(
         said.contains("plain-now: Failed: cannot take a base backup: spec.backup is not set"),
         "{said}"
     );
     // Nor can it be rehearsed: the request is refused, saying why.
-    let output = tusk(
-        &world,
-        &["rehearse", "plain", "-n", NS, "--wait", "120"],
-        Duration::from_secs(150),
-    )
-    .await;
-    let said = String::from_utf8_lossy(&output.stdout).into_owned();
-    assert_eq!(output.status.code(), Some(1), "{said}");
+    let said = tusk_fails(&world, &["rehearse", "plain", "-n", NS, "--wait", "120"]).await;
     assert!(
         said.contains("no restore rehearsal: spec.backup is not set"),
         "{said}"
@@ -390,18 +395,12 @@ async fn rehearsal_on_demand(world: &World) {
     let clusters = Api::<PostgresCluster>::namespaced(world.client.clone(), NS);
     // `tusk rehearse` sets the annotation and follows the rehearsal.
     let started = std::time::Instant::now();
-    let output = tusk(
+    let said = tusk_ok(
         world,
         &["rehearse", "bk", "-n", NS, "--wait", "300"],
         Duration::from_secs(330),
     )
     .await;
-    let said = String::from_utf8_lossy(&output.stdout).into_owned();
-    assert!(
-        output.status.success(),
-        "{said}{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
     assert!(
         said.contains("running in pod bk-rehearsal") && said.contains(" passed in "),
         "{said}"

@@ -38,12 +38,21 @@ fn backup(report: &InstanceReport, name: &str) -> Option<BackupReport> {
     report.backup.clone().filter(|b| b.name == name)
 }
 
-/// `db-1` running as a primary archiving to `server`, its stanza created;
-/// and the desired state it runs with.
-async fn archiving_primary(
-    cluster: &mut TestCluster,
-    server: &S3Server,
-) -> (TestInstance, DesiredState) {
+/// A new S3 server, and `db-1` running as a primary archiving to it with
+/// its stanza created and `data` (SQL) written; the desired state it runs
+/// with, and a superuser session.
+struct Archiving {
+    server: S3Server,
+    _cluster: TestCluster,
+    db: TestInstance,
+    on_db: DesiredState,
+    client: tokio_postgres::Client,
+}
+
+async fn archiving_primary(data: &str) -> Archiving {
+    common::init_logs();
+    let server = S3Server::start(&[BUCKET]);
+    let mut cluster = TestCluster::new();
     let mut db = cluster.instance("db-1");
     db.settings.repository_keys = Some(server.keys());
     let mut repository = server.repository(BUCKET, "tusk");
@@ -57,7 +66,15 @@ async fn archiving_primary(
         r.ready && r.archiving.as_ref().is_some_and(|a| a.stanza_created)
     })
     .await;
-    (db, on_db)
+    let client = db.superuser().await;
+    client.batch_execute(data).await.expect("data");
+    Archiving {
+        server,
+        _cluster: cluster,
+        db,
+        on_db,
+        client,
+    }
 }
 
 async fn finished(db: &TestInstance, name: &str) -> BackupReport {
@@ -80,15 +97,13 @@ async fn listed(db: &TestInstance) -> Vec<pgbackrest::BackupInfo> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_primary_takes_its_assigned_backup_once_and_reports_it() {
-    common::init_logs();
-    let server = S3Server::start(&[BUCKET]);
-    let mut cluster = TestCluster::new();
-    let (mut db, on_db) = archiving_primary(&mut cluster, &server).await;
-    let client = db.superuser().await;
-    client
-        .batch_execute("CREATE TABLE t AS SELECT generate_series(1, 10000) AS v")
-        .await
-        .expect("data");
+    let Archiving {
+        server: _server,
+        _cluster,
+        mut db,
+        on_db,
+        client: _client,
+    } = archiving_primary("CREATE TABLE t AS SELECT generate_series(1, 10000) AS v").await;
 
     // A full backup, recorded as pgBackRest records it.
     db.set_desired(DesiredState {
@@ -182,15 +197,14 @@ async fn rows(db: &TestInstance) -> (i64, Option<i32>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restore_to_a_time_has_every_row_committed_before_it_and_none_after() {
-    common::init_logs();
-    let server = S3Server::start(&[BUCKET]);
-    let mut cluster = TestCluster::new();
-    let (mut db, on_db) = archiving_primary(&mut cluster, &server).await;
-    let client = db.superuser().await;
-    client
-        .batch_execute("CREATE TABLE t (v int); INSERT INTO t SELECT generate_series(1, 100)")
-        .await
-        .expect("data");
+    let Archiving {
+        server,
+        _cluster: mut cluster,
+        mut db,
+        on_db,
+        client,
+    } = archiving_primary("CREATE TABLE t (v int); INSERT INTO t SELECT generate_series(1, 100)")
+        .await;
     db.set_desired(DesiredState {
         backup: Some(assigned(&db, "base", BackupType::Full)),
         ..on_db.clone()
@@ -315,17 +329,16 @@ print(key)
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rehearsal_proves_the_newest_backup_and_names_the_check_that_fails() {
-    common::init_logs();
-    let server = S3Server::start(&[BUCKET]);
-    let mut cluster = TestCluster::new();
-    let (mut db, on_db) = archiving_primary(&mut cluster, &server).await;
-    let client = db.superuser().await;
-    client
-        .batch_execute(
-            "CREATE TABLE t (v int PRIMARY KEY); INSERT INTO t SELECT generate_series(1, 1000)",
-        )
-        .await
-        .expect("data");
+    let Archiving {
+        server,
+        _cluster: mut cluster,
+        mut db,
+        on_db,
+        client,
+    } = archiving_primary(
+        "CREATE TABLE t (v int PRIMARY KEY); INSERT INTO t SELECT generate_series(1, 1000)",
+    )
+    .await;
     db.set_desired(DesiredState {
         backup: Some(assigned(&db, "nightly", BackupType::Full)),
         ..on_db.clone()

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::api::{client_for, install_crds, pod_with_ip, set_pod_ip};
+use common::api::{api_server, install_crds, pod_with_ip, set_pod_ip};
 
 use std::net::IpAddr;
 use std::time::Duration;
@@ -16,7 +16,6 @@ use tusk_api::instance::{InstancePhase, InstanceRole};
 use tusk_api::v1alpha1::PostgresCluster;
 use tusk_instance::cluster_watch;
 use tusk_instance::desired::DesiredState;
-use tusk_sandbox::{Config, Sandbox};
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -40,11 +39,7 @@ async fn wait_for(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_watch_follows_target_primary_its_address_fencing_and_parameters() {
-    let dir = tempfile::tempdir().expect("temporary directory");
-    let sandbox = Sandbox::start(Config::new(dir.path()))
-        .await
-        .expect("API server starts");
-    let client = client_for(&sandbox).await;
+    let (_dir, _sandbox, client) = api_server().await;
     install_crds(&client).await;
     pod_with_ip(&client, "db-1", "10.1.0.1").await;
     pod_with_ip(&client, "db-2", "10.1.0.2").await;
@@ -129,11 +124,7 @@ async fn the_watch_follows_target_primary_its_address_fencing_and_parameters() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_instance_manager_converges_to_what_the_api_declares() {
     common::init_logs();
-    let dir = tempfile::tempdir().expect("temporary directory");
-    let sandbox = Sandbox::start(Config::new(dir.path()))
-        .await
-        .expect("API server starts");
-    let client = client_for(&sandbox).await;
+    let (_dir, _sandbox, client) = api_server().await;
     install_crds(&client).await;
     let mut cluster = common::TestCluster::new();
     let mut primary = cluster.instance("db-1");

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::api::{client_for, install_crds, pod_with_ip};
+use common::api::{api_server, install_crds, pod_with_ip};
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
@@ -19,15 +19,14 @@ use tusk_api::instance::{InstancePhase, InstanceRole};
 use tusk_api::primacy::LeaseTiming;
 use tusk_api::v1alpha1::PostgresCluster;
 use tusk_instance::cluster_watch;
-use tusk_sandbox::{Config, Sandbox};
+use tusk_sandbox::Sandbox;
 
 /// `spec.failover.delaySeconds` of the test cluster: a 2 s lease.
 const DELAY_SECONDS: i32 = 2;
 
-/// A sandbox with the CRDs, a pod `db-1` at `address` and cluster `db`
+/// On `client`'s API server: the CRDs, a pod `db-1` at `address` and cluster `db`
 /// whose target primary is `db-1`.
-async fn declared_cluster(sandbox: &Sandbox, address: &str) -> Client {
-    let client = client_for(sandbox).await;
+async fn declared_cluster(client: Client, address: &str) -> Client {
     install_crds(&client).await;
     pod_with_ip(&client, "db-1", address).await;
     let clusters: Api<PostgresCluster> = Api::namespaced(client.clone(), "default");
@@ -126,13 +125,10 @@ struct Serving {
 
 async fn serving_leased_primary() -> Serving {
     common::init_logs();
-    let dir = tempfile::tempdir().expect("temporary directory");
-    let sandbox = Sandbox::start(Config::new(dir.path()))
-        .await
-        .expect("API server starts");
+    let (dir, sandbox, admin) = api_server().await;
     let mut cluster = common::TestCluster::new();
     let mut primary = cluster.instance("db-1");
-    let client = declared_cluster(&sandbox, &primary.address.to_string()).await;
+    let client = declared_cluster(admin, &primary.address.to_string()).await;
     let desired = cluster_watch::start_with_client(
         client.clone(),
         "default",
@@ -281,11 +277,7 @@ async fn a_primary_whose_lease_another_holds_stays_stopped_until_the_lease_is_fr
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_standby_reading_a_silent_lease_from_a_slow_api_server_counts_it_reachable() {
     common::init_logs();
-    let dir = tempfile::tempdir().expect("temporary directory");
-    let sandbox = Sandbox::start(Config::new(dir.path()))
-        .await
-        .expect("API server starts");
-    let client = client_for(&sandbox).await;
+    let (_dir, sandbox, client) = api_server().await;
     let leases: Api<Lease> = Api::namespaced(client.clone(), "default");
     let timing = LeaseTiming::for_delay(DELAY_SECONDS);
     let held: Lease = serde_json::from_value(json!({

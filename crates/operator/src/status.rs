@@ -10,7 +10,7 @@ use tusk_api::conditions::{self, ConditionStatus, DesiredCondition, set_conditio
 use tusk_api::instance::{InstanceReport, InstanceRole};
 use tusk_api::labels;
 use tusk_api::v1alpha1::{
-    BackupStatus, BlockedFailover, ClusterPhase, FailoverStatus, InstanceStatus, PostgresCluster,
+    BlockedFailover, ClusterPhase, FailoverStatus, InstanceStatus, PostgresCluster,
     PostgresClusterStatus, RolloutStatus,
 };
 
@@ -183,58 +183,10 @@ pub fn compose(input: &StatusInput<'_>) -> PostgresClusterStatus {
         });
     set_last_failover(&mut status, input, previous.current_primary.as_deref());
     set_unsupported(&mut status, input);
-    set_archiving(&mut status, input);
-    set_backups(&mut status, input);
-    set_rehearsed(&mut status, input);
+    backups::set_archiving(&mut status, input);
+    backups::set_backups(&mut status, input);
+    backups::set_rehearsed(&mut status, input);
     status
-}
-
-/// `status.lastRestoreVerification` and the `RestoreRehearsed` condition.
-fn set_rehearsed(status: &mut PostgresClusterStatus, input: &StatusInput<'_>) {
-    if let Some(record) = &input.rehearsal {
-        status.last_restore_verification = Some(record.clone());
-    }
-    let type_ = crate::rehearsal::RESTORE_REHEARSED;
-    match &input.rehearsal_condition {
-        None => {}
-        Some(None) => {
-            conditions::remove_condition(&mut status.conditions, type_);
-        }
-        Some(Some((rehearsed, reason, message))) => {
-            let condition = DesiredCondition {
-                type_,
-                status: if *rehearsed {
-                    ConditionStatus::True
-                } else {
-                    ConditionStatus::False
-                },
-                reason,
-                message,
-            };
-            set(status, &condition, input);
-        }
-    }
-}
-
-/// `status.backup`'s base backup fields, from the pass's decisions.
-fn set_backups(status: &mut PostgresClusterStatus, input: &StatusInput<'_>) {
-    let Some(progress) = &input.backups else {
-        return;
-    };
-    let unchanged =
-        progress.running.is_none() && progress.completed.is_none() && progress.scheduled.is_none();
-    if unchanged && status.backup.as_ref().is_none_or(|b| b.running.is_none()) {
-        return;
-    }
-    let backup = status.backup.get_or_insert_with(BackupStatus::default);
-    backup.running.clone_from(&progress.running);
-    if let Some((id, at)) = &progress.completed {
-        backup.last_successful_backup = Some(id.clone());
-        backup.last_successful_backup_time = Some(at.clone());
-    }
-    if let Some(slot) = &progress.scheduled {
-        backup.last_scheduled_backup = Some(slot.clone());
-    }
 }
 
 /// The failover record: a decision this reconcile made, as it made it, or
@@ -257,25 +209,6 @@ fn set_last_failover(
             &input.now,
         );
     }
-}
-
-/// WAL archiving's condition and `status.backup`, from the target
-/// primary's report, where the cluster archives.
-fn set_archiving(status: &mut PostgresClusterStatus, input: &StatusInput<'_>) {
-    let Some(target) = &input.archive else {
-        return;
-    };
-    let primary = input
-        .target_primary
-        .as_ref()
-        .and_then(|name| input.reports.get(name));
-    crate::archiving::apply(
-        status,
-        target.as_ref(),
-        primary,
-        input.generation,
-        &input.now,
-    );
 }
 
 /// What the Progressing condition says of a rolling update.
@@ -613,5 +546,6 @@ fn instance_status(
     }
 }
 
+mod backups;
 #[cfg(test)]
 mod tests;

@@ -10,6 +10,17 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use serde_json::json;
 use tusk_sandbox::Sandbox;
 
+/// A running sandbox API server in a new temporary directory (kept while
+/// the returned handle lives), and an admin client of it.
+pub async fn api_server() -> (tempfile::TempDir, Sandbox, Client) {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let sandbox = Sandbox::start(tusk_sandbox::Config::new(dir.path()))
+        .await
+        .expect("API server starts");
+    let client = client_for(&sandbox).await;
+    (dir, sandbox, client)
+}
+
 /// An admin client of `sandbox`.
 pub async fn client_for(sandbox: &Sandbox) -> Client {
     let kubeconfig = Kubeconfig::read_from(sandbox.kubeconfig_path()).expect("kubeconfig reads");

@@ -136,32 +136,46 @@ pub async fn apply(ctx: &Context, valid: &ValidatedCluster, plan: &Plan<'_>) -> 
     let claims: Api<PersistentVolumeClaim> = Api::namespaced(ctx.client.clone(), &valid.namespace);
     let name = pod_name(valid.name.as_str());
     if decided.remove {
-        let gone = |result: Result<(), kube::Error>, what: &str| match result {
-            Ok(()) => Ok(()),
-            Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
-            Err(source) => Err(Error::Kube {
-                action: format!("delete the restore rehearsal's {what} {name}"),
-                source,
-            }),
-        };
         let delete = DeleteParams::default();
-        gone(pods.delete(&name, &delete).await.map(drop), "pod")?;
-        gone(claims.delete(&name, &delete).await.map(drop), "volume")?;
+        let pod = pods.delete(&name, &delete).await.map(drop);
+        settled(pod, 404, || {
+            format!("delete the restore rehearsal's pod {name}")
+        })?;
+        let claim = claims.delete(&name, &delete).await.map(drop);
+        settled(claim, 404, || {
+            format!("delete the restore rehearsal's volume {name}")
+        })?;
     }
     if decided.start {
-        let create = |result: Result<(), kube::Error>, what: &str| match result {
-            Ok(()) => Ok(()),
-            Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
-            Err(source) => Err(Error::Kube {
-                action: format!("create the restore rehearsal's {what} {name}"),
-                source,
-            }),
-        };
         let post = PostParams::default();
-        let claim = claims.create(&post, &rehearsal_pvc(valid)).await;
-        create(claim.map(drop), "volume")?;
-        let pod = pods.create(&post, &rehearsal_pod(valid, &ctx.config)).await;
-        create(pod.map(drop), "pod")?;
+        let claim = claims.create(&post, &rehearsal_pvc(valid)).await.map(drop);
+        settled(claim, 409, || {
+            format!("create the restore rehearsal's volume {name}")
+        })?;
+        let pod = pods
+            .create(&post, &rehearsal_pod(valid, &ctx.config))
+            .await
+            .map(drop);
+        settled(pod, 409, || {
+            format!("create the restore rehearsal's pod {name}")
+        })?;
     }
     Ok(())
+}
+
+/// A request's outcome, where the API's `done` code (404 for a deletion,
+/// 409 for a creation) means the object is already as wanted.
+fn settled(
+    result: Result<(), kube::Error>,
+    done: u16,
+    action: impl FnOnce() -> String,
+) -> Result<(), Error> {
+    match result {
+        Ok(()) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == done => Ok(()),
+        Err(source) => Err(Error::Kube {
+            action: action(),
+            source,
+        }),
+    }
 }
