@@ -311,6 +311,15 @@ async fn backups_asked_for_and_scheduled_complete_and_a_cluster_without_a_destin
     let recorded = world.status("bk").await.backup.expect("status.backup");
     assert!(recorded.last_scheduled_backup.is_some(), "{recorded:?}");
     assert!(recorded.last_successful_backup.is_some(), "{recorded:?}");
+    wait_for("LastBackupRecent True", Duration::from_secs(30), || async {
+        world
+            .status("bk")
+            .await
+            .conditions
+            .iter()
+            .any(|c| c.type_ == "LastBackupRecent" && c.status == "True")
+    })
+    .await;
 
     // Point-in-time: rows before the target come back, rows after do not,
     // in a new cluster of another namespace, archiving to its own path.

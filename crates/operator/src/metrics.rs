@@ -51,6 +51,7 @@ const CONDITION_TYPES: &[&str] = &[
     conditions::UNSUPPORTED,
     crate::failover::PRIMARY_AVAILABLE,
     crate::rehearsal::RESTORE_REHEARSED,
+    crate::backups::LAST_BACKUP_RECENT,
 ];
 
 fn phase_label(phase: Option<ClusterPhase>) -> &'static str {

@@ -58,12 +58,18 @@ pub struct StatusInput<'a> {
     pub backups: Option<BackupProgress>,
     /// A restore rehearsal that finished in this pass.
     pub rehearsal: Option<tusk_api::v1alpha1::RestoreVerification>,
-    /// The `RestoreRehearsed` condition (status, reason, message) while
-    /// rehearsals are declared, `Some(None)` when they are not (removed);
-    /// `None` when the pass did not judge it (kept).
-    pub rehearsal_condition: Option<Option<(bool, &'static str, String)>>,
+    /// The `RestoreRehearsed` condition while rehearsals are declared,
+    /// `Some(None)` when they are not (removed); `None` when the pass did
+    /// not judge it (kept).
+    pub rehearsal_condition: Option<Option<Judgement>>,
+    /// The `LastBackupRecent` condition while a backup schedule is
+    /// declared; as `rehearsal_condition`.
+    pub backup_condition: Option<Option<Judgement>>,
     pub now: Time,
 }
+
+/// A condition as judged: status, reason, message.
+pub type Judgement = (ConditionStatus, &'static str, String);
 
 /// What a pass decided of base backups, for `status.backup`.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -115,6 +121,7 @@ impl<'a> StatusInput<'a> {
             backups: None,
             rehearsal: None,
             rehearsal_condition: None,
+            backup_condition: None,
             now,
         }
     }

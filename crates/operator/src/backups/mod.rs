@@ -28,6 +28,48 @@ use tusk_api::v1alpha1::{BackupAssignment, BackupPhase, PostgresBackup, Postgres
 use crate::cached_cluster::CachedCluster;
 use crate::events::Note;
 
+/// Condition type: whether the newest base backup is recent for the
+/// declared schedule.
+pub const LAST_BACKUP_RECENT: &str = "LastBackupRecent";
+
+/// The `LastBackupRecent` condition while `spec.backup.schedule` is
+/// declared since `declared` (the cluster's creation), from the newest
+/// completed backup (id, when): Unknown until the first is due, then
+/// False while none completed or when the newest is older than twice the
+/// schedule's period.
+pub fn freshness(
+    cron: &croner::Cron,
+    newest: Option<(&str, k8s_openapi::jiff::Timestamp)>,
+    declared: k8s_openapi::jiff::Timestamp,
+    now: k8s_openapi::jiff::Timestamp,
+) -> crate::status::Judgement {
+    use tusk_api::conditions::ConditionStatus;
+    match newest {
+        None if !schedule::older_than_two_periods(cron, declared, now) => (
+            ConditionStatus::Unknown,
+            "NoBackupYet",
+            "no base backup has completed yet".to_owned(),
+        ),
+        None => (
+            ConditionStatus::False,
+            "NoBackup",
+            "no base backup has completed in twice the schedule's period".to_owned(),
+        ),
+        Some((id, at)) if schedule::older_than_two_periods(cron, at, now) => (
+            ConditionStatus::False,
+            "BackupStale",
+            format!(
+                "the newest base backup, {id} ({at}), is older than twice the schedule's period"
+            ),
+        ),
+        Some((id, at)) => (
+            ConditionStatus::True,
+            "BackupRecent",
+            format!("the newest base backup, {id}, completed at {at}"),
+        ),
+    }
+}
+
 /// What a pass observed of the cluster's backups.
 pub struct BackupInput<'a> {
     /// Why the cluster cannot take backups (`None`: it can): no

@@ -46,6 +46,15 @@ pub fn next(cron: &Cron, now: Timestamp) -> Option<Timestamp> {
     Timestamp::from_second(slot.timestamp()).ok()
 }
 
+/// True when `since` is older than twice the schedule's period (the time
+/// between the two slots after it).
+pub fn older_than_two_periods(cron: &Cron, since: Timestamp, now: Timestamp) -> bool {
+    let period = next(cron, since)
+        .and_then(|first| Some((first, next(cron, first)?)))
+        .map(|(first, second)| second.duration_since(first));
+    period.is_some_and(|p| now.duration_since(since) > p * 2)
+}
+
 fn chrono_time(time: Timestamp) -> Option<DateTime<Utc>> {
     DateTime::from_timestamp(time.as_second(), 0)
 }

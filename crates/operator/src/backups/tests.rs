@@ -231,3 +231,34 @@ fn progress_is_copied_once_and_finished_backups_are_never_touched() {
     assert!(plan.records.is_empty(), "{plan:?}");
     assert_eq!(plan.running, Some(assignment("b")));
 }
+
+#[test]
+fn the_newest_backup_is_recent_within_twice_the_schedules_period() {
+    use tusk_api::conditions::ConditionStatus;
+    let daily = schedule::parse("0 3 * * *").expect("valid");
+    let at = |text: &str| -> k8s_openapi::jiff::Timestamp { text.parse().expect("a time") };
+    let now = at("2026-12-04T12:00:00Z");
+    let judged = |newest, declared: &str| {
+        let (state, reason, _) = freshness(&daily, newest, at(declared), now);
+        (state, reason)
+    };
+    assert_eq!(
+        judged(None, "2026-12-04T10:00:00Z"),
+        (ConditionStatus::Unknown, "NoBackupYet")
+    );
+    assert_eq!(
+        judged(None, "2026-12-01T00:00:00Z"),
+        (ConditionStatus::False, "NoBackup")
+    );
+    let recent = Some(("20261204-030000F", at("2026-12-04T03:05:00Z")));
+    assert_eq!(
+        judged(recent, "2026-12-01T00:00:00Z"),
+        (ConditionStatus::True, "BackupRecent")
+    );
+    // Two days and more: two daily slots went by without a backup.
+    let stale = Some(("20261201-030000F", at("2026-12-01T03:05:00Z")));
+    assert_eq!(
+        judged(stale, "2026-12-01T00:00:00Z"),
+        (ConditionStatus::False, "BackupStale")
+    );
+}

@@ -118,6 +118,7 @@ pub fn plan<'a>(
         backups: backups.progress(),
         rehearsal: rehearsal.record.clone(),
         rehearsal_condition: Some(super::rehearsal::condition(cluster, valid, &rehearsal, now)),
+        backup_condition: Some(backups.freshness(cluster, valid, now)),
         ..StatusInput::unplanned(
             cluster,
             &observed.children.pods,
@@ -174,6 +175,32 @@ impl BackupDecisions {
                 .as_ref()
                 .and_then(|cron| crate::backups::schedule::next(cron, now)),
         }
+    }
+
+    /// The `LastBackupRecent` condition while a schedule is declared, from
+    /// a backup completed in this pass or the newest on record.
+    fn freshness(
+        &self,
+        cluster: &PostgresCluster,
+        valid: &ValidatedCluster,
+        now: Timestamp,
+    ) -> Option<crate::status::Judgement> {
+        let cron = valid.schedule.as_ref()?;
+        let recorded = cluster.status.as_ref().and_then(|s| s.backup.as_ref());
+        let newest = self
+            .decided
+            .as_ref()
+            .and_then(|d| d.completed.as_ref())
+            .map(|(id, at)| (id.as_str(), at.0))
+            .or_else(|| {
+                let backup = recorded?;
+                Some((
+                    backup.last_successful_backup.as_deref()?,
+                    backup.last_successful_backup_time.as_ref()?.0,
+                ))
+            });
+        let declared = super::rehearsal::declared(cluster, now);
+        Some(crate::backups::freshness(cron, newest, declared, now))
     }
 
     /// The events of the decisions, taken out for the pass's events.

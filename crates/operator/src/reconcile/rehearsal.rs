@@ -118,7 +118,7 @@ pub fn condition(
     valid: &ValidatedCluster,
     plan: &RehearsalPlan,
     now: Timestamp,
-) -> Option<(bool, &'static str, String)> {
+) -> Option<crate::status::Judgement> {
     let cron = valid.verify_schedule.as_ref()?;
     let last = plan.record.as_ref().or_else(|| {
         cluster
@@ -126,7 +126,22 @@ pub fn condition(
             .as_ref()
             .and_then(|s| s.last_restore_verification.as_ref())
     });
-    Some(crate::rehearsal::condition(cron, last, now))
+    Some(crate::rehearsal::condition(
+        cron,
+        last,
+        declared(cluster, now),
+        now,
+    ))
+}
+
+/// When the cluster was declared (its creation), the start of the
+/// schedules' first period.
+pub fn declared(cluster: &PostgresCluster, now: Timestamp) -> Timestamp {
+    cluster
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .map_or(now, |t| t.0)
 }
 
 /// Starts the rehearsal the plan asks for, or removes the finished one.

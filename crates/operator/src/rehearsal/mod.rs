@@ -25,6 +25,8 @@ use tusk_api::v1alpha1::RestoreVerification;
 
 use crate::backups::schedule;
 use crate::events::Note;
+use crate::status::Judgement;
+use tusk_api::conditions::ConditionStatus;
 
 /// Condition type: whether the last restore rehearsal succeeded recently.
 pub const RESTORE_REHEARSED: &str = "RestoreRehearsed";
@@ -207,32 +209,43 @@ fn failure(message: String, at: Timestamp) -> RestoreVerification {
     }
 }
 
-/// The `RestoreRehearsed` condition while rehearsals are declared:
-/// (status, reason, message).
+/// The `RestoreRehearsed` condition while rehearsals are declared since
+/// `declared` (the cluster's creation): Unknown until the first one is
+/// due (for up to twice the schedule's period), then False while none
+/// passed, when the last failed, or when the last success is older than
+/// twice the period.
 pub fn condition(
     cron: &Cron,
     last: Option<&RestoreVerification>,
+    declared: Timestamp,
     now: Timestamp,
-) -> (bool, &'static str, String) {
+) -> Judgement {
     let Some(last) = last else {
+        if !schedule::older_than_two_periods(cron, declared, now) {
+            return (
+                ConditionStatus::Unknown,
+                "NotRehearsedYet",
+                "no restore rehearsal has run yet".to_owned(),
+            );
+        }
         return (
-            false,
+            ConditionStatus::False,
             "NotRehearsed",
-            "no restore rehearsal has run yet".to_owned(),
+            "no restore rehearsal has run in twice the schedule's period".to_owned(),
         );
     };
     if !last.succeeded {
         let check = last.failed_check.as_deref().unwrap_or("rehearsal");
         let why = last.message.as_deref().unwrap_or_default();
         return (
-            false,
+            ConditionStatus::False,
             "RehearsalFailed",
             format!("check {check} failed: {why}"),
         );
     }
-    if stale(cron, last.time.0, now) {
+    if schedule::older_than_two_periods(cron, last.time.0, now) {
         return (
-            false,
+            ConditionStatus::False,
             "RehearsalStale",
             format!(
                 "the last successful rehearsal ({}) is older than twice the schedule's period",
@@ -241,16 +254,8 @@ pub fn condition(
         );
     }
     (
-        true,
+        ConditionStatus::True,
         "RehearsalSucceeded",
         format!("backup {} restored and checked", last.backup_id),
     )
-}
-
-/// True when `last` is older than twice the schedule's period.
-fn stale(cron: &Cron, last: Timestamp, now: Timestamp) -> bool {
-    let period = schedule::next(cron, last)
-        .and_then(|first| Some((first, schedule::next(cron, first)?)))
-        .map(|(first, second)| second.duration_since(first));
-    period.is_some_and(|p| now.duration_since(last) > p * 2)
 }

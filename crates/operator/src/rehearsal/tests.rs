@@ -1,4 +1,5 @@
 use super::*;
+use tusk_api::conditions::ConditionStatus;
 use tusk_api::rehearsal::Check;
 
 fn at(text: &str) -> Timestamp {
@@ -207,19 +208,34 @@ fn a_pod_that_wrote_no_outcome_or_hangs_is_a_failed_rehearsal() {
 }
 
 #[test]
-fn the_condition_is_false_when_the_last_rehearsal_failed_or_is_stale() {
+fn the_condition_waits_for_the_first_rehearsal_then_is_false_when_it_failed_or_is_stale() {
     let cron = hourly();
     let now = at("2026-12-04T12:30:00Z");
-    assert_eq!(condition(&cron, None, now).1, "NotRehearsed");
-    let failed = verified("2026-12-04T12:01:00Z", false);
-    let (ok, reason, message) = condition(&cron, Some(&failed), now);
-    assert!(
-        !ok && reason == "RehearsalFailed" && message.contains("amcheck"),
-        "{message}"
+    let judged = |last: Option<&RestoreVerification>, declared: &str| {
+        let (state, reason, message) = condition(&cron, last, at(declared), now);
+        (state, reason, message)
+    };
+    // Declared an hour ago: the first may not have been due yet.
+    let (state, reason, _) = judged(None, "2026-12-04T11:30:00Z");
+    assert_eq!(
+        (state, reason),
+        (ConditionStatus::Unknown, "NotRehearsedYet")
     );
+    // Declared long ago and never rehearsed.
+    let (state, reason, _) = judged(None, "2026-12-03T00:00:00Z");
+    assert_eq!((state, reason), (ConditionStatus::False, "NotRehearsed"));
+    let failed = verified("2026-12-04T12:01:00Z", false);
+    let (state, reason, message) = judged(Some(&failed), "2026-12-03T00:00:00Z");
+    assert_eq!((state, reason), (ConditionStatus::False, "RehearsalFailed"));
+    assert!(message.contains("amcheck"), "{message}");
     let fresh = verified("2026-12-04T11:01:00Z", true);
-    assert_eq!(condition(&cron, Some(&fresh), now).1, "RehearsalSucceeded");
+    let (state, reason, _) = judged(Some(&fresh), "2026-12-03T00:00:00Z");
+    assert_eq!(
+        (state, reason),
+        (ConditionStatus::True, "RehearsalSucceeded")
+    );
     // Two hourly periods and more since the last success.
     let old = verified("2026-12-04T10:01:00Z", true);
-    assert_eq!(condition(&cron, Some(&old), now).1, "RehearsalStale");
+    let (state, reason, _) = judged(Some(&old), "2026-12-03T00:00:00Z");
+    assert_eq!((state, reason), (ConditionStatus::False, "RehearsalStale"));
 }

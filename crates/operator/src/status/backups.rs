@@ -2,36 +2,29 @@
 //! `status.backup`, base backups' progress, and restore rehearsals'
 //! record and condition.
 
-use tusk_api::conditions::{self, ConditionStatus, DesiredCondition};
+use tusk_api::conditions::{self, DesiredCondition};
 use tusk_api::v1alpha1::{BackupStatus, PostgresClusterStatus};
 
 use super::{StatusInput, set};
 
-/// `status.lastRestoreVerification` and the `RestoreRehearsed` condition.
+/// `status.lastRestoreVerification`, and the `RestoreRehearsed` and
+/// `LastBackupRecent` conditions.
 pub(super) fn set_rehearsed(status: &mut PostgresClusterStatus, input: &StatusInput<'_>) {
     if let Some(record) = &input.rehearsal {
         status.last_restore_verification = Some(record.clone());
     }
-    let type_ = crate::rehearsal::RESTORE_REHEARSED;
-    match &input.rehearsal_condition {
-        None => {}
-        Some(None) => {
-            conditions::remove_condition(&mut status.conditions, type_);
-        }
-        Some(Some((rehearsed, reason, message))) => {
-            let condition = DesiredCondition {
-                type_,
-                status: if *rehearsed {
-                    ConditionStatus::True
-                } else {
-                    ConditionStatus::False
-                },
-                reason,
-                message,
-            };
-            set(status, &condition, input);
-        }
-    }
+    set_judged(
+        status,
+        crate::rehearsal::RESTORE_REHEARSED,
+        &input.rehearsal_condition,
+        input,
+    );
+    set_judged(
+        status,
+        crate::backups::LAST_BACKUP_RECENT,
+        &input.backup_condition,
+        input,
+    );
 }
 
 /// `status.backup`'s base backup fields, from the pass's decisions.
@@ -72,4 +65,29 @@ pub(super) fn set_archiving(status: &mut PostgresClusterStatus, input: &StatusIn
         input.generation,
         &input.now,
     );
+}
+
+/// Sets condition `type_` as judged, removes it when it no longer applies,
+/// or keeps it when the pass did not judge it.
+fn set_judged(
+    status: &mut PostgresClusterStatus,
+    type_: &str,
+    judged: &Option<Option<super::Judgement>>,
+    input: &StatusInput<'_>,
+) {
+    match judged {
+        None => {}
+        Some(None) => {
+            conditions::remove_condition(&mut status.conditions, type_);
+        }
+        Some(Some((state, reason, message))) => {
+            let condition = DesiredCondition {
+                type_,
+                status: *state,
+                reason,
+                message,
+            };
+            set(status, &condition, input);
+        }
+    }
 }

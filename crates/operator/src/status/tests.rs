@@ -32,6 +32,7 @@ fn input<'a>(
         backups: None,
         rehearsal: None,
         rehearsal_condition: None,
+        backup_condition: None,
         now,
     }
 }
@@ -51,7 +52,7 @@ fn a_rehearsal_is_recorded_and_its_condition_kept_until_judged_again() {
     let mut first = input(None, &reports, at(1000));
     first.rehearsal = Some(record.clone());
     first.rehearsal_condition = Some(Some((
-        false,
+        tusk_api::conditions::ConditionStatus::False,
         "RehearsalFailed",
         "check sentinel failed".into(),
     )));
