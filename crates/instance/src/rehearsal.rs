@@ -80,10 +80,9 @@ async fn restore_and_check(
         cluster: ctx.settings.cluster_name.clone(),
         target: RecoveryTarget::Latest,
     };
-    let internal = |check: Check| move |e: &dyn std::fmt::Display| (check, e.to_string());
     let config = ctx
         .write_restore_config(&source)
-        .map_err(|e| internal(Check::Restore)(&e))?;
+        .map_err(|e| (Check::Restore, e.to_string()))?;
     let invocation = Invocation {
         config: &config,
         stanza: &source.cluster,
@@ -95,9 +94,9 @@ async fn restore_and_check(
     found.backup = Some(backup);
     let staging = restore(ctx, &invocation, &label).await?;
     ctx.write_config(&staging, desired, ReplicationRole::Primary)
-        .map_err(|e| internal(Check::Recovery)(&e))?;
-    let postmaster =
-        start_private(ctx, &staging, &invocation.env).map_err(|e| internal(Check::Recovery)(&e))?;
+        .map_err(|e| (Check::Recovery, e.to_string()))?;
+    let postmaster = start_private(ctx, &staging, &invocation.env)
+        .map_err(|e| (Check::Recovery, e.to_string()))?;
     let checked = check_recovered(
         ctx,
         &staging,

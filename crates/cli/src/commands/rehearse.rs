@@ -68,6 +68,12 @@ pub fn describe(record: &RestoreVerification) -> String {
     )
 }
 
+/// Prints the recorded rehearsal; its exit code (1: it failed).
+fn verdict(record: &RestoreVerification) -> ExitCode {
+    println!("{}", describe(record));
+    ExitCode::from(if record.succeeded { 0 } else { 1 })
+}
+
 /// The recorded rehearsal newer than `before`, if there is one.
 fn newer(cluster: &PostgresCluster, before: Option<Timestamp>) -> Option<RestoreVerification> {
     let record = cluster.status.as_ref()?.last_restore_verification.clone()?;
@@ -96,8 +102,7 @@ async fn rehearse(args: &Args) -> Result<ExitCode, CommandError> {
         tokio::time::sleep(POLL).await;
         let cluster = target.cluster(name).await?;
         if let Some(record) = newer(&cluster, before) {
-            println!("{}", describe(&record));
-            return Ok(ExitCode::from(if record.succeeded { 0 } else { 1 }));
+            return Ok(verdict(&record));
         }
         let running = target
             .api::<Pod>()
@@ -114,8 +119,7 @@ async fn rehearse(args: &Args) -> Result<ExitCode, CommandError> {
             // between two looks (its record is written just after).
             tokio::time::sleep(POLL).await;
             if let Some(record) = newer(&target.cluster(name).await?, before) {
-                println!("{}", describe(&record));
-                return Ok(ExitCode::from(if record.succeeded { 0 } else { 1 }));
+                return Ok(verdict(&record));
             }
             println!("{}", refusal(&target, name).await?);
             return Ok(ExitCode::from(1));

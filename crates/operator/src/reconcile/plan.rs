@@ -78,30 +78,21 @@ pub fn plan<'a>(
         || step.target_primary.clone(),
         |r| InstanceName::recorded(&r.to),
     );
-    let new_pod_role = (observed.children.pods.is_empty()
-        && matches!(&step.step,
-            InstanceStep::Create(i) | InstanceStep::RecreatePod(i) if *i == step.target_primary))
-    .then_some(labels::role::PRIMARY);
+    let new_pod_role = new_pod_role(observed, &step);
     let instances = InstancePlan {
         target_primary: target,
         ..step
     };
-    let roles = if valid.paused {
-        Vec::new()
-    } else {
-        role_labels(
-            &observed.children.pods,
-            &observed.reports,
-            instances.target_primary.as_str(),
-        )
-    };
-    let mut backups = BackupDecisions::decide(cluster, valid, observed, &check, now);
-    events.append(&mut backups.events());
-    let mut rehearsal = super::rehearsal::decide(cluster, valid, observed, now);
-    events.append(&mut rehearsal.events);
-    if rehearsal.clear_request {
-        clear.push(labels::REHEARSE);
-    }
+    let roles = roles(valid, observed, &instances);
+    let (backups, rehearsal) = protect_data(
+        cluster,
+        valid,
+        observed,
+        &check,
+        now,
+        &mut events,
+        &mut clear,
+    );
     let status = StatusInput {
         declared: valid.instances,
         target_primary: Some(instances.target_primary.to_string()),
@@ -141,6 +132,54 @@ pub fn plan<'a>(
         rehearsal,
         status,
     }
+}
+
+/// The role label of a pod the step creates: `primary` for a new
+/// cluster's first instance, none otherwise (the role comes later).
+fn new_pod_role(observed: &Observed, step: &InstancePlan) -> Option<&'static str> {
+    (observed.children.pods.is_empty()
+        && matches!(&step.step,
+            InstanceStep::Create(i) | InstanceStep::RecreatePod(i) if *i == step.target_primary))
+    .then_some(labels::role::PRIMARY)
+}
+
+/// The role label of each pod as the target primary makes it (none
+/// changed while the cluster is paused).
+fn roles(
+    valid: &ValidatedCluster,
+    observed: &Observed,
+    instances: &InstancePlan,
+) -> Vec<RoleLabel> {
+    if valid.paused {
+        return Vec::new();
+    }
+    role_labels(
+        &observed.children.pods,
+        &observed.reports,
+        instances.target_primary.as_str(),
+    )
+}
+
+/// The pass's decisions about backups and restore rehearsals, their
+/// events added to `events` and the rehearsal request to `clear` once
+/// acted on.
+fn protect_data(
+    cluster: &PostgresCluster,
+    valid: &ValidatedCluster,
+    observed: &Observed,
+    check: &FailoverCheck,
+    now: Timestamp,
+    events: &mut Vec<Note>,
+    clear: &mut Vec<&'static str>,
+) -> (BackupDecisions, crate::rehearsal::RehearsalPlan) {
+    let mut backups = BackupDecisions::decide(cluster, valid, observed, check, now);
+    events.append(&mut backups.events());
+    let mut rehearsal = super::rehearsal::decide(cluster, valid, observed, now);
+    events.append(&mut rehearsal.events);
+    if rehearsal.clear_request {
+        clear.push(labels::REHEARSE);
+    }
+    (backups, rehearsal)
 }
 
 /// What one pass decides of base backups.
