@@ -28,7 +28,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{DIRECT_IDS, NS, World, direct_writer, pod_ip, rejoins_without_accepting_a_write};
+use common::{
+    DIRECT_IDS, NS, Timeline, World, direct_writer, pod_ip, rejoins_without_accepting_a_write,
+};
 
 /// Ids written directly to each standby (refused until one is promoted)
 /// start here, one range per standby.
@@ -38,6 +40,7 @@ const PROBE_IDS: i64 = 2_000_000_000;
 /// returns its name and when that was seen.
 async fn promoted_instead_of(world: &World, cluster: &str, old: &str) -> (String, Instant) {
     let deadline = Instant::now() + Duration::from_secs(60);
+    let mut timeline = Timeline::new();
     loop {
         let s = world.status(cluster).await;
         if let Some(new) = s.current_primary.as_ref().filter(|p| *p != old)
@@ -45,9 +48,13 @@ async fn promoted_instead_of(world: &World, cluster: &str, old: &str) -> (String
         {
             return (new.clone(), Instant::now());
         }
+        timeline.sample(world, &s).await;
         if Instant::now() >= deadline {
             let story = world.story(cluster).await;
-            panic!("no instance promoted instead of {old}: {s:#?}\n{story}");
+            panic!(
+                "no instance promoted instead of {old}; what changed meanwhile:\n{}\n{story}",
+                timeline.text()
+            );
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

@@ -7,6 +7,7 @@
 #![allow(dead_code)]
 
 mod story;
+pub use story::Timeline;
 
 use std::future::Future;
 use std::time::{Duration, Instant};

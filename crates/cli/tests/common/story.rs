@@ -5,6 +5,8 @@ use std::time::Duration;
 
 use kube::api::Api;
 
+use tusk_api::v1alpha1::PostgresClusterStatus;
+
 use super::{NS, World, pod_ip};
 
 impl World {
@@ -56,4 +58,108 @@ impl World {
         }
         lines.join("\n")
     }
+}
+
+/// What changed while a test waited for a cluster, one line per change
+/// with the seconds since the timeline started: the primary, the
+/// conditions and what each instance manager reports. Printed when the
+/// wait gives up, it shows what the operator decided from, in time.
+pub struct Timeline {
+    start: std::time::Instant,
+    next_reports: std::time::Instant,
+    seen: std::collections::BTreeMap<String, String>,
+    lines: Vec<String>,
+}
+
+impl Timeline {
+    pub fn new() -> Self {
+        let now = std::time::Instant::now();
+        Timeline {
+            start: now,
+            next_reports: now,
+            seen: Default::default(),
+            lines: Vec::new(),
+        }
+    }
+
+    fn note(&mut self, key: &str, value: String) {
+        if self.seen.get(key) != Some(&value) {
+            let at = self.start.elapsed().as_secs_f64();
+            self.lines.push(format!("{at:6.1}s {key}: {value}"));
+            self.seen.insert(key.to_owned(), value);
+        }
+    }
+
+    /// Records what changed since the last sample: `status` now, and the
+    /// instances' reports at most twice a second.
+    pub async fn sample(&mut self, world: &World, status: &PostgresClusterStatus) {
+        let primary = format!(
+            "current {:?} target {:?} failover {:?}",
+            status.current_primary,
+            status.target_primary,
+            status
+                .failover
+                .as_ref()
+                .and_then(|f| f.blocked.as_ref())
+                .map(|b| &b.to)
+        );
+        self.note("primary", primary);
+        let conditions: Vec<String> = status
+            .conditions
+            .iter()
+            .filter(|c| c.type_ != "Ready" && c.type_ != "Progressing")
+            .map(|c| format!("{}={}({}) {}", c.type_, c.status, c.reason, c.message))
+            .collect();
+        self.note("conditions", conditions.join("; "));
+        if std::time::Instant::now() < self.next_reports {
+            return;
+        }
+        self.next_reports = std::time::Instant::now() + Duration::from_millis(500);
+        for instance in &status.instances {
+            let report = report_of(world, &instance.name).await;
+            self.note(&instance.name, report);
+        }
+    }
+
+    /// The timeline, its last lines when long.
+    pub fn text(&self) -> String {
+        let skip = self.lines.len().saturating_sub(60);
+        self.lines[skip..].join("\n")
+    }
+}
+
+/// One line of what the instance `name` reports, or why it did not.
+async fn report_of(world: &World, name: &str) -> String {
+    let Some(ip) = pod_ip(world, name).await else {
+        return "no pod IP".to_owned();
+    };
+    let url = format!("http://{ip}:{}/status", tusk_api::contract::HTTP_PORT);
+    let answer = reqwest::Client::new()
+        .get(url)
+        .timeout(Duration::from_secs(1))
+        .send()
+        .await;
+    let report: tusk_api::instance::InstanceReport = match answer {
+        Ok(response) => match response.json().await {
+            Ok(report) => report,
+            Err(e) => return format!("unreadable: {e}"),
+        },
+        Err(_) => return "no answer".to_owned(),
+    };
+    format!(
+        "{} {:?} ready={} fenced={} streaming={:?} from={:?} received={:?} reachable={:?} standbys={:?}",
+        report.role.as_str(),
+        report.phase,
+        report.ready,
+        report.fenced,
+        report.streaming,
+        report.upstream,
+        report.received_lsn,
+        report.api_server_reachable,
+        report
+            .standbys
+            .iter()
+            .map(|s| format!("{}:{}:{}", s.name, s.state, s.sync_state))
+            .collect::<Vec<_>>()
+    )
 }
