@@ -28,9 +28,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{
-    DIRECT_IDS, NS, Timeline, World, direct_writer, pod_ip, rejoins_without_accepting_a_write,
-};
+use tusk_api::lsn::Lsn;
+use tusk_api::v1alpha1::BlockedFailover;
+
+use common::story::{Timeline, instance_report};
+use common::{DIRECT_IDS, NS, World, direct_writer, pod_ip, rejoins_without_accepting_a_write};
 
 /// Ids written directly to each standby (refused until one is promoted)
 /// start here, one range per standby.
@@ -39,6 +41,20 @@ const PROBE_IDS: i64 = 2_000_000_000;
 /// Waits until an instance other than `old` is the primary and serves;
 /// returns its name and when that was seen.
 async fn promoted_instead_of(world: &World, cluster: &str, old: &str) -> (String, Instant) {
+    match failover_of(world, cluster, old, false).await {
+        Ok(promoted) => promoted,
+        Err(blocked) => unreachable!("not stopping at a block: {blocked:?}"),
+    }
+}
+
+/// As [`promoted_instead_of`], but when `stop_at_block` returns the
+/// failover the declared durability blocked, as soon as it is on record.
+async fn failover_of(
+    world: &World,
+    cluster: &str,
+    old: &str,
+    stop_at_block: bool,
+) -> Result<(String, Instant), BlockedFailover> {
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut timeline = Timeline::new();
     loop {
@@ -46,7 +62,18 @@ async fn promoted_instead_of(world: &World, cluster: &str, old: &str) -> (String
         if let Some(new) = s.current_primary.as_ref().filter(|p| *p != old)
             && s.current_primary == s.target_primary
         {
-            return (new.clone(), Instant::now());
+            if std::env::var_os("TUSK_TIMELINE").is_some() {
+                println!("{}", timeline.text());
+            }
+            return Ok((new.clone(), Instant::now()));
+        }
+        if let Some(blocked) = s
+            .failover
+            .as_ref()
+            .and_then(|f| f.blocked.clone())
+            .filter(|_| stop_at_block)
+        {
+            return Err(blocked);
         }
         timeline.sample(world, &s).await;
         if Instant::now() >= deadline {
@@ -58,6 +85,18 @@ async fn promoted_instead_of(world: &World, cluster: &str, old: &str) -> (String
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// The WAL position the standby `name` reports it received.
+async fn received(world: &World, name: &str) -> Lsn {
+    let report = instance_report(world, name)
+        .await
+        .unwrap_or_else(|why| panic!("{name} reports nothing: {why}"));
+    report
+        .received_lsn
+        .as_deref()
+        .and_then(|lsn| lsn.parse().ok())
+        .unwrap_or_else(|| panic!("{name} reports no received position: {report:?}"))
 }
 
 /// The failover is on record, from `old` to `new`, losing nothing.
@@ -255,66 +294,187 @@ async fn a_primary_whose_postmaster_and_manager_hang_acknowledges_nothing_once_a
     world.shutdown().await;
 }
 
+/// A cluster with writers (see [`with_direct_writer`]) and the standby
+/// to cut off from the API server, for the cases where a standby is blind.
+struct BlindCase {
+    world: World,
+    cluster: &'static str,
+    writer: common::Writer,
+    old: String,
+    blind: String,
+    stop: Arc<AtomicBool>,
+    direct: tokio::task::JoinHandle<Vec<(i64, Instant)>>,
+}
+
+impl BlindCase {
+    async fn start(cluster: &'static str) -> Self {
+        let world = World::start().await;
+        let (writer, old, stop, direct) = with_direct_writer(&world, cluster).await;
+        let blind = world
+            .status(cluster)
+            .await
+            .instances
+            .into_iter()
+            .map(|i| i.name)
+            .find(|name| *name != old)
+            .expect("a standby");
+        writer.wait_for_more(10, Duration::from_secs(30)).await;
+        BlindCase {
+            world,
+            cluster,
+            writer,
+            old,
+            blind,
+            stop,
+            direct,
+        }
+    }
+
+    fn faults(&self) -> tusk_sandbox::node::kubelet::KubeletFaults {
+        self.world.node.as_ref().expect("node").faults()
+    }
+
+    /// Stops the old primary's postmaster and manager, its backends
+    /// running on; returns when.
+    fn hang_primary(&self) -> Instant {
+        let hung = Instant::now();
+        let frozen = self
+            .faults()
+            .freeze_where(NS, &self.old, "postgres", |line| {
+                !line.starts_with("postgres: ")
+            })
+            .expect("freeze");
+        assert!(
+            frozen >= 2,
+            "the instance manager and the postmaster: {frozen}"
+        );
+        hung
+    }
+
+    /// Once `new` serves (seen at `serving`): the old primary's direct
+    /// client, kept writing a while, had nothing acknowledged after that;
+    /// healed and thawed, the old primary rejoins and every standby
+    /// confirms again; every acknowledged write is on the final primary.
+    async fn finish(self, new: &str, hung: Instant, serving: Instant) {
+        let BlindCase {
+            world,
+            cluster,
+            writer,
+            old,
+            blind,
+            stop,
+            direct,
+        } = self;
+        writer.wait_for_more(20, Duration::from_secs(60)).await;
+        // The direct client goes on a while: a standby still confirming the
+        // old primary's commits would let them through now.
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        stop.store(true, Ordering::SeqCst);
+        let on_old = direct.await.expect("direct writer");
+        let after: Vec<i64> = on_old
+            .iter()
+            .filter(|(_, at)| *at > serving)
+            .map(|(id, _)| *id)
+            .collect();
+        println!(
+            "{} writes acknowledged by {old} directly, the last {:?} after the hang; {} after {new} served",
+            on_old.len(),
+            on_old
+                .last()
+                .map(|(_, at)| at.saturating_duration_since(hung)),
+            after.len()
+        );
+        world.partitions().heal_pod(NS, &blind);
+        let faults = world.node.as_ref().expect("node").faults();
+        faults.thaw(NS, &old, "postgres").expect("thaw");
+        rejoins_without_accepting_a_write(&world, cluster, &old).await;
+        // The standby that stopped streaming for want of a live lease
+        // streams again from the new primary, and confirms its commits.
+        world.wait_replicating(cluster, 3).await;
+        nothing_lost(&world, cluster, writer, &old, &on_old, &[]).await;
+        assert!(
+            after.is_empty(),
+            "{old} acknowledged {after:?} after {new} served"
+        );
+        world.shutdown().await;
+    }
+}
+
+/// Heals the cut of `blind` once a failover is blocked because it holds
+/// commits the best reachable standby lacks (checked: a block for any
+/// other reason fails), and waits for the promotion that follows.
+async fn healed_then_promoted(case: &BlindCase, blocked: &BlockedFailover) -> (String, Instant) {
+    let (world, blind) = (&case.world, &case.blind);
+    let (cut_off, candidate) = (
+        received(world, blind).await,
+        received(world, &blocked.to).await,
+    );
+    assert!(
+        cut_off > candidate,
+        "blocked although {blind} (cut off, received {cut_off}) holds nothing {} (received {candidate}) lacks: {blocked:?}",
+        blocked.to
+    );
+    println!(
+        "failover blocked: {blind}, cut off, received {cut_off}, {} only {candidate}; healing the cut",
+        blocked.to
+    );
+    world.partitions().heal_pod(NS, blind);
+    promoted_instead_of(world, case.cluster, &case.old).await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_standby_cut_off_from_the_api_server_stops_confirming_a_hung_primarys_commits() {
-    const CLUSTER: &str = "blind";
-    let world = World::start().await;
-    let (writer, old, stop, direct) = with_direct_writer(&world, CLUSTER).await;
-    let faults = world.node.as_ref().expect("node").faults();
-    let blind = world
-        .status(CLUSTER)
-        .await
-        .instances
-        .into_iter()
-        .map(|i| i.name)
-        .find(|name| *name != old)
-        .expect("a standby");
-    writer.wait_for_more(10, Duration::from_secs(30)).await;
-
-    world.partitions().cut_pod(NS, &blind);
-    let hung = Instant::now();
-    let frozen = faults
-        .freeze_where(NS, &old, "postgres", |line| !line.starts_with("postgres: "))
-        .expect("freeze");
-    assert!(
-        frozen >= 2,
-        "the instance manager and the postmaster: {frozen}"
-    );
-    let (new, serving) = promoted_instead_of(&world, CLUSTER, &old).await;
+    let case = BlindCase::start("blind").await;
+    let (old, blind) = (case.old.clone(), case.blind.clone());
+    case.world.partitions().cut_pod(NS, &blind);
+    let hung = case.hang_primary();
+    // Both standbys stop confirming once the lease lapses in their view.
+    // The one that stopped last may hold commits the other lacks: when
+    // that is the one cut off, it cannot be chosen and the failover is
+    // blocked (dataDurability: required) until it reaches the API server
+    // again; it is then the one promoted.
+    let (new, serving) = match failover_of(&case.world, case.cluster, &old, true).await {
+        Ok(promoted) => promoted,
+        Err(blocked) => healed_then_promoted(&case, &blocked).await,
+    };
     println!(
         "{old} hung, {blind} cut off from the API server: {new} serving {:?} after",
         serving - hung
     );
-    writer.wait_for_more(20, Duration::from_secs(60)).await;
-    // The direct client goes on a while: a standby still confirming the
-    // old primary's commits would let them through now.
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    stop.store(true, Ordering::SeqCst);
-    let on_old = direct.await.expect("direct writer");
-    let after: Vec<i64> = on_old
-        .iter()
-        .filter(|(_, at)| *at > serving)
-        .map(|(id, _)| *id)
-        .collect();
-    println!(
-        "{} writes acknowledged by {old} directly, the last {:?} after the hang; {} after {new} served",
-        on_old.len(),
-        on_old
-            .last()
-            .map(|(_, at)| at.saturating_duration_since(hung)),
-        after.len()
-    );
+    case.finish(&new, hung, serving).await;
+}
 
-    world.partitions().heal_pod(NS, &blind);
-    faults.thaw(NS, &old, "postgres").expect("thaw");
-    rejoins_without_accepting_a_write(&world, CLUSTER, &old).await;
-    // The standby that stopped streaming for want of a live lease streams
-    // again from the new primary, and confirms its commits.
-    world.wait_replicating(CLUSTER, 3).await;
-    nothing_lost(&world, CLUSTER, writer, &old, &on_old, &[]).await;
-    assert!(
-        after.is_empty(),
-        "{old} acknowledged {after:?} after {new} served"
+/// As above, with the cut-off standby's manager stalled for a while around
+/// the hang: its PostgreSQL streams on and confirms the old primary's
+/// commits after the other standby stopped, so only it holds them all.
+/// The failover waits (blocked) until it reaches the API server again,
+/// then promotes it, losing nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failover_that_would_lose_what_only_a_cut_off_standby_holds_waits_for_it() {
+    let case = BlindCase::start("behind").await;
+    let (old, blind) = (case.old.clone(), case.blind.clone());
+    case.world.partitions().cut_pod(NS, &blind);
+    let stalled = case
+        .faults()
+        .freeze_where(NS, &blind, "postgres", |line| {
+            line.contains("tusk instance")
+        })
+        .expect("stall the manager");
+    assert_eq!(stalled, 1, "the cut-off standby's instance manager");
+    let hung = case.hang_primary();
+    // The other standby stops confirming after the lease's fence time
+    // (1.2 s for delaySeconds 2); this one's PostgreSQL goes on.
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    case.faults().thaw(NS, &blind, "postgres").expect("thaw");
+    let blocked = match failover_of(&case.world, case.cluster, &old, true).await {
+        Err(blocked) => blocked,
+        Ok((new, _)) => panic!("{new} promoted although only {blind} holds every commit"),
+    };
+    let (new, serving) = healed_then_promoted(&case, &blocked).await;
+    assert_eq!(new, blind, "the standby holding every acknowledged commit");
+    println!(
+        "{old} hung, {blind} stalled and cut off: blocked, then {new} serving {:?} after the hang",
+        serving - hung
     );
-    world.shutdown().await;
+    case.finish(&new, hung, serving).await;
 }

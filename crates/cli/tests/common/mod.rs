@@ -6,8 +6,7 @@
 
 #![allow(dead_code)]
 
-mod story;
-pub use story::Timeline;
+pub mod story;
 
 use std::future::Future;
 use std::time::{Duration, Instant};

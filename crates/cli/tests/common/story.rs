@@ -121,30 +121,46 @@ impl Timeline {
         }
     }
 
-    /// The timeline, its last lines when long.
+    /// The timeline; when long, its first and last lines.
     pub fn text(&self) -> String {
-        let skip = self.lines.len().saturating_sub(60);
-        self.lines[skip..].join("\n")
+        const EACH: usize = 30;
+        if self.lines.len() <= 2 * EACH {
+            return self.lines.join("\n");
+        }
+        let (first, last) = (&self.lines[..EACH], &self.lines[self.lines.len() - EACH..]);
+        format!(
+            "{}\n[{} lines left out]\n{}",
+            first.join("\n"),
+            self.lines.len() - 2 * EACH,
+            last.join("\n")
+        )
     }
 }
 
-/// One line of what the instance `name` reports, or why it did not.
-async fn report_of(world: &World, name: &str) -> String {
+/// What the instance manager `name` reports on `/status` now, or why
+/// there is no report.
+pub async fn instance_report(
+    world: &World,
+    name: &str,
+) -> Result<tusk_api::instance::InstanceReport, String> {
     let Some(ip) = pod_ip(world, name).await else {
-        return "no pod IP".to_owned();
+        return Err("no pod IP".to_owned());
     };
     let url = format!("http://{ip}:{}/status", tusk_api::contract::HTTP_PORT);
     let answer = reqwest::Client::new()
         .get(url)
         .timeout(Duration::from_secs(1))
         .send()
-        .await;
-    let report: tusk_api::instance::InstanceReport = match answer {
-        Ok(response) => match response.json().await {
-            Ok(report) => report,
-            Err(e) => return format!("unreadable: {e}"),
-        },
-        Err(_) => return "no answer".to_owned(),
+        .await
+        .map_err(|_| "no answer".to_owned())?;
+    answer.json().await.map_err(|e| format!("unreadable: {e}"))
+}
+
+/// One line of what the instance `name` reports, or why it did not.
+async fn report_of(world: &World, name: &str) -> String {
+    let report = match instance_report(world, name).await {
+        Ok(report) => report,
+        Err(why) => return why,
     };
     format!(
         "{} {:?} ready={} fenced={} streaming={:?} from={:?} received={:?} reachable={:?} standbys={:?}",
