@@ -2,16 +2,20 @@
 //! S3-compatible server over HTTPS (issue 16). A finished segment reaches
 //! the repository; a wrong credential is reported, with pgBackRest's
 //! message, and the WAL it could not archive is kept and counted, never
-//! silently dropped or left to fill the disk unseen.
+//! silently dropped or left to fill the disk unseen; an object store that
+//! stops is reported the same way, and once it is back every segment
+//! finished meanwhile reaches it, with no gap.
 
 mod common;
 
 use std::time::Duration;
 
+use common::outage::Relay;
 use common::s3::S3Server;
 use common::{TestCluster, TestInstance, desired};
 use tusk_api::contract::RepositoryKeys;
 use tusk_api::instance::ArchivingReport;
+use tusk_api::pgbackrest::S3Repository;
 use tusk_instance::context::InstanceContext;
 
 const BUCKET: &str = "wal";
@@ -19,16 +23,16 @@ const BUCKET: &str = "wal";
 /// a minute at most; a healthy push takes well under a second).
 const ARCHIVE_WAIT: Duration = Duration::from_secs(120);
 
-/// Starts `db-1` as a primary archiving to `server` with `keys`.
+/// Starts `db-1` as a primary archiving to `repository` with `keys`.
 async fn archiving_primary(
     cluster: &mut TestCluster,
-    server: &S3Server,
+    repository: S3Repository,
     keys: RepositoryKeys,
 ) -> TestInstance {
     let mut db = cluster.instance("db-1");
     db.settings.repository_keys = Some(keys);
     let mut on_db = desired("db-1", db.address);
-    on_db.archiving = Some(server.repository(BUCKET, "tusk"));
+    on_db.archiving = Some(repository);
     db.start(on_db);
     db.wait_status("a ready primary", Duration::from_secs(60), |r| r.ready)
         .await;
@@ -61,7 +65,12 @@ async fn a_finished_wal_segment_reaches_the_repository() {
     common::init_logs();
     let server = S3Server::start(&[BUCKET]);
     let mut cluster = TestCluster::new();
-    let mut db = archiving_primary(&mut cluster, &server, server.keys()).await;
+    let mut db = archiving_primary(
+        &mut cluster,
+        server.repository(BUCKET, "tusk"),
+        server.keys(),
+    )
+    .await;
     db.wait_status("the stanza", ARCHIVE_WAIT, |r| archiving(r).stanza_created)
         .await;
 
@@ -101,7 +110,7 @@ async fn a_wrong_credential_is_reported_and_the_wal_is_kept() {
         secret_access_key: "not-the-secret".into(),
         ..server.keys()
     };
-    let mut db = archiving_primary(&mut cluster, &server, wrong).await;
+    let mut db = archiving_primary(&mut cluster, server.repository(BUCKET, "tusk"), wrong).await;
     let report = db
         .wait_status("the stanza failure reported", ARCHIVE_WAIT, |r| {
             archiving(r).failing && archiving(r).message.is_some()
@@ -159,5 +168,88 @@ async fn a_wrong_credential_is_reported_and_the_wal_is_kept() {
         value("tusk_postgres_archive_pending_segments").is_some_and(|n| n >= 1),
         "{metrics}"
     );
+    db.stop(Duration::from_secs(30)).await;
+}
+
+/// Whether pgBackRest can fetch `segment` back from the repository.
+async fn in_repository(ctx: &InstanceContext, fetched: &std::path::Path, segment: &str) -> bool {
+    let into = fetched.join(segment).display().to_string();
+    tusk_instance::archiving::run(
+        ctx,
+        &["archive-get", segment, &into],
+        Duration::from_secs(60),
+    )
+    .await
+    .is_ok()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_object_store_is_reported_and_archiving_catches_up_with_no_gap() {
+    common::init_logs();
+    let server = S3Server::start(&[BUCKET]);
+    let store = Relay::start(server.address()).await;
+    let mut cluster = TestCluster::new();
+    let repository = server.repository_through(BUCKET, "tusk", store.port);
+    let mut db = archiving_primary(&mut cluster, repository, server.keys()).await;
+    db.wait_status("the stanza", ARCHIVE_WAIT, |r| archiving(r).stanza_created)
+        .await;
+    let before = finish_a_segment(&db).await;
+    db.wait_status(&format!("{before} archived"), ARCHIVE_WAIT, |r| {
+        archiving(r)
+            .last_archived_wal
+            .is_some_and(|archived| archived >= before)
+    })
+    .await;
+
+    // The store stops: the next segments fail, are reported and kept.
+    store.down();
+    let mut finished = Vec::new();
+    for _ in 0..3 {
+        finished.push(finish_a_segment(&db).await);
+    }
+    let first = finished[0].clone();
+    let report = db
+        .wait_status(&format!("{first} failing"), ARCHIVE_WAIT, |r| {
+            archiving(r).failing && archiving(r).last_failed_wal.as_deref() == Some(first.as_str())
+        })
+        .await;
+    let failure = archiving(&report);
+    assert!(
+        failure.pending_segments.is_some_and(|n| n >= 3),
+        "every waiting segment is counted: {failure:?}"
+    );
+    for segment in &finished {
+        let kept = db.settings.pgdata.join("pg_wal").join(segment);
+        assert!(kept.exists(), "{} is kept", kept.display());
+    }
+
+    // Back: archiving catches up and reports healthy again.
+    store.up();
+    let last = finished.last().expect("segments").clone();
+    let report = db
+        .wait_status(&format!("{last} archived"), ARCHIVE_WAIT, |r| {
+            archiving(r)
+                .last_archived_wal
+                .is_some_and(|archived| archived >= last)
+                && !archiving(r).failing
+        })
+        .await;
+    assert_eq!(archiving(&report).pending_segments, Some(0), "{report:?}");
+
+    // No gap: every segment from before the outage to the last is in the
+    // repository, as a restore would fetch it.
+    let ctx = InstanceContext::new(db.settings.clone()).expect("context");
+    let fetched = tempfile::tempdir().expect("temporary directory");
+    std::fs::set_permissions(
+        fetched.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .expect("chmod");
+    for segment in std::iter::once(&before).chain(&finished) {
+        assert!(
+            in_repository(&ctx, fetched.path(), segment).await,
+            "{segment} is in the repository"
+        );
+    }
     db.stop(Duration::from_secs(30)).await;
 }

@@ -8,6 +8,7 @@
 #![allow(dead_code)]
 
 pub mod api;
+pub mod outage;
 pub mod s3;
 
 use std::net::{IpAddr, Ipv4Addr};

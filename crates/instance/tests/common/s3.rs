@@ -80,17 +80,25 @@ impl S3Server {
 
     /// The repository in `bucket` under `prefix`, trusting the server's CA.
     pub fn repository(&self, bucket: &str, prefix: &str) -> S3Repository {
+        self.repository_through(bucket, prefix, self.served.port)
+    }
+
+    /// [`S3Server::repository`] reached through `port` on loopback (a
+    /// relay in front of the server).
+    pub fn repository_through(&self, bucket: &str, prefix: &str, port: u16) -> S3Repository {
         let mut repository = S3Repository::parse(
             &format!("s3://{bucket}/{prefix}"),
-            Some(&format!(
-                "https://{}:{}",
-                self.served.host, self.served.port
-            )),
+            Some(&format!("https://{}:{port}", self.served.host)),
             Some(&self.served.region),
         )
         .expect("a valid repository");
         repository.ca_file = Some(self.served.ca_file.clone());
         repository
+    }
+
+    /// Where the server listens.
+    pub fn address(&self) -> std::net::SocketAddr {
+        std::net::SocketAddr::from(([127, 0, 0, 1], self.served.port))
     }
 
     /// The key the server accepts.
