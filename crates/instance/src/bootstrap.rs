@@ -181,6 +181,7 @@ pub(crate) fn start_private(
             ("archive_mode", "off"),
         ],
         env,
+        None,
     )
 }
 

@@ -80,7 +80,9 @@ async fn current_report(app: &AppState) -> InstanceReport {
         .as_mut()
         .filter(|a| a.failing && a.stanza_created)
     {
-        archiving.message = crate::archiving::push_error(&app.ctx).or(archiving.message.take());
+        archiving.message = crate::archiving::push_error(&app.ctx)
+            .or_else(|| state.archive_push_error.clone())
+            .or(archiving.message.take());
     }
     report
 }

@@ -28,6 +28,10 @@ pub struct ManagerState {
     pub api_server_reachable: Option<bool>,
     /// The base backup last asked of this instance, and how it went.
     pub backup: Option<tusk_api::instance::BackupReport>,
+    /// The newest error pgBackRest printed when PostgreSQL's
+    /// `archive_command` failed (an asynchronous push that times out
+    /// leaves no status file; this is then its only account).
+    pub archive_push_error: Option<String>,
 }
 
 /// The stanza as the manager knows it.
@@ -55,6 +59,7 @@ impl Default for ManagerState {
             archiving: None,
             api_server_reachable: None,
             backup: None,
+            archive_push_error: None,
         }
     }
 }

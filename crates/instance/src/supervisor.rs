@@ -12,6 +12,7 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::process::Child;
 
 use crate::process_user::ProcessUser;
+use crate::state::SharedState;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SupervisorError {
@@ -48,13 +49,16 @@ pub struct Postmaster {
 }
 
 impl Postmaster {
-    /// Starts `postgres -D <pgdata>` with extra `-c name=value` settings.
+    /// Starts `postgres -D <pgdata>` with extra `-c name=value` settings;
+    /// with `state`, the errors its `archive_command` printed are kept
+    /// there ([`ManagerState::archive_push_error`](crate::state::ManagerState)).
     pub fn start(
         user: &ProcessUser,
         bin_dir: &Path,
         pgdata: &Path,
         extra_settings: &[(&str, &str)],
         env: &[(&str, &str)],
+        state: Option<SharedState>,
     ) -> Result<Self, SupervisorError> {
         let program = bin_dir.join("postgres");
         let mut command = user.command(&program);
@@ -73,10 +77,10 @@ impl Postmaster {
         let raw_pid = child.id().ok_or(SupervisorError::NoPid)?;
         let pid = Pid::from_raw(i32::try_from(raw_pid).map_err(|_| SupervisorError::NoPid)?);
         if let Some(stderr) = child.stderr.take() {
-            tokio::spawn(forward_log(stderr));
+            tokio::spawn(forward_log(stderr, state.clone()));
         }
         if let Some(stdout) = child.stdout.take() {
-            tokio::spawn(forward_log(stdout));
+            tokio::spawn(forward_log(stdout, state));
         }
         tracing::info!(pid = pid.as_raw(), pgdata = %pgdata.display(), "postgres started");
         Ok(Postmaster { child, pid })
@@ -197,9 +201,16 @@ pub fn parse_log_line(line: &str) -> LogLine<'_> {
     }
 }
 
-async fn forward_log(stream: impl AsyncRead + Unpin) {
+/// Turns PostgreSQL's output into log events; an error pgBackRest printed
+/// there (its `archive_command` failing) is also kept in `state`.
+async fn forward_log(stream: impl AsyncRead + Unpin, state: Option<SharedState>) {
     let mut lines = BufReader::new(stream).lines();
     while let Ok(Some(line)) = lines.next_line().await {
+        if let Some(state) = &state
+            && let Some(error) = tusk_postgres::pgbackrest::stderr_error(&line)
+        {
+            state.lock().archive_push_error = Some(error);
+        }
         let parsed = parse_log_line(&line);
         let time = parsed.time.unwrap_or_default();
         let pid = parsed.pid.unwrap_or_default();

@@ -218,6 +218,14 @@ async fn a_stopped_object_store_is_reported_and_archiving_catches_up_with_no_gap
         failure.pending_segments.is_some_and(|n| n >= 3),
         "every waiting segment is counted: {failure:?}"
     );
+    // pgBackRest's words, which only PostgreSQL's output carried (the
+    // asynchronous push timed out without a status file).
+    let message = failure.message.clone().unwrap_or_default();
+    assert!(
+        message.starts_with('[') && message.contains(first.as_str()),
+        "pgBackRest's error for {first}: {failure:?}"
+    );
+    println!("reported during the outage: {message}");
     for segment in &finished {
         let kept = db.settings.pgdata.join("pg_wal").join(segment);
         assert!(kept.exists(), "{} is kept", kept.display());

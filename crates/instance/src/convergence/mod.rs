@@ -411,6 +411,7 @@ impl<S: DesiredStateSource> Manager<S> {
             &self.ctx.settings.pgdata,
             &[],
             &self.ctx.pgbackrest_env(),
+            Some(self.state.clone()),
         )?;
         self.state.lock().postmaster_pid = Some(postmaster.pid());
         self.postmaster = Some(postmaster);

@@ -276,6 +276,19 @@ pub fn archive_status_dir(spool_path: &str, stanza: &str) -> String {
     format!("{spool_path}/archive/{stanza}/out")
 }
 
+/// The error in a line pgBackRest printed on standard error (as
+/// `archive_command` does, into PostgreSQL's output): `[code]: message`,
+/// from a line holding `ERROR: [code]:`. PostgreSQL's own errors
+/// (`ERROR:  text`) carry no code in brackets and are not taken.
+pub fn stderr_error(line: &str) -> Option<String> {
+    let at = line.find("ERROR: [")?;
+    let error = line[at + "ERROR: ".len()..].trim();
+    error
+        .split_once("]:")
+        .is_some_and(|(code, _)| code.len() > 1 && code[1..].chars().all(|c| c.is_ascii_digit()))
+        .then(|| error.to_owned())
+}
+
 /// The message of an asynchronous push's `.error` status file: pgBackRest
 /// writes the error code on the first line and the message after it.
 pub fn status_file_message(contents: &str) -> Option<String> {
@@ -490,6 +503,26 @@ mod tests {
             Some("ERROR: [055]: unable to load info file")
         );
         assert_eq!(error_summary("all good"), None);
+    }
+
+    #[test]
+    fn a_pgbackrest_error_on_standard_error_is_told_from_postgresql_errors() {
+        assert_eq!(
+            stderr_error("ERROR: [082]: unable to push WAL file '000000010000000000000002' to the archive asynchronously after 60 second(s)"),
+            Some("[082]: unable to push WAL file '000000010000000000000002' to the archive asynchronously after 60 second(s)".to_owned())
+        );
+        assert_eq!(
+            stderr_error("P00  ERROR: [039]: HTTP request failed"),
+            Some("[039]: HTTP request failed".to_owned())
+        );
+        for other in [
+            "2026-12-05 00:17:56.259 UTC [42] ERROR:  relation \"t\" does not exist",
+            "2026-12-05 00:17:56.259 UTC [42] LOG:  archive command failed with exit code 82",
+            "ERROR: [x]: not a code",
+            "",
+        ] {
+            assert_eq!(stderr_error(other), None, "{other}");
+        }
     }
 
     #[test]
