@@ -62,9 +62,6 @@ async fn failover_of(
         if let Some(new) = s.current_primary.as_ref().filter(|p| *p != old)
             && s.current_primary == s.target_primary
         {
-            if std::env::var_os("TUSK_TIMELINE").is_some() {
-                println!("{}", timeline.text());
-            }
             return Ok((new.clone(), Instant::now()));
         }
         if let Some(blocked) = s
@@ -356,21 +353,13 @@ impl BlindCase {
     /// healed and thawed, the old primary rejoins and every standby
     /// confirms again; every acknowledged write is on the final primary.
     async fn finish(self, new: &str, hung: Instant, serving: Instant) {
-        let BlindCase {
-            world,
-            cluster,
-            writer,
-            old,
-            blind,
-            stop,
-            direct,
-        } = self;
+        let (world, cluster, writer, old) = (self.world, self.cluster, self.writer, self.old);
         writer.wait_for_more(20, Duration::from_secs(60)).await;
         // The direct client goes on a while: a standby still confirming the
         // old primary's commits would let them through now.
         tokio::time::sleep(Duration::from_secs(3)).await;
-        stop.store(true, Ordering::SeqCst);
-        let on_old = direct.await.expect("direct writer");
+        self.stop.store(true, Ordering::SeqCst);
+        let on_old = self.direct.await.expect("direct writer");
         let after: Vec<i64> = on_old
             .iter()
             .filter(|(_, at)| *at > serving)
@@ -384,7 +373,7 @@ impl BlindCase {
                 .map(|(_, at)| at.saturating_duration_since(hung)),
             after.len()
         );
-        world.partitions().heal_pod(NS, &blind);
+        world.partitions().heal_pod(NS, &self.blind);
         let faults = world.node.as_ref().expect("node").faults();
         faults.thaw(NS, &old, "postgres").expect("thaw");
         rejoins_without_accepting_a_write(&world, cluster, &old).await;

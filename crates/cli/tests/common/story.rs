@@ -35,24 +35,9 @@ impl World {
             }
         }
         for instance in self.status(cluster).await.instances {
-            let report = match pod_ip(self, &instance.name).await {
-                Some(ip) => reqwest::Client::new()
-                    .get(format!(
-                        "http://{ip}:{}/status",
-                        tusk_api::contract::HTTP_PORT
-                    ))
-                    .timeout(Duration::from_secs(3))
-                    .send()
-                    .await
-                    .map(|r| r.text()),
-                None => {
-                    lines.push(format!("{}: no pod IP", instance.name));
-                    continue;
-                }
-            };
-            let text = match report {
-                Ok(body) => body.await.unwrap_or_else(|e| e.to_string()),
-                Err(e) => format!("no answer: {e}"),
+            let text = match status_response(self, &instance.name, Duration::from_secs(3)).await {
+                Ok(response) => response.text().await.unwrap_or_else(|e| e.to_string()),
+                Err(why) => why,
             };
             lines.push(format!("{} reports: {text}", instance.name));
         }
@@ -137,22 +122,33 @@ impl Timeline {
     }
 }
 
+/// The answer of the instance manager `name` to `GET /status` within
+/// `timeout`, or why there is none.
+async fn status_response(
+    world: &World,
+    name: &str,
+    timeout: Duration,
+) -> Result<reqwest::Response, String> {
+    let Some(ip) = pod_ip(world, name).await else {
+        return Err("no pod IP".to_owned());
+    };
+    let url = format!("http://{ip}:{}/status", tusk_api::contract::HTTP_PORT);
+    reqwest::Client::new()
+        .get(url)
+        .timeout(timeout)
+        .send()
+        .await
+        .map_err(|e| format!("no answer: {e}"))
+}
+
 /// What the instance manager `name` reports on `/status` now, or why
 /// there is no report.
 pub async fn instance_report(
     world: &World,
     name: &str,
 ) -> Result<tusk_api::instance::InstanceReport, String> {
-    let Some(ip) = pod_ip(world, name).await else {
-        return Err("no pod IP".to_owned());
-    };
-    let url = format!("http://{ip}:{}/status", tusk_api::contract::HTTP_PORT);
-    let answer = reqwest::Client::new()
-        .get(url)
-        .timeout(Duration::from_secs(1))
-        .send()
-        .await
-        .map_err(|_| "no answer".to_owned())?;
+    // Short: a timeline samples every instance twice a second.
+    let answer = status_response(world, name, Duration::from_secs(1)).await?;
     answer.json().await.map_err(|e| format!("unreadable: {e}"))
 }
 
