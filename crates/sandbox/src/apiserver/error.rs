@@ -77,6 +77,9 @@ pub enum ApiError {
         message: String,
         retry_after: Option<u64>,
     },
+    /// What the API server could not reach (a pod behind `pods/proxy`).
+    #[error("{message}")]
+    ServiceUnavailable { message: String },
     #[error("Internal error occurred: {message}")]
     Internal { message: String },
 }
@@ -160,6 +163,7 @@ impl ApiError {
             Self::Invalid { .. } => 422,
             Self::Injected { code, .. } => *code,
             Self::Internal { .. } => 500,
+            Self::ServiceUnavailable { .. } => 503,
         }
     }
 
@@ -177,7 +181,9 @@ impl ApiError {
             Self::UnsupportedMediaType { .. } => "UnsupportedMediaType",
             Self::Invalid { .. } => "Invalid",
             Self::Injected { code: 429, .. } => "TooManyRequests",
-            Self::Injected { code: 503, .. } => "ServiceUnavailable",
+            Self::Injected { code: 503, .. } | Self::ServiceUnavailable { .. } => {
+                "ServiceUnavailable"
+            }
             Self::Injected { .. } | Self::Internal { .. } => "InternalError",
         }
     }

@@ -19,6 +19,7 @@ mod lifecycle;
 mod partitions;
 mod patch;
 mod pod_identity;
+mod pod_proxy;
 mod rbac;
 mod rbac_escalation;
 mod rbac_kubectl;

@@ -197,6 +197,18 @@ mod tests {
             ),
             (
                 Method::GET,
+                "/api/v1/namespaces/db/pods/https:web:8443/proxy/metrics/?x=1",
+                "get",
+                resource("", "pods", "proxy", "https:web:8443", "db"),
+            ),
+            (
+                Method::POST,
+                "/api/v1/namespaces/db/pods/web/proxy",
+                "create",
+                resource("", "pods", "proxy", "web", "db"),
+            ),
+            (
+                Method::GET,
                 "/api/v1/namespaces/db",
                 "get",
                 resource("", "namespaces", "", "db", "db"),

@@ -8,12 +8,13 @@
 //! negotiated from `Accept`: JSON, or protobuf for built-in kinds), `read`
 //! (get and list, with `pagination`), `watch`, `write` (create, update,
 //! delete), `patch`, `apply` (server-side apply), `scale` (the scale
-//! subresource) and `pod_streams` (`pods/log` and `pods/exec`, proxied to
-//! the kubelet).
+//! subresource), `pod_streams` (`pods/log` and `pods/exec`, proxied to
+//! the kubelet) and `pod_proxy` (`pods/proxy`, HTTP to a pod's port).
 
 mod apply;
 mod pagination;
 mod patch;
+mod pod_proxy;
 mod pod_streams;
 mod read;
 mod request;
@@ -126,7 +127,9 @@ async fn dispatch_reachable(
     }
     // Resources negotiate protobuf per kind in `resource_request`.
     let negotiated_later = matches!(route, Route::Resource(_)) && accept.contains("protobuf");
-    if !negotiated_later && !accepts_json(&accept) && !pod_streams::is_stream_route(&route) {
+    // A pod's log, exec session or proxied answer is not JSON to negotiate.
+    let relayed = pod_streams::is_stream_route(&route) || pod_proxy::is_proxy_route(&route);
+    if !negotiated_later && !accepts_json(&accept) && !relayed {
         return Err(ApiError::NotAcceptable {
             message: format!("only JSON is served; not acceptable: {accept}"),
         });
@@ -217,6 +220,9 @@ async fn resource_request(
     }
     if pod_streams::is_pod_stream(&resource, &path) {
         return pod_streams::serve(api, &resource, &path, request).await;
+    }
+    if pod_proxy::is_pod_proxy(&resource, &path) {
+        return pod_proxy::serve(api, &resource, &path, request).await;
     }
     // events.k8s.io/v1 Events live in the core Event store.
     let resource = if is_events_v1(&path) {
