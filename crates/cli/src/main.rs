@@ -54,6 +54,9 @@ enum Command {
     Status(commands::status::Args),
     /// Why a cluster is not Ready: conditions, instances and Warning events.
     Why(commands::why::Args),
+    /// What the operator's next pass over a cluster would do, computed by
+    /// its own planner from the live objects, applying nothing.
+    Plan(commands::plan::Args),
     /// Run psql against the cluster's read-write Service.
     Psql(commands::psql::Args),
     /// The logs of every instance, each line prefixed with its name.
@@ -105,6 +108,7 @@ fn main() -> ExitCode {
         Command::Restore(args) => commands::restore::run(&args),
         Command::Status(args) => commands::status::run(&args),
         Command::Why(args) => commands::why::run(&args),
+        Command::Plan(args) => commands::plan::run(&args),
         Command::Psql(args) => commands::psql::run(&args),
         Command::Logs(args) => commands::logs::run(&args),
         Command::Report(args) => commands::report::run(&args),

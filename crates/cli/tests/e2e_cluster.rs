@@ -33,6 +33,11 @@ async fn a_declared_cluster_becomes_a_replicated_database_that_scales_and_heals(
         )
         .await;
     world.wait_ready("shop", 3).await;
+    assert_eq!(
+        world.status("shop").await.latest_instance_serial,
+        3,
+        "each instance created once (a pass ahead of the caches made a fourth)"
+    );
     says_why_it_cannot_converge(&world).await;
 
     // A row written through -rw is read through -ro (R24).

@@ -2,8 +2,9 @@
 //! the built `tusk` binary, run directly and as the kubectl plugin
 //! `kubectl-tusk` found on PATH, reports a cluster's real status, says why
 //! it is not Ready, connects psql through `-rw`, prefixes every instance's
-//! log lines, and fences and unfences instances without losing other
-//! entries of the annotation.
+//! log lines, fences and unfences instances without losing other
+//! entries of the annotation, and plans the operator's next pass without
+//! applying it.
 
 mod common;
 
@@ -21,6 +22,17 @@ const CLUSTER: &str = "tiny";
 /// Runs `program args` with the world's kubeconfig and `path` first on
 /// PATH, killed after a minute.
 async fn run_with(program: &str, args: &[&str], kubeconfig: &Path, path: &Path) -> Output {
+    run_with_env(program, args, kubeconfig, path, &[]).await
+}
+
+/// [`run_with`], with `env` set too.
+async fn run_with_env(
+    program: &str,
+    args: &[&str],
+    kubeconfig: &Path,
+    path: &Path,
+    env: &[(&str, String)],
+) -> Output {
     let search = format!(
         "{}:{}",
         path.display(),
@@ -32,6 +44,7 @@ async fn run_with(program: &str, args: &[&str], kubeconfig: &Path, path: &Path) 
         .env("KUBECONFIG", kubeconfig)
         .env("PATH", search)
         .env("PGCONNECT_TIMEOUT", "5")
+        .envs(env.iter().map(|(name, value)| (*name, value)))
         .kill_on_drop(true);
     tokio::time::timeout(Duration::from_secs(60), command.output())
         .await
@@ -123,6 +136,11 @@ async fn kubectl_tusk_reports_connects_and_fences_a_real_cluster() {
         )
         .await;
     world.wait_ready(CLUSTER, 2).await;
+    assert_eq!(
+        world.status(CLUSTER).await.latest_instance_serial,
+        2,
+        "each instance created once (a pass ahead of the caches made a third)"
+    );
     let plugin = Plugin::new(&world);
 
     reports_the_real_status(&world, &plugin).await;
@@ -151,6 +169,7 @@ async fn kubectl_tusk_reports_connects_and_fences_a_real_cluster() {
     refuses_what_it_cannot_do(&plugin).await;
     bundles_a_report_without_a_secret(&world, &plugin).await;
     fences_and_unfences(&world, &plugin).await;
+    plans_without_applying(&world, &plugin).await;
     world.shutdown().await;
 }
 
@@ -167,7 +186,7 @@ async fn kubectl_runs_the_binary_as_its_tusk_plugin() {
     );
     assert!(help.contains("Usage: kubectl tusk <COMMAND>"), "{help}");
     for command in [
-        "status", "why", "approve", "psql", "logs", "report", "fence", "unfence",
+        "status", "why", "plan", "approve", "psql", "logs", "report", "fence", "unfence",
     ] {
         assert!(
             help.contains(&format!("\n  {command} ")),
@@ -548,4 +567,105 @@ async fn fences_and_unfences(world: &World, plugin: &Plugin) {
         || async { stdout(&plugin.tusk(&["why", CLUSTER]).await) == "Ready\n" },
     )
     .await;
+}
+
+/// `tusk plan` with the operator's settings: the test's operator runs in
+/// process (no Deployment), so they are given as its environment.
+async fn plan(world: &World, plugin: &Plugin, args: &[&str]) -> Output {
+    let config = world.operator_config();
+    let env = [
+        ("TUSK_POSTGRES_UID", config.postgres_uid.to_string()),
+        ("TUSK_POSTGRES_GID", config.postgres_gid.to_string()),
+    ];
+    let mut all = vec!["plan", CLUSTER];
+    all.extend_from_slice(args);
+    let program = env!("CARGO_BIN_EXE_tusk");
+    run_with_env(program, &all, &plugin.kubeconfig, plugin.bin.path(), &env).await
+}
+
+/// A converged cluster has nothing to do; a paused one given a third
+/// instance and a larger volume is planned to get both, the plan says they
+/// wait for the pause, and nothing was applied: no third pod, the volume's
+/// request as it was.
+async fn plans_without_applying(world: &World, plugin: &Plugin) {
+    let converged = success("tusk plan", &plan(world, plugin, &[]).await);
+    assert!(
+        converged.contains("Nothing to do: the cluster is as declared."),
+        "{converged}"
+    );
+    assert!(
+        !converged.contains("Decided without the report of"),
+        "every instance reached: {converged}"
+    );
+    // Serials are never reused: the new instance is the next one.
+    let serial = world.status(CLUSTER).await.latest_instance_serial + 1;
+    let new = format!("{CLUSTER}-{serial}");
+    world
+        .clusters()
+        .patch(
+            CLUSTER,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"spec": {
+                "paused": true, "instances": 3, "storage": {"size": "2Gi"}}})),
+        )
+        .await
+        .expect("pause and grow the cluster");
+    let json = success(
+        "tusk plan -o json",
+        &plan(world, plugin, &["-o", "json"]).await,
+    );
+    let preview: Value = serde_json::from_str(&json).expect("JSON");
+    let steps: Vec<(String, String)> = preview["steps"]
+        .as_array()
+        .expect("steps")
+        .iter()
+        .map(|s| {
+            (
+                s["action"].as_str().unwrap_or_default().to_owned(),
+                s["object"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    let expected = [
+        ("update", "PersistentVolumeClaim/tiny-1"),
+        ("update", "PersistentVolumeClaim/tiny-2"),
+        ("create", &format!("PersistentVolumeClaim/{new}")),
+        ("create", &format!("Pod/{new}")),
+    ];
+    let expected: Vec<(String, String)> = expected
+        .iter()
+        .map(|(a, o)| ((*a).to_owned(), (*o).to_owned()))
+        .collect();
+    assert_eq!(steps, expected, "{json}");
+    assert!(
+        preview["held"]
+            .as_str()
+            .is_some_and(|h| h.starts_with("spec.paused is true")),
+        "{json}"
+    );
+    let text = success("tusk plan", &plan(world, plugin, &[]).await);
+    eprintln!("tusk plan {CLUSTER}, paused and grown:\n{text}");
+    assert!(
+        text.contains("grow from 1Gi to 2Gi (spec.storage.size)"),
+        "{text}"
+    );
+    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
+        kube::Api::namespaced(world.client.clone(), NS);
+    assert!(
+        pods.get_opt("tiny-3").await.expect("read pod").is_none(),
+        "a plan creates nothing"
+    );
+    let claims: kube::Api<k8s_openapi::api::core::v1::PersistentVolumeClaim> =
+        kube::Api::namespaced(world.client.clone(), NS);
+    let claim = claims.get("tiny-1").await.expect("claim tiny-1");
+    let requested = claim
+        .spec
+        .and_then(|s| s.resources)
+        .and_then(|r| r.requests)
+        .and_then(|r| r.get("storage").cloned());
+    assert_eq!(
+        requested.map(|q| q.0).as_deref(),
+        Some("1Gi"),
+        "a plan grows nothing"
+    );
 }

@@ -36,14 +36,11 @@ where
     K: Resource + Serialize + DeserializeOwned + Clone + Debug,
     K::DynamicType: Default,
 {
+    if change(live, desired) == Applied::Unchanged {
+        return Ok(Applied::Unchanged);
+    }
     let desired_value = serde_json::to_value(desired)
         .map_err(|e| Error::Refused(format!("cannot serialize {}: {e}", desired.name_any())))?;
-    if let Some(live) = live {
-        let live_value = serde_json::to_value(live).unwrap_or(Value::Null);
-        if is_subset(&desired_value, &live_value) {
-            return Ok(Applied::Unchanged);
-        }
-    }
     let name = desired.name_any();
     let kind = K::kind(&K::DynamicType::default()).into_owned();
     let params = PatchParams::apply(FIELD_MANAGER).force();
@@ -59,6 +56,24 @@ where
     } else {
         Applied::Created
     })
+}
+
+/// What applying `desired` over `live` does: create it, update it (it
+/// differs in a field the operator sets), or nothing. Pure: `tusk plan`
+/// asks it too.
+pub fn change<K: Serialize>(live: Option<&K>, desired: &K) -> Applied {
+    let Some(live) = live else {
+        return Applied::Created;
+    };
+    let (Ok(desired), Ok(live)) = (serde_json::to_value(desired), serde_json::to_value(live))
+    else {
+        return Applied::Updated;
+    };
+    if is_subset(&desired, &live) {
+        Applied::Unchanged
+    } else {
+        Applied::Updated
+    }
 }
 
 /// Creates `desired` if no object of its name exists; never changes an

@@ -34,6 +34,8 @@ use tusk_api::v1alpha1::PostgresCluster;
 use crate::error::Error;
 use crate::packed::Packed;
 
+mod live;
+
 /// How long a reconcile waits for the caches' first list.
 const CACHE_SYNC_TIMEOUT: Duration = Duration::from_secs(30);
 

@@ -27,6 +27,9 @@ pub struct Context {
     pub freshness: crate::freshness::Freshness,
     /// When each primary lease version was first seen (see [`crate::primacy`]).
     pub leases: Arc<crate::primacy::LeaseObservations>,
+    /// Instances created and not yet seen in the caches (see
+    /// [`crate::expectations`]).
+    pub expectations: crate::expectations::Expectations,
     /// Clusters rolling their pods for the operator's version alone (see
     /// [`crate::rollout::slots`]).
     pub rollout_slots: crate::rollout::slots::Slots,
@@ -55,6 +58,7 @@ impl Context {
             failures: crate::retry::Failures::default(),
             freshness: crate::freshness::Freshness::default(),
             leases: Arc::default(),
+            expectations: crate::expectations::Expectations::default(),
             rollout_slots: crate::rollout::slots::Slots::new(config_limit),
         }
     }

@@ -21,6 +21,7 @@ pub mod context;
 pub mod controller;
 pub mod error;
 pub mod events;
+pub mod expectations;
 pub mod failover;
 pub mod freshness;
 pub mod install;

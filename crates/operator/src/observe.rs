@@ -91,6 +91,48 @@ pub async fn poll_instances(
     join_all(polls).await.into_iter().flatten().collect()
 }
 
+/// How long `tusk plan` waits for a report through the API server (which
+/// adds a hop, and may retry a pod that does not answer).
+const PROXY_POLL_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Each pod's report read through the API server's pod proxy
+/// (`GET pods/proxy`), for `tusk plan`, which cannot reach pod addresses:
+/// the reports, and for each pod that gave none, why. Pods without an
+/// address are not asked, as the operator does not ask them.
+pub async fn poll_through_api(
+    client: &kube::Client,
+    pods: &[Pod],
+) -> (BTreeMap<String, InstanceReport>, Vec<(String, String)>) {
+    let polls = pods.iter().filter_map(|pod| {
+        pod.status.as_ref()?.pod_ip.as_ref()?;
+        let (name, namespace) = (pod.name_any(), pod.namespace().unwrap_or_default());
+        Some(async move {
+            let path = format!(
+                "/api/v1/namespaces/{namespace}/pods/{name}:{DEFAULT_HTTP_PORT}/proxy{STATUS_PATH}"
+            );
+            let answer = match http::Request::get(&path).body(Vec::new()) {
+                Ok(request) => tokio::time::timeout(PROXY_POLL_TIMEOUT, client.request(request))
+                    .await
+                    .map_err(|_| format!("no answer within {} s", PROXY_POLL_TIMEOUT.as_secs()))
+                    .and_then(|answer| answer.map_err(|error| error.to_string())),
+                Err(error) => Err(error.to_string()),
+            };
+            (name, answer)
+        })
+    });
+    let mut reports = BTreeMap::new();
+    let mut silent = Vec::new();
+    for (name, answer) in join_all(polls).await {
+        match answer {
+            Ok(report) => {
+                reports.insert(name, report);
+            }
+            Err(why) => silent.push((name, why)),
+        }
+    }
+    (reports, silent)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -11,6 +11,7 @@ pub mod instance;
 pub mod logging;
 pub mod logs;
 pub mod operator;
+pub mod plan;
 pub mod promote;
 pub mod psql;
 pub mod rehearse;

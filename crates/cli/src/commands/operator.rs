@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 
 use tokio::sync::watch;
-use tusk_operator::config::OperatorConfig;
+use tusk_operator::config::{OperatorConfig, setting};
 use tusk_operator::controller::Options;
 use tusk_operator::leader::LeaseTiming;
 use tusk_operator::run::{Leadership, Settings, run as run_operator};
@@ -37,27 +37,27 @@ pub struct Args {
     /// by default this very version's image, never a floating tag.
     #[arg(
         long,
-        env = "TUSK_OPERATOR_IMAGE",
+        env = setting::OPERATOR_IMAGE,
         default_value_t = tusk_operator::install::operator_image()
     )]
     pub operator_image: String,
     /// Image for clusters that name none; `{version}` becomes the major version.
     #[arg(
         long,
-        env = "TUSK_DEFAULT_POSTGRES_IMAGE",
+        env = setting::DEFAULT_POSTGRES_IMAGE,
         default_value = "postgres:{version}"
     )]
     pub default_postgres_image: String,
     /// User id PostgreSQL runs as in its pods (never 0).
-    #[arg(long, env = "TUSK_POSTGRES_UID", default_value_t = 999, value_parser = clap::value_parser!(i64).range(1..))]
+    #[arg(long, env = setting::POSTGRES_UID, default_value_t = 999, value_parser = clap::value_parser!(i64).range(1..))]
     pub postgres_uid: i64,
     /// Group id PostgreSQL runs as in its pods.
-    #[arg(long, env = "TUSK_POSTGRES_GID", default_value_t = 999, value_parser = clap::value_parser!(i64).range(1..))]
+    #[arg(long, env = setting::POSTGRES_GID, default_value_t = 999, value_parser = clap::value_parser!(i64).range(1..))]
     pub postgres_gid: i64,
     /// Clusters whose pods roll at the same time when nothing but the
     /// operator's version changed them (an operator upgrade); the others
     /// wait their turn. Changes of a cluster's own spec roll at once.
-    #[arg(long, env = "TUSK_MAX_CONCURRENT_UPGRADES", default_value_t = tusk_operator::rollout::slots::DEFAULT_LIMIT, value_parser = clap::value_parser!(u16).range(1..))]
+    #[arg(long, env = setting::MAX_CONCURRENT_UPGRADES, default_value_t = tusk_operator::rollout::slots::DEFAULT_LIMIT, value_parser = clap::value_parser!(u16).range(1..))]
     pub max_concurrent_upgrades: u16,
     #[command(flatten)]
     pub log: super::logging::LogArgs,

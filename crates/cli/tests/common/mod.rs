@@ -316,6 +316,11 @@ impl World {
     }
 
     /// The kubeconfig `kubectl` and `tusk promote` use.
+    /// The settings the operator runs with.
+    pub fn operator_config(&self) -> &OperatorConfig {
+        &self.operator_config
+    }
+
     pub fn kubeconfig(&self) -> std::path::PathBuf {
         self.dir.path().join("kubeconfig")
     }

@@ -12,6 +12,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use crate::builders::container::{field_env, restricted, runtime_default, value_env};
+use crate::config::setting;
 
 use super::{
     HTTP_PORT, NAME, NAMESPACE, meta, operator_image, postgres_image_template, selector_labels,
@@ -133,8 +134,8 @@ fn environment() -> Vec<EnvVar> {
         field("POD_NAMESPACE", "metadata.namespace"),
         // The instance manager injected into PostgreSQL pods is this very
         // image, so operator and instance managers share one version.
-        value("TUSK_OPERATOR_IMAGE", operator_image()),
-        value("TUSK_DEFAULT_POSTGRES_IMAGE", postgres_image_template()),
+        value(setting::OPERATOR_IMAGE, operator_image()),
+        value(setting::DEFAULT_POSTGRES_IMAGE, postgres_image_template()),
         // glibc gives every thread that allocates an arena of its own (up
         // to eight per core), each keeping freed memory; two are plenty
         // for the operator's few threads and keep its footprint small
@@ -214,9 +215,19 @@ mod tests {
             .env
             .unwrap_or_default()
             .into_iter()
-            .find(|e| e.name == "TUSK_OPERATOR_IMAGE")
+            .find(|e| e.name == setting::OPERATOR_IMAGE)
             .and_then(|e| e.value);
         assert_eq!(injected, Some(operator_image()));
+    }
+
+    /// `tusk plan` reads the operator's settings back from this container.
+    #[test]
+    fn the_deployments_settings_read_back_as_the_operators() {
+        let (config, unresolved) =
+            crate::config::OperatorConfig::from_container(&container()).expect("settings");
+        assert!(unresolved.is_empty(), "{unresolved:?}");
+        assert_eq!(config.operator_image, operator_image());
+        assert_eq!(config.default_postgres_image, postgres_image_template());
     }
 
     #[test]

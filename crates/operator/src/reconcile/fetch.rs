@@ -17,6 +17,7 @@ use crate::children::{Children, named, pod_ready};
 use crate::context::Context;
 use crate::error::Error;
 use crate::failover;
+use crate::freshness::cluster_key;
 use crate::observe::{poll_briefly, poll_instances};
 use crate::primacy::{self, LeaseState};
 
@@ -39,6 +40,9 @@ pub struct Observed {
     pub backups: Option<Vec<PostgresBackup>>,
     /// The restore rehearsal under way (its pod or scratch volume).
     pub rehearsal: Option<crate::rehearsal::Observed>,
+    /// An instance an earlier pass created that the caches do not show
+    /// yet (see [`crate::expectations`]).
+    pub awaited: Option<String>,
 }
 
 pub async fn fetch(cluster: &PostgresCluster, ctx: &Context) -> Result<Observed, Error> {
@@ -70,7 +74,15 @@ pub async fn fetch(cluster: &PostgresCluster, ctx: &Context) -> Result<Observed,
         .await
         .is_ok_and(|ready| ready.is_ok())
         .then(|| crate::backups::of_cluster(&ctx.backups, &namespace, &name));
-    let rehearsal = super::rehearsal::fetch(cluster, ctx).await?;
+    let rehearsal = super::rehearsal::fetch(cluster, &ctx.client).await?;
+    let awaited = ctx.expectations.awaited(
+        &cluster_key(cluster),
+        |instance| {
+            named(&children.pods, instance).is_some()
+                && named(&children.volumes, instance).is_some()
+        },
+        Instant::now(),
+    );
     Ok(Observed {
         children,
         reports,
@@ -78,12 +90,13 @@ pub async fn fetch(cluster: &PostgresCluster, ctx: &Context) -> Result<Observed,
         lease_quiet_since,
         backups,
         rehearsal,
+        awaited,
     })
 }
 
 /// The recorded primary does not serve (the failover check judges it),
 /// or a promotion is under way (a failover may choose again).
-fn primary_failing(
+pub fn primary_failing(
     cluster: &PostgresCluster,
     children: &Children,
     reports: &BTreeMap<String, InstanceReport>,

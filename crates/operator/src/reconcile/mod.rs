@@ -14,6 +14,7 @@ mod backups;
 mod claims;
 mod fetch;
 mod plan;
+pub mod preview;
 mod primary;
 mod rehearsal;
 mod requeue;
@@ -77,6 +78,9 @@ async fn converge(cluster: &PostgresCluster, ctx: &Context) -> Result<Action, Er
         },
         failed => failed,
     };
+    if applied.is_ok() && !valid.paused {
+        expect_creation(cluster, ctx, &plan);
+    }
     publish_all(cluster, ctx, &plan.events).await;
     let written = report::write(cluster, ctx, &plan.status, applied.as_ref().err()).await?;
     // One-shot requests are removed once acted on, so they never fire
@@ -84,6 +88,19 @@ async fn converge(cluster: &PostgresCluster, ctx: &Context) -> Result<Action, Er
     apply::clear_requests(cluster, ctx, &plan.clear, written.version.as_deref()).await?;
     applied?;
     Ok(Action::requeue(requeue::after(&written.status, &plan)))
+}
+
+/// Remembers the instance the pass created until the caches show it (see
+/// [`crate::expectations`]).
+fn expect_creation(cluster: &PostgresCluster, ctx: &Context, plan: &Plan<'_>) {
+    use crate::plan::InstanceStep;
+    if let InstanceStep::Create(instance) | InstanceStep::RecreatePod(instance) =
+        &plan.instances.step
+    {
+        let key = cluster_key(cluster);
+        ctx.expectations
+            .created(&key, instance.as_str(), Instant::now());
+    }
 }
 
 /// Entry point used by the controller.

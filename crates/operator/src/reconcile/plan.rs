@@ -61,14 +61,23 @@ pub fn plan<'a>(
     now: Timestamp,
 ) -> Plan<'a> {
     let previous = cluster.status.as_ref();
+    let recorded = previous.map_or(0, |s| u32::try_from(s.latest_instance_serial).unwrap_or(0));
+    let instances = observe_instances(valid, &observed.children);
     let mut step = plan_instances(
         &valid.name,
         valid.instances,
-        &observe_instances(valid, &observed.children),
+        &instances,
         previous.and_then(|s| s.target_primary.as_deref()),
-        previous.map_or(0, |s| u32::try_from(s.latest_instance_serial).unwrap_or(0)),
+        recorded,
     );
     wait_for_termination(&mut step, &observed.children);
+    wait_for_creation(&mut step, valid, observed.awaited.as_deref(), recorded);
+    // A paused cluster creates nothing, so it hands out no serial.
+    let latest_serial = if valid.paused {
+        instances.iter().map(|i| i.serial).fold(recorded, u32::max)
+    } else {
+        step.latest_serial
+    };
     let (mut check, mut events, mut clear) = move_primary(cluster, valid, observed, &step, now);
     let rollout = roll(
         cluster, valid, observed, outdated, &mut step, &mut check, now,
@@ -96,7 +105,7 @@ pub fn plan<'a>(
     let status = StatusInput {
         declared: valid.instances,
         target_primary: Some(instances.target_primary.to_string()),
-        latest_serial: instances.latest_serial,
+        latest_serial,
         unsupported: &valid.unsupported,
         primary_available: check.primary_available,
         failover_blocked: check.blocked.clone(),
@@ -334,6 +343,28 @@ fn wait_for_termination(step: &mut InstancePlan, children: &Children) {
         && named(&children.pods, instance.as_str()).is_some()
     {
         step.step = InstanceStep::WaitForReady(instance.clone());
+    }
+}
+
+/// An instance created by an earlier pass and not yet in the caches is
+/// waited for: creating another now would count it missing and make one
+/// instance too many (see [`crate::expectations`]).
+fn wait_for_creation(
+    step: &mut InstancePlan,
+    valid: &ValidatedCluster,
+    awaited: Option<&str>,
+    recorded: u32,
+) {
+    let Some(awaited) = awaited else {
+        return;
+    };
+    if matches!(
+        step.step,
+        InstanceStep::Create(_) | InstanceStep::RecreatePod(_)
+    ) {
+        step.step = InstanceStep::WaitForReady(InstanceName::recorded(awaited));
+        // Nothing is handed out in this pass; the awaited one was.
+        step.latest_serial = recorded.max(valid.name.serial_of(awaited).unwrap_or(0));
     }
 }
 

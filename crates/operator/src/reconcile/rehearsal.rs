@@ -21,14 +21,17 @@ use crate::validate::ValidatedCluster;
 
 /// The rehearsal under way, if any; only read when the cluster declares a
 /// backup destination.
-pub async fn fetch(cluster: &PostgresCluster, ctx: &Context) -> Result<Option<Observed>, Error> {
+pub async fn fetch(
+    cluster: &PostgresCluster,
+    client: &kube::Client,
+) -> Result<Option<Observed>, Error> {
     if cluster.spec.backup.is_none() {
         return Ok(None);
     }
     let namespace = cluster.namespace().unwrap_or_default();
     let name = pod_name(&cluster.name_any());
-    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
-    let claims: Api<PersistentVolumeClaim> = Api::namespaced(ctx.client.clone(), &namespace);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &namespace);
     let read = |what: &str, source| Error::Kube {
         action: format!("read the restore rehearsal's {what} {name}"),
         source,

@@ -369,3 +369,49 @@ fn a_primary_restarted_in_place_is_not_failed_over_while_it_comes_back() {
     let plan = planned(&overdue, &failed, &overdue_valid);
     assert_eq!(plan.status.target_primary.as_deref(), Some("orders-3"));
 }
+
+/// The pass after orders-3 was created, before the caches show it: it is
+/// waited for, not counted missing (which created orders-4, one instance
+/// too many, removed again a pass later).
+#[test]
+fn an_instance_created_and_not_yet_cached_is_waited_for_not_created_again() {
+    let cluster = with_status(spec("preferred", false), &serving());
+    let valid = valid(&cluster);
+    let mut lagging = healthy();
+    lagging.children.pods.retain(|p| p.name_any() != "orders-3");
+    lagging.reports.remove("orders-3");
+    let plan = planned(&cluster, &lagging, &valid);
+    assert_eq!(
+        (plan.instances.step.clone(), plan.status.latest_serial),
+        (InstanceStep::Create(InstanceName::recorded("orders-4")), 4),
+        "without the memory of the creation, the cache's lag looks like a missing instance"
+    );
+    lagging.awaited = Some("orders-3".to_owned());
+    let plan = planned(&cluster, &lagging, &valid);
+    assert_eq!(
+        (plan.instances.step.clone(), plan.status.latest_serial),
+        (
+            InstanceStep::WaitForReady(InstanceName::recorded("orders-3")),
+            3
+        )
+    );
+}
+
+/// Paused and given a fourth instance: the plan still says what it would
+/// create (for `tusk plan`), but no serial is handed out, so the instance
+/// created once resumed is orders-4, not orders-5.
+#[test]
+fn a_paused_cluster_hands_out_no_serial() {
+    let mut paused = spec("preferred", false);
+    paused["paused"] = true.into();
+    paused["instances"] = 4.into();
+    let cluster = with_status(paused, &serving());
+    let valid = valid(&cluster);
+    let observed = healthy();
+    let plan = planned(&cluster, &observed, &valid);
+    assert_eq!(
+        plan.instances.step,
+        InstanceStep::Create(InstanceName::recorded("orders-4"))
+    );
+    assert_eq!(plan.status.latest_serial, 3);
+}
