@@ -213,6 +213,41 @@ fn assert_operator_runs_as_a_pod(data_dir: &Path) {
     assert_eq!(holder, fields[0]);
 }
 
+/// `tusk plan` of the converged cluster, with no `TUSK_*` setting in its
+/// environment, has nothing to do: it planned with the operator
+/// Deployment's settings (PostgreSQL's user and group are this machine's
+/// there, not the defaults, and the defaults would roll every pod).
+fn plans_with_the_deployments_settings(data_dir: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let mut plan = Command::new(env!("CARGO_BIN_EXE_tusk"));
+        plan.args(["plan", "small"])
+            .env("KUBECONFIG", data_dir.join("kubeconfig"));
+        for setting in tusk_operator::config::setting::ALL {
+            plan.env_remove(setting);
+        }
+        let output = plan.output().expect("tusk plan runs");
+        let text = String::from_utf8_lossy(&output.stdout).into_owned();
+        assert!(
+            output.status.success(),
+            "{text}{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert!(
+            !text.contains("Notes:"),
+            "the Deployment's settings, all literal: {text}"
+        );
+        if text.contains("Nothing to do: the cluster is as declared.") {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "tusk plan of a converged cluster: {text}"
+        );
+        std::thread::sleep(Duration::from_secs(1));
+    }
+}
+
 fn example(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../deploy/examples")
@@ -264,6 +299,7 @@ fn a_cluster_applied_with_sandbox_up_serves_psql_and_survives_a_restart() {
     up.wait_for_line("converged", Duration::from_secs(180));
     says_how_to_connect(&up, data_dir);
     assert_operator_runs_as_a_pod(data_dir);
+    plans_with_the_deployments_settings(data_dir);
     let answer = eventually_psql(
         data_dir,
         "create table kept (x int); insert into kept values (7); select sum(x) from kept",
