@@ -52,14 +52,7 @@ pub fn run(args: &Args) -> Result<ExitCode, CommandError> {
             .map_err(|e| CommandError::Kubernetes(e.to_string()))?;
         notes.append(&mut preview.notes);
         preview.notes = notes;
-        match args.output {
-            Format::Json => println!(
-                "{}",
-                serde_json::to_string_pretty(&preview)
-                    .map_err(|e| CommandError::Kubernetes(e.to_string()))?
-            ),
-            Format::Text => print!("{}", render(&preview)),
-        }
+        args.output.print(&preview, render)?;
         Ok(ExitCode::SUCCESS)
     })
 }

@@ -34,6 +34,25 @@ pub enum Format {
     Json,
 }
 
+impl Format {
+    /// Prints `document` as JSON, or as `text` renders it.
+    pub fn print<T: Serialize>(
+        self,
+        document: &T,
+        text: impl FnOnce(&T) -> String,
+    ) -> Result<(), CommandError> {
+        match self {
+            Self::Json => println!(
+                "{}",
+                serde_json::to_string_pretty(document)
+                    .map_err(|e| CommandError::Kubernetes(e.to_string()))?
+            ),
+            Self::Text => print!("{}", text(document)),
+        }
+        Ok(())
+    }
+}
+
 /// The `-o json` document.
 #[derive(Serialize, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
@@ -103,15 +122,7 @@ pub fn run(args: &Args) -> Result<ExitCode, CommandError> {
         let target = Target::connect(args.at.namespace.as_deref()).await?;
         let cluster = target.cluster(&args.at.cluster).await?;
         let pods = target.pods(&args.at.cluster).await?;
-        let report = report(&cluster, &pods);
-        match args.output {
-            Format::Json => println!(
-                "{}",
-                serde_json::to_string_pretty(&report)
-                    .map_err(|e| CommandError::Kubernetes(e.to_string()))?
-            ),
-            Format::Text => print!("{}", render(&report)),
-        }
+        args.output.print(&report(&cluster, &pods), render)?;
         Ok(ExitCode::SUCCESS)
     })
 }

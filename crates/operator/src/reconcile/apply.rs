@@ -58,11 +58,7 @@ async fn credentials(
     for credential in Credential::ALL {
         let name = credential.secret_name(valid);
         match named(&children.secrets, &name) {
-            Some(live)
-                if live
-                    .owner_references()
-                    .iter()
-                    .any(|o| o.uid == valid.owner.uid) => {}
+            Some(live) if made_for(live, valid) => {}
             Some(_) => return Err(foreign_secret(valid, &name, "carries the cluster's label")),
             None => {
                 let password = Alphanumeric.sample_string(&mut rand::rng(), 32);
@@ -76,6 +72,14 @@ async fn credentials(
         }
     }
     Ok(())
+}
+
+/// Whether Tusk created `secret` for this cluster (its owner reference).
+pub fn made_for(secret: &Secret, valid: &ValidatedCluster) -> bool {
+    secret
+        .owner_references()
+        .iter()
+        .any(|o| o.uid == valid.owner.uid)
 }
 
 /// Whether the Secret `name`, made for this cluster, reaches the cache

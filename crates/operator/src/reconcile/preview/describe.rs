@@ -12,6 +12,7 @@ use serde::Serialize;
 use tusk_api::v1alpha1::{DeletionPolicy, PostgresClusterStatus};
 
 use super::super::Plan;
+use super::super::apply::made_for;
 use super::super::fetch::Observed;
 use crate::apply::{Applied, change};
 use crate::builders::{self, Credential};
@@ -106,11 +107,7 @@ fn children(valid: &ValidatedCluster, children: &Children) -> Vec<Step> {
         let name = credential.secret_name(valid);
         let object = object::<Secret>(&name);
         match named(&children.secrets, &name) {
-            Some(live)
-                if live
-                    .owner_references()
-                    .iter()
-                    .any(|o| o.uid == valid.owner.uid) => {}
+            Some(live) if made_for(live, valid) => {}
             Some(_) => steps.push(step(
                 "refuse",
                 object,
