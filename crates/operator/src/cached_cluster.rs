@@ -22,12 +22,15 @@ use kube::core::error_boundary::InvalidObject;
 use serde::{Deserialize, Deserializer};
 use tusk_api::v1alpha1::PostgresCluster;
 
+use crate::packed::Encoded;
+
 /// One cached cluster.
 #[derive(Clone, Debug)]
 pub struct CachedCluster {
     metadata: ObjectMeta,
-    /// The object with empty metadata, as JSON; or why it did not decode.
-    body: Result<Box<[u8]>, String>,
+    /// The object with empty metadata, as JSON (compressed, see
+    /// [`crate::packed`]); or why it did not decode.
+    body: Result<Encoded, String>,
 }
 
 impl CachedCluster {
@@ -37,7 +40,7 @@ impl CachedCluster {
             Ok(mut cluster) => {
                 let metadata = std::mem::take(&mut cluster.metadata);
                 let body = serde_json::to_vec(&cluster)
-                    .map(Vec::into_boxed_slice)
+                    .map(Encoded::new)
                     .map_err(|e| format!("cannot encode the cached cluster: {e}"));
                 Self { metadata, body }
             }
@@ -51,7 +54,9 @@ impl CachedCluster {
     /// The cluster as it was watched.
     pub fn unpack(&self) -> DeserializeGuard<PostgresCluster> {
         let decoded = match &self.body {
-            Ok(json) => serde_json::from_slice::<PostgresCluster>(json).map_err(|e| e.to_string()),
+            Ok(encoded) => encoded.json().and_then(|json| {
+                serde_json::from_slice::<PostgresCluster>(&json).map_err(|e| e.to_string())
+            }),
             Err(error) => Err(error.clone()),
         };
         DeserializeGuard(
