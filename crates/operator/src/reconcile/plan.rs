@@ -60,24 +60,7 @@ pub fn plan<'a>(
     outdated: &Outdated,
     now: Timestamp,
 ) -> Plan<'a> {
-    let previous = cluster.status.as_ref();
-    let recorded = previous.map_or(0, |s| u32::try_from(s.latest_instance_serial).unwrap_or(0));
-    let instances = observe_instances(valid, &observed.children);
-    let mut step = plan_instances(
-        &valid.name,
-        valid.instances,
-        &instances,
-        previous.and_then(|s| s.target_primary.as_deref()),
-        recorded,
-    );
-    wait_for_termination(&mut step, &observed.children);
-    wait_for_creation(&mut step, valid, observed.awaited.as_deref(), recorded);
-    // A paused cluster creates nothing, so it hands out no serial.
-    let latest_serial = if valid.paused {
-        instances.iter().map(|i| i.serial).fold(recorded, u32::max)
-    } else {
-        step.latest_serial
-    };
+    let (mut step, latest_serial) = step_instances(cluster, valid, observed);
     let (mut check, mut events, mut clear) = move_primary(cluster, valid, observed, &step, now);
     let rollout = roll(
         cluster, valid, observed, outdated, &mut step, &mut check, now,
@@ -141,6 +124,34 @@ pub fn plan<'a>(
         rehearsal,
         status,
     }
+}
+
+/// The instance step of the pass, and the highest serial handed out once
+/// it is applied.
+fn step_instances(
+    cluster: &PostgresCluster,
+    valid: &ValidatedCluster,
+    observed: &Observed,
+) -> (InstancePlan, u32) {
+    let previous = cluster.status.as_ref();
+    let recorded = previous.map_or(0, |s| u32::try_from(s.latest_instance_serial).unwrap_or(0));
+    let instances = observe_instances(valid, &observed.children);
+    let mut step = plan_instances(
+        &valid.name,
+        valid.instances,
+        &instances,
+        previous.and_then(|s| s.target_primary.as_deref()),
+        recorded,
+    );
+    wait_for_termination(&mut step, &observed.children);
+    wait_for_creation(&mut step, valid, observed.awaited.as_deref(), recorded);
+    // A paused cluster creates nothing, so it hands out no serial.
+    let latest_serial = if valid.paused {
+        instances.iter().map(|i| i.serial).fold(recorded, u32::max)
+    } else {
+        step.latest_serial
+    };
+    (step, latest_serial)
 }
 
 /// The role label of a pod the step creates: `primary` for a new
