@@ -36,11 +36,12 @@ where
     K: Resource + Serialize + DeserializeOwned + Clone + Debug,
     K::DynamicType: Default,
 {
-    if change(live, desired) == Applied::Unchanged {
-        return Ok(Applied::Unchanged);
-    }
     let desired_value = serde_json::to_value(desired)
         .map_err(|e| Error::Refused(format!("cannot serialize {}: {e}", desired.name_any())))?;
+    let change = change_to(live, &desired_value);
+    if change == Applied::Unchanged {
+        return Ok(Applied::Unchanged);
+    }
     let name = desired.name_any();
     let kind = K::kind(&K::DynamicType::default()).into_owned();
     let params = PatchParams::apply(FIELD_MANAGER).force();
@@ -51,28 +52,27 @@ where
     )
     .await
     .map_err(Error::kube(format!("apply {kind} {name}")))?;
-    Ok(if live.is_some() {
-        Applied::Updated
-    } else {
-        Applied::Created
-    })
+    Ok(change)
 }
 
 /// What applying `desired` over `live` does: create it, update it (it
 /// differs in a field the operator sets), or nothing. Pure: `tusk plan`
 /// asks it too.
 pub fn change<K: Serialize>(live: Option<&K>, desired: &K) -> Applied {
+    match serde_json::to_value(desired) {
+        Ok(desired) => change_to(live, &desired),
+        Err(_) => Applied::Updated,
+    }
+}
+
+/// [`change`], with `desired` already serialized.
+fn change_to<K: Serialize>(live: Option<&K>, desired: &Value) -> Applied {
     let Some(live) = live else {
         return Applied::Created;
     };
-    let (Ok(desired), Ok(live)) = (serde_json::to_value(desired), serde_json::to_value(live))
-    else {
-        return Applied::Updated;
-    };
-    if is_subset(&desired, &live) {
-        Applied::Unchanged
-    } else {
-        Applied::Updated
+    match serde_json::to_value(live) {
+        Ok(live) if is_subset(desired, &live) => Applied::Unchanged,
+        _ => Applied::Updated,
     }
 }
 

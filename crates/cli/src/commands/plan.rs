@@ -117,30 +117,24 @@ pub fn render(preview: &Preview) -> String {
     if preview.steps.is_empty() && preview.status.is_empty() && preview.events.is_empty() {
         out.push_str("Nothing to do: the cluster is as declared.\n");
     }
-    if !preview.steps.is_empty() {
-        out.push_str("\nSteps:\n");
-        let rows: Vec<Vec<String>> = preview
-            .steps
-            .iter()
-            .map(|s| vec![s.action.to_owned(), s.object.clone(), s.why.clone()])
-            .collect();
-        out.push_str(&table(&rows, "  "));
-    }
+    let steps = preview.steps.iter();
+    section(
+        &mut out,
+        "Steps",
+        steps.map(|s| vec![s.action.to_owned(), s.object.clone(), s.why.clone()]),
+    );
     if !preview.status.is_empty() {
         out.push_str("\nStatus:\n");
         for change in &preview.status {
             let _ = writeln!(out, "  {}: {} -> {}", change.field, change.from, change.to);
         }
     }
-    if !preview.events.is_empty() {
-        out.push_str("\nEvents:\n");
-        let rows: Vec<Vec<String>> = preview
-            .events
-            .iter()
-            .map(|e| vec![e.type_.to_owned(), e.reason.clone(), e.message.clone()])
-            .collect();
-        out.push_str(&table(&rows, "  "));
-    }
+    let events = preview.events.iter();
+    section(
+        &mut out,
+        "Events",
+        events.map(|e| vec![e.type_.to_owned(), e.reason.clone(), e.message.clone()]),
+    );
     let lists = [
         ("Decided without the report of", &preview.unreached),
         ("Notes", &preview.notes),
@@ -152,6 +146,15 @@ pub fn render(preview: &Preview) -> String {
         }
     }
     out
+}
+
+/// A titled table of `rows`, when there are any.
+fn section(out: &mut String, title: &str, rows: impl Iterator<Item = Vec<String>>) {
+    let rows: Vec<Vec<String>> = rows.collect();
+    if !rows.is_empty() {
+        let _ = writeln!(out, "\n{title}:");
+        out.push_str(&table(&rows, "  "));
+    }
 }
 
 #[cfg(test)]

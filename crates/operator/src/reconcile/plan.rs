@@ -135,7 +135,7 @@ fn step_instances(
 ) -> (InstancePlan, u32) {
     let previous = cluster.status.as_ref();
     let recorded = previous.map_or(0, |s| u32::try_from(s.latest_instance_serial).unwrap_or(0));
-    let instances = observe_instances(valid, &observed.children);
+    let instances = observe_instances(valid, &observed.children, observed.awaited.as_deref());
     let mut step = plan_instances(
         &valid.name,
         valid.instances,
@@ -144,7 +144,6 @@ fn step_instances(
         recorded,
     );
     wait_for_termination(&mut step, &observed.children);
-    wait_for_creation(&mut step, valid, observed.awaited.as_deref(), recorded);
     // A paused cluster creates nothing, so it hands out no serial.
     let latest_serial = if valid.paused {
         instances.iter().map(|i| i.serial).fold(recorded, u32::max)
@@ -357,28 +356,6 @@ fn wait_for_termination(step: &mut InstancePlan, children: &Children) {
     }
 }
 
-/// An instance created by an earlier pass and not yet in the caches is
-/// waited for: creating another now would count it missing and make one
-/// instance too many (see [`crate::expectations`]).
-fn wait_for_creation(
-    step: &mut InstancePlan,
-    valid: &ValidatedCluster,
-    awaited: Option<&str>,
-    recorded: u32,
-) {
-    let Some(awaited) = awaited else {
-        return;
-    };
-    if matches!(
-        step.step,
-        InstanceStep::Create(_) | InstanceStep::RecreatePod(_)
-    ) {
-        step.step = InstanceStep::WaitForReady(InstanceName::recorded(awaited));
-        // Nothing is handed out in this pass; the awaited one was.
-        step.latest_serial = recorded.max(valid.name.serial_of(awaited).unwrap_or(0));
-    }
-}
-
 /// The rolling update's step, when nothing else moves: a pod to replace
 /// becomes the instance step, a switchover the primary's move.
 fn roll(
@@ -499,8 +476,15 @@ fn restart_in_place(
     down_since.is_none_or(|since| now.as_second() - since.as_second() < limit)
 }
 
-/// Each instance of the cluster as its pod and volume show it.
-fn observe_instances(valid: &ValidatedCluster, children: &Children) -> Vec<ObservedInstance> {
+/// Each instance of the cluster as its pod and volume show it, and the
+/// instance an earlier pass created that the caches do not show yet
+/// (`awaited`), as one that exists and is not ready: it is waited for,
+/// never counted missing and created again (see [`crate::expectations`]).
+fn observe_instances(
+    valid: &ValidatedCluster,
+    children: &Children,
+    awaited: Option<&str>,
+) -> Vec<ObservedInstance> {
     let mut observed: Vec<ObservedInstance> = Vec::new();
     let names = children
         .pods
@@ -521,6 +505,16 @@ fn observe_instances(valid: &ValidatedCluster, children: &Children) -> Vec<Obser
             has_pod: pod.is_some(),
             has_volume: named(&children.volumes, &name).is_some(),
             ready: pod.is_some_and(pod_ready),
+        });
+    }
+    if let Some(serial) = awaited.and_then(|name| valid.name.serial_of(name)) {
+        observed.retain(|o| o.serial != serial);
+        observed.push(ObservedInstance {
+            name: valid.name.instance(serial),
+            serial,
+            has_pod: true,
+            has_volume: true,
+            ready: false,
         });
     }
     observed.sort_by_key(|o| o.serial);
