@@ -20,12 +20,13 @@ use serde_json::{Value, json};
 
 use crate::apiserver::admission::FieldValidation;
 use crate::apiserver::error::ApiError;
+use crate::apiserver::objects::kinds::service::{
+    KUBERNETES_NAME as NAME, KUBERNETES_NAMESPACE as NAMESPACE,
+};
 use crate::apiserver::objects::{self, Manage, WriteOptions, str_at};
 use crate::apiserver::state::Api;
 use crate::apiserver::storage::{ObjectKey, Store, Transaction};
 
-pub const NAME: &str = "kubernetes";
-pub const NAMESPACE: &str = "default";
 /// The port in-cluster clients use.
 pub const PORT: u16 = 443;
 

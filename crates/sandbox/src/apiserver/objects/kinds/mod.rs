@@ -12,7 +12,7 @@ mod crd;
 mod namespace;
 mod pod;
 mod pvc;
-mod service;
+pub mod service;
 mod workload;
 
 use serde_json::Value;

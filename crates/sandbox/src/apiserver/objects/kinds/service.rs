@@ -11,7 +11,12 @@ use crate::apiserver::admission::defaults;
 use crate::apiserver::error::{ApiError, Cause};
 use crate::apiserver::objects::meta::str_at;
 use crate::apiserver::storage::Transaction;
-use crate::controllers::kubernetes_service;
+
+/// The Service through which in-cluster clients reach the API server
+/// (kept by [`crate::controllers::kubernetes_service`]); the allocator
+/// hands out addresses from its block first.
+pub const KUBERNETES_NAME: &str = "kubernetes";
+pub const KUBERNETES_NAMESPACE: &str = "default";
 
 pub struct Service;
 
@@ -53,8 +58,8 @@ fn allocate_cluster_ip(tx: &Transaction<'_>) -> Result<String, ApiError> {
     let own_block = services
         .iter()
         .find(|s| {
-            str_at(s, "/metadata/name") == Some(kubernetes_service::NAME)
-                && str_at(s, "/metadata/namespace") == Some(kubernetes_service::NAMESPACE)
+            str_at(s, "/metadata/name") == Some(KUBERNETES_NAME)
+                && str_at(s, "/metadata/namespace") == Some(KUBERNETES_NAMESPACE)
         })
         .and_then(|s| str_at(s, "/spec/clusterIP"))
         .and_then(|ip| ip.parse::<std::net::Ipv4Addr>().ok())
