@@ -15,6 +15,12 @@ pub const FAILOVER_BLOCKED: &str = "FailoverBlocked";
 /// WAL reaches the backup repository: True while the primary archives,
 /// False (with the failing call in the message) while it cannot.
 pub const CONTINUOUS_ARCHIVING: &str = "ContinuousArchiving";
+/// Whether the primary serves; its transition time is when it stopped.
+pub const PRIMARY_AVAILABLE: &str = "PrimaryAvailable";
+/// Whether the newest base backup is recent for the declared schedule.
+pub const LAST_BACKUP_RECENT: &str = "LastBackupRecent";
+/// Whether the last restore rehearsal succeeded recently.
+pub const RESTORE_REHEARSED: &str = "RestoreRehearsed";
 /// The spec asks for something this operator version does not support (R30).
 pub const UNSUPPORTED: &str = "Unsupported";
 

@@ -13,7 +13,7 @@ use tusk_api::conditions::{self, ConditionStatus, DesiredCondition, set_conditio
 use tusk_api::instance::{ArchivingReport, InstanceReport, InstanceRole};
 use tusk_api::v1alpha1::{BackupStatus, PostgresClusterStatus};
 
-use crate::events::Note;
+use crate::note::Note;
 
 /// What the cluster archives to, for messages.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -75,11 +75,19 @@ mod tests {
     }
 }
 
+/// A spec the controller cannot act on, naming the field and the rule.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {rule}")]
+pub struct SpecError {
+    pub field: String,
+    pub rule: String,
+}
+
 /// Why a reconcile failed.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error("{0}")]
-    InvalidSpec(#[from] crate::validate::SpecError),
+    InvalidSpec(#[from] SpecError),
     #[error("{0}")]
     Refused(String),
     #[error("{action}: {}", describe(source))]

@@ -12,32 +12,7 @@ use tusk_api::v1alpha1::PostgresCluster;
 
 use crate::context::Context;
 use crate::error::ErrorCategory;
-
-/// One event a pass decided to publish.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Note {
-    /// A warning (something went wrong or was refused) rather than news.
-    pub warning: bool,
-    pub reason: String,
-    pub text: String,
-}
-
-impl Note {
-    pub fn normal(reason: &str, text: String) -> Self {
-        Self {
-            warning: false,
-            reason: reason.to_owned(),
-            text,
-        }
-    }
-
-    pub fn warning(reason: &str, text: String) -> Self {
-        Self {
-            warning: true,
-            ..Self::normal(reason, text)
-        }
-    }
-}
+use crate::note::Note;
 
 /// Publishes `notes` on the cluster, in order, and logs them.
 pub async fn publish_all(cluster: &PostgresCluster, ctx: &Context, notes: &[Note]) {

@@ -28,6 +28,7 @@ pub mod install;
 pub mod leader;
 pub mod metrics;
 pub mod names;
+pub mod note;
 pub mod observe;
 pub mod packed;
 pub mod phase;

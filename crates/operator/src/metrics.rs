@@ -49,9 +49,9 @@ const CONDITION_TYPES: &[&str] = &[
     conditions::DEGRADED,
     conditions::FAILOVER_BLOCKED,
     conditions::UNSUPPORTED,
-    crate::failover::PRIMARY_AVAILABLE,
-    crate::rehearsal::RESTORE_REHEARSED,
-    crate::backups::LAST_BACKUP_RECENT,
+    tusk_api::conditions::PRIMARY_AVAILABLE,
+    tusk_api::conditions::RESTORE_REHEARSED,
+    tusk_api::conditions::LAST_BACKUP_RECENT,
 ];
 
 fn phase_label(phase: Option<ClusterPhase>) -> &'static str {

@@ -12,8 +12,9 @@ use tusk_api::v1alpha1::{ClusterPhase, PostgresCluster, PostgresClusterStatus};
 use crate::apply::FIELD_MANAGER;
 use crate::context::Context;
 use crate::error::Error;
-use crate::events::{Note, publish_all};
+use crate::events::publish_all;
 use crate::freshness::cluster_key;
+use crate::note::Note;
 use crate::status::{self, StatusInput};
 
 /// What [`write`] left on the cluster.

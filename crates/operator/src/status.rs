@@ -303,7 +303,7 @@ fn set_primary_available(status: &mut PostgresClusterStatus, input: &StatusInput
             ));
         }
         let promoting = DesiredCondition {
-            type_: crate::failover::PRIMARY_AVAILABLE,
+            type_: tusk_api::conditions::PRIMARY_AVAILABLE,
             status: ConditionStatus::Unknown,
             reason: "Promoting",
             message: &message,
@@ -311,7 +311,7 @@ fn set_primary_available(status: &mut PostgresClusterStatus, input: &StatusInput
         set(status, &promoting, input);
     } else if let Some(why) = &input.promotion_stalled {
         let stalled = DesiredCondition {
-            type_: crate::failover::PRIMARY_AVAILABLE,
+            type_: tusk_api::conditions::PRIMARY_AVAILABLE,
             status: ConditionStatus::Unknown,
             reason: "PromotionStalled",
             message: why,
@@ -330,7 +330,7 @@ fn set_primary_available(status: &mut PostgresClusterStatus, input: &StatusInput
             )
         };
         let judged = DesiredCondition {
-            type_: crate::failover::PRIMARY_AVAILABLE,
+            type_: tusk_api::conditions::PRIMARY_AVAILABLE,
             status: available.into(),
             reason,
             message: &message,

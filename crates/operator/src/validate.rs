@@ -22,15 +22,8 @@ pub use tusk_postgres::synchronous::Synchronous;
 
 use crate::archiving::ArchiveTarget;
 use crate::config::OperatorConfig;
+use crate::error::SpecError;
 use crate::names::ClusterName;
-
-/// A spec the controller cannot act on, naming the field and the rule.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{field}: {rule}")]
-pub struct SpecError {
-    pub field: String,
-    pub rule: String,
-}
 
 fn spec_error(field: &str, rule: impl Into<String>) -> SpecError {
     SpecError {

@@ -13,7 +13,6 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 use tusk_api::conditions;
 use tusk_api::v1alpha1::{ClusterPhase, PostgresCluster};
-use tusk_operator::failover::PRIMARY_AVAILABLE;
 
 use super::CommandError;
 use super::cluster_access::{ClusterRef, Target, block_on};
@@ -97,7 +96,7 @@ pub fn warnings_about(cluster: &PostgresCluster, events: &[Event]) -> Vec<Warnin
 /// version does not know counts when its status is `Unknown`.
 fn is_wrong(type_: &str, status: &str) -> bool {
     match type_ {
-        conditions::READY | PRIMARY_AVAILABLE => status != "True",
+        conditions::READY | conditions::PRIMARY_AVAILABLE => status != "True",
         conditions::DEGRADED | conditions::FAILOVER_BLOCKED | conditions::UNSUPPORTED => {
             status == "True"
         }

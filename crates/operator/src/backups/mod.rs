@@ -26,11 +26,7 @@ use tusk_api::instance::InstanceReport;
 use tusk_api::v1alpha1::{BackupAssignment, BackupPhase, PostgresBackup, PostgresBackupStatus};
 
 use crate::cached_cluster::CachedCluster;
-use crate::events::Note;
-
-/// Condition type: whether the newest base backup is recent for the
-/// declared schedule.
-pub const LAST_BACKUP_RECENT: &str = "LastBackupRecent";
+use crate::note::Note;
 
 /// The `LastBackupRecent` condition while `spec.backup.schedule` is
 /// declared since `declared` (the cluster's creation), from the newest

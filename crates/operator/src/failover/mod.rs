@@ -52,10 +52,6 @@ use tusk_postgres::synchronous::{self, Synchronous, SynchronousMode};
 
 pub use detect::{Unavailable, delay_left, primary_healthy, unavailable_since};
 
-/// Condition type recording whether the primary serves; its transition
-/// time is when it stopped.
-pub const PRIMARY_AVAILABLE: &str = "PrimaryAvailable";
-
 /// What the reconcile learned about the primary.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct FailoverCheck {

@@ -16,9 +16,9 @@ use super::storage::{OwnerChange, ownership, resizes};
 use crate::backups::schedule::Scheduled;
 use crate::backups::{BackupInput, BackupPlan};
 use crate::children::{Children, named, pod_ready};
-use crate::events::Note;
 use crate::failover::FailoverCheck;
 use crate::names::InstanceName;
+use crate::note::Note;
 use crate::plan::{InstancePlan, InstanceStep, ObservedInstance, plan_instances};
 use crate::rollout::{Action, Rollout};
 use crate::status::{BackupProgress, StatusInput};
@@ -193,7 +193,7 @@ fn protect_data(
 ) -> (BackupDecisions, crate::rehearsal::RehearsalPlan) {
     let mut backups = BackupDecisions::decide(cluster, valid, observed, check, now);
     events.append(&mut backups.events());
-    let mut rehearsal = super::rehearsal::decide(cluster, valid, observed, now);
+    let mut rehearsal = super::rehearsal::decide(cluster, valid, observed.rehearsal.as_ref(), now);
     events.append(&mut rehearsal.events);
     if rehearsal.clear_request {
         clear.push(labels::REHEARSE);
@@ -468,7 +468,7 @@ fn restart_in_place(
     }
     let down_since = tusk_api::conditions::find_condition(
         &status.conditions,
-        crate::failover::PRIMARY_AVAILABLE,
+        tusk_api::conditions::PRIMARY_AVAILABLE,
     )
     .filter(|c| c.status == "False")
     .map(|c| c.last_transition_time.0);

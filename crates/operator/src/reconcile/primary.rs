@@ -17,10 +17,10 @@ use tusk_api::v1alpha1::{BlockedFailover, FailoverRecord, PostgresCluster, Postg
 
 use super::fetch::Observed;
 use crate::children::{named, not_ready_since, pod_ready};
-use crate::events::Note;
 use crate::failover::approval::{self, Approval};
 use crate::failover::promotion::{self, Promotion};
 use crate::failover::{self, Decision, FailoverCheck, ReportedStandby};
+use crate::note::Note;
 use crate::primacy::{self, Verdict};
 use crate::switchover::{self, Request};
 use crate::validate::ValidatedCluster;
@@ -88,10 +88,12 @@ impl Judged<'_> {
             };
             return (serving, Vec::new());
         }
-        let observed_down =
-            tusk_api::conditions::find_condition(&previous.conditions, failover::PRIMARY_AVAILABLE)
-                .filter(|c| c.status == "False")
-                .map(|c| c.last_transition_time.0);
+        let observed_down = tusk_api::conditions::find_condition(
+            &previous.conditions,
+            tusk_api::conditions::PRIMARY_AVAILABLE,
+        )
+        .filter(|c| c.status == "False")
+        .map(|c| c.last_transition_time.0);
         // When a failover or switchover made it the primary (the record's
         // time is the moment it was first seen serving).
         let primary_since = crate::status::choice_of_target(previous).map(|record| record.time.0);

@@ -89,7 +89,7 @@ fn observe(pod: &Pod) -> Observed {
 pub fn decide(
     cluster: &PostgresCluster,
     valid: &ValidatedCluster,
-    observed: &super::fetch::Observed,
+    pod: Option<&crate::rehearsal::Observed>,
     now: Timestamp,
 ) -> RehearsalPlan {
     if valid.paused {
@@ -104,7 +104,7 @@ pub fn decide(
         last_backup: status
             .and_then(|s| s.backup.as_ref())
             .and_then(|b| b.last_successful_backup_time.as_ref()),
-        pod: observed.rehearsal.as_ref(),
+        pod,
         now,
     });
     plan.next_slot = valid

@@ -24,12 +24,9 @@ use tusk_api::time::kube_time;
 use tusk_api::v1alpha1::RestoreVerification;
 
 use crate::backups::schedule;
-use crate::events::Note;
+use crate::note::Note;
 use crate::status::Judgement;
 use tusk_api::conditions::ConditionStatus;
-
-/// Condition type: whether the last restore rehearsal succeeded recently.
-pub const RESTORE_REHEARSED: &str = "RestoreRehearsed";
 
 /// The longest a rehearsal pod may exist before it is failed and removed
 /// (a restore that hangs, or a pod that cannot be scheduled).

@@ -15,13 +15,13 @@ pub(super) fn set_rehearsed(status: &mut PostgresClusterStatus, input: &StatusIn
     }
     set_judged(
         status,
-        crate::rehearsal::RESTORE_REHEARSED,
+        tusk_api::conditions::RESTORE_REHEARSED,
         &input.rehearsal_condition,
         input,
     );
     set_judged(
         status,
-        crate::backups::LAST_BACKUP_RECENT,
+        tusk_api::conditions::LAST_BACKUP_RECENT,
         &input.backup_condition,
         input,
     );

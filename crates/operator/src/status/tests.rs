@@ -61,7 +61,7 @@ fn a_rehearsal_is_recorded_and_its_condition_kept_until_judged_again() {
     let condition = |s: &PostgresClusterStatus| {
         s.conditions
             .iter()
-            .find(|c| c.type_ == crate::rehearsal::RESTORE_REHEARSED)
+            .find(|c| c.type_ == tusk_api::conditions::RESTORE_REHEARSED)
             .map(|c| (c.status.clone(), c.reason.clone()))
     };
     assert_eq!(

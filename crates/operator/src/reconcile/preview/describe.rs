@@ -17,8 +17,8 @@ use super::super::fetch::Observed;
 use crate::apply::{Applied, change};
 use crate::builders::{self, Credential};
 use crate::children::{Children, named};
-use crate::events::Note;
 use crate::failover::FailoverCheck;
+use crate::note::Note;
 use crate::plan::InstanceStep;
 use crate::validate::ValidatedCluster;
 
