@@ -169,6 +169,19 @@ pub struct Stanza {
     pub lock_path: String,
 }
 
+/// How long an asynchronous WAL push waits on a silent object store
+/// before giving up on an attempt (pgBackRest's `io-timeout`, 60 s by
+/// default). pgBackRest retries a connection and a request for about ten
+/// times this before its asynchronous process gives up and records why
+/// (connection refused, closed, a TLS failure); at 60 s that is about ten
+/// minutes, while `archive_command` itself gives up after `archive-timeout`
+/// (60 s) saying only that the push timed out. At 5 s the reason is
+/// recorded about 40 s into an outage, within the first `archive_command`.
+/// A push that fails is retried by PostgreSQL, and its segment waits in
+/// `pg_wal` meanwhile, so a store that is only slow costs a retry, never
+/// WAL. Backups and restores keep the default.
+pub const ARCHIVE_PUSH_IO_TIMEOUT_SECONDS: u32 = 5;
+
 /// `pgbackrest.conf` for `stanza`.
 pub fn render_conf(stanza: &Stanza) -> Result<String, RepositoryError> {
     let repo = &stanza.repository;
@@ -218,6 +231,11 @@ pub fn render_conf(stanza: &Stanza) -> Result<String, RepositoryError> {
          # The repository keys come from the environment, never from this file.\n",
     );
     section(&mut out, "global", &global)?;
+    section(
+        &mut out,
+        "global:archive-push",
+        &[("io-timeout", ARCHIVE_PUSH_IO_TIMEOUT_SECONDS.to_string())],
+    )?;
     section(&mut out, &stanza.name, &local)?;
     Ok(out)
 }
@@ -290,15 +308,19 @@ pub fn stderr_error(line: &str) -> Option<String> {
 }
 
 /// The message of an asynchronous push's `.error` status file: pgBackRest
-/// writes the error code on the first line and the message after it.
+/// writes the error code on the first line and the message after it. Its
+/// generic hints (`HINT: has a stanza-create been performed?`) and a cause
+/// repeated for each file it tried are left out.
 pub fn status_file_message(contents: &str) -> Option<String> {
     let mut lines = contents.lines();
     let code = lines.next()?.trim();
-    let message = lines
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .collect::<Vec<_>>()
-        .join(" ");
+    let mut kept: Vec<&str> = Vec::new();
+    for line in lines.map(str::trim) {
+        if !line.is_empty() && !line.starts_with("HINT:") && !kept.contains(&line) {
+            kept.push(line);
+        }
+    }
+    let message = kept.join(" ");
     match (code.is_empty(), message.is_empty()) {
         (true, true) => None,
         (false, true) => Some(format!("pgBackRest error {code}")),
@@ -402,6 +424,12 @@ mod tests {
             Some("/etc/tusk/backup-ca/ca.crt")
         );
         assert_eq!(global("archive-async"), Some("y"));
+        assert_eq!(
+            option(&conf, "global:archive-push", "io-timeout"),
+            Some("5"),
+            "a push gives up, and says why, within archive-timeout"
+        );
+        assert_eq!(global("io-timeout"), None, "backups keep the default");
         assert_eq!(
             global("spool-path"),
             Some("/var/lib/postgresql/data/pgbackrest/spool")
@@ -532,5 +560,26 @@ mod tests {
             Some("HTTP request failed with 403 (Forbidden) (pgBackRest error 104)")
         );
         assert_eq!(status_file_message(""), None);
+    }
+
+    /// `global.error` as pgBackRest 2.45 wrote it with the object store's
+    /// port closed.
+    #[test]
+    fn a_push_error_file_keeps_the_cause_without_hints_or_repeats() {
+        let file = "103\nunable to find a valid repository:\n\
+            repo1: [HostConnectError] unable to load info file '/r/archive/s/archive.info' or '/r/archive/s/archive.info.copy':\n\
+            HostConnectError: unable to connect to '127.0.0.1:39999': [111] Connection refused\n\
+            HostConnectError: unable to connect to '127.0.0.1:39999': [111] Connection refused\n\
+            HINT: archive.info cannot be opened but is required to push/get WAL segments.\n\
+            HINT: is archive_command configured correctly in postgresql.conf?\n";
+        assert_eq!(
+            status_file_message(file).as_deref(),
+            Some(
+                "unable to find a valid repository: repo1: [HostConnectError] unable to load info \
+                 file '/r/archive/s/archive.info' or '/r/archive/s/archive.info.copy': \
+                 HostConnectError: unable to connect to '127.0.0.1:39999': [111] Connection refused \
+                 (pgBackRest error 103)"
+            )
+        );
     }
 }
