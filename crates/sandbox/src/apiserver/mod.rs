@@ -24,6 +24,7 @@ pub mod handlers;
 pub mod kubelet_proxy;
 pub mod objects;
 pub mod openapi;
+pub mod partial;
 pub mod partitions;
 pub mod patch;
 pub mod protobuf;

@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 use tokio::sync::broadcast::error::RecvError;
 
 use crate::apiserver::error::ApiError;
+use crate::apiserver::partial;
 use crate::apiserver::resources::Resource;
 use crate::apiserver::selectors::{FieldSelector, LabelSelector};
 use crate::apiserver::state::Api;
@@ -36,6 +37,8 @@ pub struct WatchRequest {
     pub timeout: Duration,
     /// `Some(includeObject)` when the client asked for Table rows.
     pub table: Option<String>,
+    /// `Some(apiVersion)` when the client asked for PartialObjectMetadata.
+    pub partial: Option<&'static str>,
     /// Core Events shown as `events.k8s.io/v1`.
     pub events_v1: bool,
 }
@@ -55,6 +58,8 @@ impl WatchRequest {
         };
         if let Some(include) = &self.table {
             object = table::render(&self.resource, &self.version, &[object], json!({}), include);
+        } else if let Some(api_version) = self.partial {
+            object = partial::object(&object, api_version);
         }
         let mut line = json!({"type": type_, "object": object}).to_string();
         line.push('\n');

@@ -16,6 +16,7 @@ mod kubectl_protobuf;
 mod kubectl_scale;
 mod kubectl_tables;
 mod lifecycle;
+mod metadata_only;
 mod partitions;
 mod patch;
 mod pod_identity;

@@ -11,6 +11,7 @@ use crate::apiserver::handlers::request::{
 };
 use crate::apiserver::handlers::response::{body_response, json_response};
 use crate::apiserver::objects;
+use crate::apiserver::partial;
 use crate::apiserver::resources::Resource;
 use crate::apiserver::routing::ResourcePath;
 use crate::apiserver::state::Api;
@@ -81,6 +82,10 @@ pub fn list(
             &table::render(resource, &path.version, &selected, metadata, include),
             &[],
         ));
+    }
+    if let Some(wanted) = partial::wanted(&request.accept)? {
+        let listed = partial::list(&selected, metadata, &resource.kind, wanted)?;
+        return Ok(json_response(StatusCode::OK, &listed, &[]));
     }
     Ok(body_response(
         StatusCode::OK,

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::http::{HeaderMap, Method, StatusCode, header};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use crate::apiserver::admission::FieldValidation;
@@ -16,6 +16,7 @@ use crate::apiserver::handlers::response::{
     Format, body_response, header_str, json_response, negotiate,
 };
 use crate::apiserver::objects::{self, Manage, WriteOptions};
+use crate::apiserver::partial;
 use crate::apiserver::protobuf;
 use crate::apiserver::resources::Resource;
 use crate::apiserver::routing::ResourcePath;
@@ -175,6 +176,15 @@ pub fn respond_object(
         let include = request.param("includeObject").unwrap_or("Metadata");
         let rendered = table::render(resource, &path.version, &[object], json!({}), include);
         return json_response(code, &rendered, warnings);
+    }
+    match partial::wanted(&request.accept).and_then(|wanted| {
+        wanted
+            .map(|wanted| partial::single(&object, wanted))
+            .transpose()
+    }) {
+        Ok(Some(partial)) => return json_response(code, &partial, warnings),
+        Ok(None) => {}
+        Err(error) => return error.into_response(),
     }
     body_response(
         code,

@@ -16,6 +16,7 @@ use futures::{Stream, StreamExt};
 use crate::apiserver::error::ApiError;
 use crate::apiserver::handlers::request::{ResourceRequest, is_events_v1, selectors};
 use crate::apiserver::handlers::response::Format;
+use crate::apiserver::partial::{self, Partial};
 use crate::apiserver::protobuf;
 use crate::apiserver::resources::Resource;
 use crate::apiserver::routing::ResourcePath;
@@ -48,8 +49,15 @@ pub fn watch_request(
             .unwrap_or("Metadata")
             .to_owned()
     });
-    let protobuf_wanted =
-        table.is_none() && request.format(&resource, &path.version) == Format::Protobuf;
+    // A list's form cannot be given to one event's object: kube-apiserver
+    // then sends the object unchanged (see `crate::apiserver::partial`).
+    let partial = match partial::wanted(&request.accept)? {
+        Some((Partial::Object, api_version)) => Some(api_version),
+        Some((Partial::List, _)) | None => None,
+    };
+    let protobuf_wanted = table.is_none()
+        && partial.is_none()
+        && request.format(&resource, &path.version) == Format::Protobuf;
     let stream = watch::stream(
         api.clone(),
         WatchRequest {
@@ -64,6 +72,7 @@ pub fn watch_request(
             send_initial_events: request.flag("sendInitialEvents"),
             timeout,
             table,
+            partial,
         },
     )?;
     if protobuf_wanted {
