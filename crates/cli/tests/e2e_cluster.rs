@@ -25,11 +25,13 @@ async fn a_declared_cluster_becomes_a_replicated_database_that_scales_and_heals(
                    "failover": {"delaySeconds": 5, "dataDurability": "preferred"}}),
         )
         .await;
-    // A cluster that cannot converge: PostgreSQL 17 is not installed here.
+    // A cluster that cannot converge: no image rule of the sandbox maps
+    // its image to programs here.
     world
         .create_cluster(
             "stuck",
-            json!({"instances": 1, "postgres": {"version": 17}, "storage": {"size": "1Gi"}}),
+            json!({"instances": 1, "storage": {"size": "1Gi"},
+                   "postgres": {"version": 15, "image": "registry.example/unmapped:15"}}),
         )
         .await;
     world.wait_ready("shop", 3).await;

@@ -11,7 +11,10 @@
 //! - `postgres`: a PostgreSQL image; the major version is read from the tag
 //!   (`postgres:16.4` is 16) and programs come from that major's bin
 //!   directory (`postgresBinDirs`, else Debian's
-//!   `/usr/lib/postgresql/<major>/bin`).
+//!   `/usr/lib/postgresql/<major>/bin`, else the one `scripts/setup`
+//!   installs under [`INSTALLED_MAJORS`]). Where that is not the image's
+//!   own path, the container's paths under `/usr/lib/postgresql/<major>`
+//!   (its `PG_BIN_DIR`) are translated to it as a volume's are.
 //! - `host`: programs are looked up on the host `PATH` as they are.
 //!
 //! An image no rule matches, or a program its runtime does not provide,
@@ -23,6 +26,27 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+/// Where `scripts/setup` installs the PostgreSQL majors Debian does not
+/// package: `<this>/<major>/bin`.
+pub const INSTALLED_MAJORS: &str = "/opt/tusk/postgresql";
+
+/// Where a PostgreSQL image keeps the programs of `major`: Debian's layout,
+/// as in the official images.
+fn image_bin_dir(major: &str) -> String {
+    format!("/usr/lib/postgresql/{major}/bin")
+}
+
+/// The PostgreSQL major an image's tag names (`postgres:16.4` is 16).
+fn tag_major(image: &str) -> Option<String> {
+    let (_, tag) = split_image(image);
+    let major: String = tag
+        .unwrap_or("")
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    (!major.is_empty()).then_some(major)
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum ImageError {
     #[error("no rule in the image mapping matches image {image:?}")]
@@ -32,7 +56,7 @@ pub enum ImageError {
     )]
     NoMajor { image: String },
     #[error(
-        "image {image:?} needs PostgreSQL {major}, which is not installed at {dir} (set postgresBinDirs.\"{major}\" in the image mapping)"
+        "image {image:?} needs PostgreSQL {major}, which is not installed at {dir} (scripts/setup installs 16 to 18; or set postgresBinDirs.\"{major}\" in the image mapping)"
     )]
     NoPostgres {
         image: String,
@@ -168,6 +192,63 @@ impl ImageMapping {
         }
     }
 
+    /// The directory holding PostgreSQL `major`'s programs on this machine.
+    fn postgres_bin_dir(&self, major: &str) -> PathBuf {
+        if let Some(dir) = self.postgres_bin_dirs.get(major) {
+            return dir.clone();
+        }
+        let debian = PathBuf::from(image_bin_dir(major));
+        let installed = Path::new(INSTALLED_MAJORS).join(major).join("bin");
+        if !debian.is_dir() && installed.is_dir() {
+            installed
+        } else {
+            debian
+        }
+    }
+
+    /// For a PostgreSQL image whose programs are not where the image keeps
+    /// them: the image's path (`/usr/lib/postgresql/<major>/bin`) and the
+    /// directory standing for it, so that the container's paths into it
+    /// are translated as a volume's are.
+    pub fn image_path(&self, image: &str) -> Option<(String, PathBuf)> {
+        if !matches!(self.runtime_of(image), Ok(Runtime::Postgres)) {
+            return None;
+        }
+        let major = tag_major(image)?;
+        let own = image_bin_dir(&major);
+        let dir = self.postgres_bin_dir(&major);
+        (dir != Path::new(&own) && dir.is_dir()).then_some((own, dir))
+    }
+
+    /// Whether this sandbox has `image` at all, as a kubelet has an image
+    /// it pulled: a rule maps it and, for a PostgreSQL image, its major is
+    /// installed. Checked also for a container whose program is in one of
+    /// its volumes.
+    pub fn available(&self, image: &str) -> Result<(), ImageError> {
+        if self.runtime_of(image)? == Runtime::Postgres {
+            self.installed_postgres(image)?;
+        }
+        Ok(())
+    }
+
+    /// The bin directory of the major a PostgreSQL image's tag names, if
+    /// that major is installed.
+    fn installed_postgres(&self, image: &str) -> Result<PathBuf, ImageError> {
+        let major = tag_major(image).ok_or_else(|| ImageError::NoMajor {
+            image: image.to_owned(),
+        })?;
+        let dir = self.postgres_bin_dir(&major);
+        if dir.is_dir() {
+            Ok(dir)
+        } else {
+            Err(ImageError::NoPostgres {
+                image: image.to_owned(),
+                major,
+                dir,
+            })
+        }
+    }
+
     fn runtime_of(&self, image: &str) -> Result<Runtime, ImageError> {
         let (repository, _) = split_image(image);
         self.rules
@@ -215,29 +296,7 @@ impl ImageMapping {
             Runtime::Tusk if name == "tusk" => tusk_binary.to_owned(),
             Runtime::Tusk => return Err(no_program()),
             Runtime::Postgres => {
-                let (_, tag) = split_image(image);
-                let major: String = tag
-                    .unwrap_or("")
-                    .chars()
-                    .take_while(char::is_ascii_digit)
-                    .collect();
-                if major.is_empty() {
-                    return Err(ImageError::NoMajor {
-                        image: image.to_owned(),
-                    });
-                }
-                let dir = self
-                    .postgres_bin_dirs
-                    .get(&major)
-                    .cloned()
-                    .unwrap_or_else(|| PathBuf::from(format!("/usr/lib/postgresql/{major}/bin")));
-                if !dir.is_dir() {
-                    return Err(ImageError::NoPostgres {
-                        image: image.to_owned(),
-                        major,
-                        dir,
-                    });
-                }
+                let dir = self.installed_postgres(image)?;
                 let candidate = dir.join(&name);
                 bin_dir = Some(dir.clone());
                 if candidate.is_file() {
@@ -318,6 +377,45 @@ mod tests {
             .resolve("postgres", &[], &tusk())
             .expect_err("no major without a tag");
         assert!(matches!(untagged, ImageError::NoMajor { .. }));
+    }
+
+    #[test]
+    fn a_major_installed_elsewhere_stands_at_the_images_own_path() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut mapping = ImageMapping::default();
+        mapping
+            .postgres_bin_dirs
+            .insert("16".into(), dir.path().to_owned());
+        assert_eq!(
+            mapping.image_path("postgres:16.2"),
+            Some((
+                "/usr/lib/postgresql/16/bin".to_owned(),
+                dir.path().to_owned()
+            ))
+        );
+        assert_eq!(mapping.image_path("ghcr.io/tusk-dev/tusk:0.1.0"), None);
+        assert_eq!(mapping.image_path("postgres"), None, "no major");
+        assert!(mapping.available("postgres:16").is_ok());
+    }
+
+    /// A program in one of the pod's volumes runs only in an image the
+    /// sandbox has, as a kubelet runs nothing of an image it cannot pull.
+    #[test]
+    fn an_image_the_sandbox_does_not_have_is_not_available() {
+        let mapping = ImageMapping::default();
+        assert!(matches!(
+            mapping.available("registry.example/unmapped:15"),
+            Err(ImageError::NoRule { .. })
+        ));
+        assert!(matches!(
+            mapping.available("postgres:9"),
+            Err(ImageError::NoPostgres { .. })
+        ));
+        assert!(matches!(
+            mapping.available("postgres:latest"),
+            Err(ImageError::NoMajor { .. })
+        ));
+        assert!(mapping.available("tusk:1").is_ok());
     }
 
     #[test]

@@ -109,6 +109,9 @@ impl ProcessBase {
         let in_volume = !first.is_empty() && self.mounts.holds(Path::new(&first));
         let mut env = self.env.clone();
         let (program, mut all_args) = if in_volume {
+            images
+                .available(image)
+                .map_err(|e| ("ImageNotMapped".to_owned(), e.to_string()))?;
             (PathBuf::from(&first), command[1..].to_vec())
         } else {
             let program = images
@@ -356,6 +359,13 @@ fn process_base(
         Mounts::for_container(container, volume_dirs, &root).map_err(|e| e.to_string())?;
     if let Some(file) = &termination.file {
         mounts = mounts.with_file(&file.path, &file.host);
+    }
+    if let Some((path, dir)) = container
+        .image
+        .as_deref()
+        .and_then(|image| ctx.config.images.image_path(image))
+    {
+        mounts = mounts.with_file(&path, &dir);
     }
     let user = container_user(pod, container, ctx.root)?;
     let vars =
