@@ -10,6 +10,8 @@ use std::time::Duration;
 
 use tusk_postgres::pgbackrest;
 
+use tusk_postgres::upgrade::INITDB_LOCALE_ARGS;
+
 use crate::archiving::{self, Invocation};
 use crate::context::InstanceContext;
 use crate::datadir::{self, DataDirError};
@@ -57,8 +59,8 @@ pub async fn initdb(ctx: &InstanceContext, desired: &DesiredState) -> Result<(),
             staging.as_os_str(),
             "--data-checksums".as_ref(),
             "--auth=scram-sha-256".as_ref(),
-            "--encoding=UTF8".as_ref(),
-            "--locale=C".as_ref(),
+            INITDB_LOCALE_ARGS[0].as_ref(),
+            INITDB_LOCALE_ARGS[1].as_ref(),
             "--username".as_ref(),
             ctx.settings.credentials.superuser.username.as_ref(),
             "--pwfile".as_ref(),

@@ -25,6 +25,7 @@ pub mod convergence;
 pub mod datadir;
 pub mod desired;
 pub mod http;
+pub mod major_upgrade;
 pub mod metrics;
 pub mod observe;
 pub mod passwords;

@@ -26,4 +26,5 @@ pub mod parameters;
 pub mod pgbackrest;
 pub mod roles;
 pub mod synchronous;
+pub mod upgrade;
 pub mod version;

@@ -1,0 +1,172 @@
+//! Major-version upgrades with `pg_upgrade`: the arguments of each step
+//! and how to read what the programs print. Running them is the instance
+//! manager's (`tusk_instance::major_upgrade`).
+
+use std::ffi::OsString;
+use std::path::Path;
+
+/// How every cluster Tusk creates is initialised besides its checksums
+/// and superuser: `pg_upgrade` needs the new cluster to match the old one.
+pub const INITDB_LOCALE_ARGS: [&str; 2] = ["--encoding=UTF8", "--locale=C"];
+
+/// The first major whose `initdb` turns data checksums on by default (and
+/// knows `--no-data-checksums`).
+const CHECKSUMS_BY_DEFAULT: u32 = 18;
+
+/// Whether a cluster has data checksums, from `pg_controldata`'s output
+/// (`Data page checksum version: 1`); `None` when the line is missing.
+pub fn checksums_enabled(controldata: &str) -> Option<bool> {
+    controldata.lines().find_map(|line| {
+        let value = line.strip_prefix("Data page checksum version:")?.trim();
+        value.parse::<u32>().ok().map(|version| version != 0)
+    })
+}
+
+/// `initdb`'s arguments for the new cluster of `major` beside a cluster
+/// with (or without) data checksums: the same checksums, encoding and
+/// locale, and the same superuser, which connects over the local socket
+/// by peer authentication while `pg_upgrade` runs (the old cluster's
+/// `pg_hba.conf` and `pg_ident.conf` are copied over it afterwards).
+pub fn initdb_args(new_data: &Path, major: u32, checksums: bool, superuser: &str) -> Vec<OsString> {
+    let mut args: Vec<OsString> = vec!["--pgdata".into(), new_data.into()];
+    match (checksums, major >= CHECKSUMS_BY_DEFAULT) {
+        (true, _) => args.push("--data-checksums".into()),
+        (false, true) => args.push("--no-data-checksums".into()),
+        (false, false) => {}
+    }
+    args.extend(INITDB_LOCALE_ARGS.map(OsString::from));
+    args.extend([
+        "--auth-local=peer".into(),
+        "--auth-host=scram-sha-256".into(),
+        "--username".into(),
+        superuser.into(),
+    ]);
+    args
+}
+
+/// Where the two clusters and their programs are.
+#[derive(Clone, Debug)]
+pub struct Clusters<'a> {
+    pub old_bin: &'a Path,
+    pub new_bin: &'a Path,
+    pub old_data: &'a Path,
+    pub new_data: &'a Path,
+    /// The directory of the temporary servers' sockets: private to this
+    /// upgrade, so two upgrades on one machine never meet, and no one else
+    /// connects meanwhile.
+    pub socket_dir: &'a Path,
+    pub superuser: &'a str,
+}
+
+/// What one `pg_upgrade` run does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// `--check`: compatibility only; neither cluster is changed.
+    Check,
+    /// `--link`: the new cluster takes the old one's files by hard link.
+    /// Until the new cluster is first started, the old one can be brought
+    /// back (its `global/pg_control.old` renamed to `pg_control`); after
+    /// that, only a backup or a replica of the old major brings it back.
+    Link,
+}
+
+/// `pg_upgrade`'s arguments.
+pub fn pg_upgrade_args(clusters: &Clusters<'_>, mode: Mode) -> Vec<OsString> {
+    let mut args: Vec<OsString> = vec![
+        "--old-bindir".into(),
+        clusters.old_bin.into(),
+        "--new-bindir".into(),
+        clusters.new_bin.into(),
+        "--old-datadir".into(),
+        clusters.old_data.into(),
+        "--new-datadir".into(),
+        clusters.new_data.into(),
+        "--socketdir".into(),
+        clusters.socket_dir.into(),
+        "--username".into(),
+        clusters.superuser.into(),
+    ];
+    args.push(match mode {
+        Mode::Check => "--check".into(),
+        Mode::Link => "--link".into(),
+    });
+    args
+}
+
+/// The gist of a failed `pg_upgrade`: the check that failed (its line
+/// ending in `fatal`) and what followed it up to `Failure, exiting`, on
+/// one line; the report files it names are `files`.
+pub fn failure_summary(output: &str) -> (String, Vec<String>) {
+    let lines: Vec<&str> = output.lines().map(str::trim).collect();
+    let start = lines
+        .iter()
+        .position(|l| l.ends_with("fatal") || l.starts_with("error") || l.contains("FATAL"))
+        .unwrap_or(0);
+    let mut summary = Vec::new();
+    let mut files = Vec::new();
+    for line in &lines[start..] {
+        if line.is_empty() || line.starts_with("Failure, exiting") {
+            continue;
+        }
+        if line.starts_with('/') && line.ends_with(".txt") {
+            files.push((*line).to_owned());
+        }
+        summary.push(line.split_whitespace().collect::<Vec<_>>().join(" "));
+    }
+    (summary.join(" "), files)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_checksum_state_is_read_from_pg_controldata() {
+        let on = "pg_control version number:            1300\n\
+                  Data page checksum version:           1\n";
+        let off = "Data page checksum version:           0\n";
+        assert_eq!(checksums_enabled(on), Some(true));
+        assert_eq!(checksums_enabled(off), Some(false));
+        assert_eq!(checksums_enabled("pg_control version number: 1300"), None);
+    }
+
+    #[test]
+    fn the_new_cluster_matches_the_old_ones_checksums() {
+        let has = |args: &[OsString], flag: &str| args.iter().any(|a| a == flag);
+        let dir = Path::new("/data/pgdata.16");
+        let with = initdb_args(dir, 16, true, "postgres");
+        assert!(has(&with, "--data-checksums") && !has(&with, "--no-data-checksums"));
+        // 18 turns them on by default: a cluster without them must say so.
+        let without_18 = initdb_args(dir, 18, false, "postgres");
+        assert!(has(&without_18, "--no-data-checksums"));
+        let without_17 = initdb_args(dir, 17, false, "postgres");
+        assert!(!has(&without_17, "--no-data-checksums") && !has(&without_17, "--data-checksums"));
+        assert!(has(&with, "--locale=C") && has(&with, "--encoding=UTF8"));
+    }
+
+    #[test]
+    fn a_failed_check_is_summed_up_with_its_report_files() {
+        let output = "Performing Consistency Checks\n\
+            -----------------------------\n\
+            Checking cluster versions                                     ok\n\
+            Checking for presence of required libraries                   fatal\n\
+            \n\
+            Your installation references loadable libraries that are missing from the\n\
+            new installation.  You can add these libraries to the new installation,\n\
+            or remove the functions using them from the old installation.  A list of\n\
+            problem libraries is in the file:\n    \
+            /data/pgdata.16/pg_upgrade_output.d/20261205T094500.123/loadable_libraries.txt\n\
+            Failure, exiting\n";
+        let (summary, files) = failure_summary(output);
+        assert!(
+            summary
+                .starts_with("Checking for presence of required libraries fatal Your installation"),
+            "{summary}"
+        );
+        assert!(!summary.contains("Failure, exiting"), "{summary}");
+        assert_eq!(
+            files,
+            ["/data/pgdata.16/pg_upgrade_output.d/20261205T094500.123/loadable_libraries.txt"]
+        );
+    }
+}
