@@ -3,6 +3,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Router;
 use axum::extract::State;
@@ -14,6 +15,8 @@ use tusk_api::instance::{
 };
 
 use crate::context::InstanceContext;
+use crate::observe::{DatabaseFigures, Observation};
+use crate::recent::Recent;
 use crate::state::SharedState;
 use crate::supervisor::process_alive;
 use crate::{metrics, observe, report, sql};
@@ -29,10 +32,19 @@ pub enum HttpError {
     Serve(std::io::Error),
 }
 
+/// How long one observation of PostgreSQL answers every request: requests
+/// arriving together share it (see [`crate::recent`]).
+const OBSERVATION_MAX_AGE: Duration = Duration::from_millis(100);
+/// How long the database sizes `/metrics` reports are kept: summing them
+/// reads every file's size, and they change slowly.
+const FIGURES_MAX_AGE: Duration = Duration::from_secs(10);
+
 #[derive(Clone)]
 struct AppState {
     ctx: Arc<InstanceContext>,
     state: SharedState,
+    observations: Arc<Recent<Option<Observation>>>,
+    figures: Arc<Recent<Option<DatabaseFigures>>>,
 }
 
 /// The routes, for serving or testing.
@@ -42,7 +54,12 @@ pub fn router(ctx: Arc<InstanceContext>, state: SharedState) -> Router {
         .route(READYZ_PATH, get(readyz))
         .route(STATUS_PATH, get(status))
         .route(METRICS_PATH, get(metrics_text))
-        .with_state(AppState { ctx, state })
+        .with_state(AppState {
+            ctx,
+            state,
+            observations: Arc::new(Recent::new(OBSERVATION_MAX_AGE)),
+            figures: Arc::new(Recent::new(FIGURES_MAX_AGE)),
+        })
 }
 
 /// Binds the API's address (separately from serving, so that a port in
@@ -70,7 +87,10 @@ pub async fn serve(
 }
 
 async fn current_report(app: &AppState) -> InstanceReport {
-    let observation = report::observe_local(&app.ctx).await;
+    let observation = app
+        .observations
+        .get(|| report::observe_local(&app.ctx))
+        .await;
     let state = app.state.snapshot();
     let mut report = report::build(&app.ctx.settings.pod_name, &state, observation.as_ref());
     let kept = crate::datadir::kept_copy(&app.ctx.settings.pgdata);
@@ -128,10 +148,13 @@ async fn metrics_text(State(app): State<AppState>) -> Response {
                 .ok()?;
             observe::database_figures(&client).await.ok()
         };
-        tokio::time::timeout(report::QUERY_TIMEOUT, work)
-            .await
-            .ok()
-            .flatten()
+        let bounded = async {
+            tokio::time::timeout(report::QUERY_TIMEOUT, work)
+                .await
+                .ok()
+                .flatten()
+        };
+        app.figures.get(|| bounded).await
     };
     (
         [(

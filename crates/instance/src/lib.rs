@@ -34,6 +34,7 @@ pub mod postgres;
 pub mod primacy;
 pub mod process_user;
 pub mod reaper;
+pub mod recent;
 pub mod rehearsal;
 pub mod report;
 pub mod rewind;
