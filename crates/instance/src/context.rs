@@ -88,6 +88,7 @@ impl InstanceContext {
             role,
             synchronous: desired.synchronous.clone(),
             parameters: desired.parameters.clone(),
+            major: crate::datadir::data_major_version(&self.settings.pgdata).ok(),
             archive_command: desired.archiving.as_ref().map(|_| {
                 pgbackrest::archive_command(
                     &self.pgbackrest_config().display().to_string(),

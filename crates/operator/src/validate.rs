@@ -106,7 +106,7 @@ pub fn validate(
         .map_err(|error| spec_error("spec.postgres.version", error.to_string()))?;
 
     refuse_operator_owned(&spec.postgres.parameters)?;
-    refuse_unparseable_parameters(&spec.postgres.parameters)?;
+    refuse_unparseable_parameters(&spec.postgres.parameters, version)?;
     refuse_lossy_commit(spec)?;
     let (storage_size, storage_bytes) = storage(&spec.storage.size)?;
     let synchronous = spec
@@ -195,11 +195,17 @@ fn refuse_operator_owned(parameters: &BTreeMap<String, String>) -> Result<(), Sp
     Ok(())
 }
 
-/// Names PostgreSQL does not know and values it cannot read back stop
-/// the server at its next start; the first one found is named.
-fn refuse_unparseable_parameters(parameters: &BTreeMap<String, String>) -> Result<(), SpecError> {
+/// Names PostgreSQL does not know, values it cannot read back, and values
+/// its rules for `major` refuse (type, unit, range, enum values) stop the
+/// server at its next start; the first one found is named.
+fn refuse_unparseable_parameters(
+    parameters: &BTreeMap<String, String>,
+    major: u32,
+) -> Result<(), SpecError> {
+    use tusk_postgres::parameters::{parameter_problem, settings};
     for (name, value) in parameters {
-        if let Some(rule) = tusk_postgres::parameters::parameter_problem(name, value) {
+        let typed = || settings::value_rule(major, name, value);
+        if let Some(rule) = parameter_problem(name, value).or_else(typed) {
             return Err(spec_error(
                 &format!("spec.postgres.parameters.{name}"),
                 rule,

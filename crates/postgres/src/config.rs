@@ -13,7 +13,7 @@ use std::fmt::Write as _;
 use std::net::IpAddr;
 use std::path::Path;
 
-use crate::parameters::{is_known_parameter, is_operator_owned, value_problem};
+use crate::parameters::{is_known_parameter, is_operator_owned, settings, value_problem};
 use crate::synchronous::SynchronousStandbys;
 
 /// Line prefix of PostgreSQL's log lines; `supervisor` parses it into
@@ -73,6 +73,10 @@ pub struct ServerConfig {
     pub role: ReplicationRole,
     pub synchronous: Option<SynchronousStandbys>,
     pub parameters: BTreeMap<String, String>,
+    /// The major version the server runs, when known: parameter values
+    /// are then held to that major's rules
+    /// ([`crate::parameters::settings`]).
+    pub major: Option<u32>,
     /// The `archive_command` when WAL is archived (see
     /// [`crate::pgbackrest::archive_command`]); archiving is off otherwise.
     pub archive_command: Option<String>,
@@ -137,7 +141,7 @@ pub fn render_postgresql_conf(config: &ServerConfig) -> Result<String, ConfigErr
         ReplicationRole::Primary => {}
     }
     for (name, value) in &config.parameters {
-        check_parameter(name, value)?;
+        check_parameter(config.major, name, value)?;
     }
 
     let mut out = String::from(
@@ -161,14 +165,15 @@ pub fn render_postgresql_conf(config: &ServerConfig) -> Result<String, ConfigErr
     Ok(out)
 }
 
-fn check_parameter(name: &str, value: &str) -> Result<(), ConfigError> {
+fn check_parameter(major: Option<u32>, name: &str, value: &str) -> Result<(), ConfigError> {
     if is_operator_owned(name) {
         return Err(ConfigError::OwnedParameter(name.to_owned()));
     }
     if !is_known_parameter(name) {
         return Err(ConfigError::InvalidName(name.to_owned()));
     }
-    if let Some(rule) = value_problem(name, value) {
+    let typed = || major.and_then(|major| settings::value_rule(major, name, value));
+    if let Some(rule) = value_problem(name, value).or_else(typed) {
         return Err(ConfigError::InvalidValue(name.to_owned(), rule));
     }
     Ok(())
@@ -265,8 +270,33 @@ mod tests {
             role: ReplicationRole::Primary,
             synchronous: None,
             parameters: BTreeMap::new(),
+            major: Some(15),
             archive_command: None,
         }
+    }
+
+    /// A value the running major refuses never reaches the file, so the
+    /// server keeps the configuration it has.
+    #[test]
+    fn a_value_the_major_refuses_is_not_rendered() {
+        let parameters = BTreeMap::from([("shared_buffers".to_owned(), "Retain".to_owned())]);
+        let refused = render_postgresql_conf(&ServerConfig {
+            parameters: parameters.clone(),
+            ..base()
+        });
+        assert!(
+            matches!(refused, Err(ConfigError::InvalidValue(ref name, ref rule))
+                if name == "shared_buffers" && rule.contains("integer")),
+            "{refused:?}"
+        );
+        let fine = BTreeMap::from([("shared_buffers".to_owned(), "256MB".to_owned())]);
+        assert!(
+            render_postgresql_conf(&ServerConfig {
+                parameters: fine,
+                ..base()
+            })
+            .is_ok()
+        );
     }
 
     #[test]

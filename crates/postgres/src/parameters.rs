@@ -16,6 +16,7 @@
 use std::collections::BTreeMap;
 
 mod known;
+pub mod settings;
 
 pub use known::KNOWN_PARAMETERS;
 

@@ -93,11 +93,30 @@ fn parameters_postgresql_cannot_start_with_are_refused_naming_the_parameter() {
     );
     let error = refused(serde_json::json!({"fsync": "off"}));
     assert_eq!(error.field, "spec.postgres.parameters");
+    // Values PostgreSQL's own rules refuse (these once passed).
+    for (name, value, rule) in [
+        ("shared_buffers", "Retain", "must be an integer"),
+        ("max_connections", "", "within 1..262143"),
+        ("max_connections", "-1Gi", "must be an integer"),
+        ("checkpoint_completion_target", "2", "within 0..1"),
+        (
+            "log_statement",
+            "everything",
+            "must be one of: none, ddl, mod, all",
+        ),
+        ("jit", "maybe", "must be a boolean"),
+    ] {
+        let error = refused(serde_json::json!({ name: value }));
+        assert_eq!(error.field, format!("spec.postgres.parameters.{name}"));
+        assert!(error.rule.contains(rule), "{name} = {value:?}: {error}");
+    }
 
     let mut spec = three_instances();
     spec["postgres"]["parameters"] = serde_json::json!({
         "search_path": "\"$user\", it's", "pg_stat_statements.track": "all",
-        "shared_preload_libraries": "pg_stat_statements", "log_statement": "all"
+        "shared_preload_libraries": "pg_stat_statements", "log_statement": "all",
+        "shared_buffers": "256MB", "work_mem": "4MB", "synchronous_commit": "on",
+        "log_min_duration_statement": "250ms", "jit": "off"
     });
     assert!(validate(&cluster(spec), &OperatorConfig::default()).is_ok());
 }
