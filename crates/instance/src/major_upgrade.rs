@@ -29,11 +29,8 @@ use crate::process_user::{ProcessUser, ProcessUserError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum UpgradeError {
-    #[error("cannot run {program}: {source}")]
-    Spawn {
-        program: String,
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Tool(#[from] crate::tools::ToolError),
     #[error("{step} failed: {summary}")]
     Failed { step: &'static str, summary: String },
     #[error("cannot {action} {path}: {source}")]
@@ -175,22 +172,10 @@ async fn run_in(
     work_dir: &Path,
     args: impl IntoIterator<Item = OsString>,
 ) -> Result<String, UpgradeError> {
-    let output = user
-        .command(&bin_dir.join(program))
-        .args(args)
-        .current_dir(work_dir)
-        .output()
-        .await
-        .map_err(|source| UpgradeError::Spawn {
-            program: program.to_owned(),
-            source,
-        })?;
-    let mut text = String::from_utf8_lossy(&output.stdout).into_owned();
-    text.push_str(&String::from_utf8_lossy(&output.stderr));
-    for line in text.lines().filter(|l| !l.trim().is_empty()) {
-        tracing::debug!(target: "postgres", program, "{line}");
-    }
-    if output.status.success() {
+    let mut command = user.command(&bin_dir.join(program));
+    command.args(args).current_dir(work_dir);
+    let (text, status) = crate::tools::output(program, &mut command).await?;
+    if status.success() {
         return Ok(text);
     }
     let (mut summary, files) = upgrade::failure_summary(&text);
@@ -201,7 +186,7 @@ async fn run_in(
         }
     }
     if summary.is_empty() {
-        summary = format!("exited with {}", output.status);
+        summary = format!("exited with {status}");
     }
     Err(UpgradeError::Failed {
         step: program,

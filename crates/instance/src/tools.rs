@@ -22,6 +22,25 @@ pub enum ToolError {
     },
 }
 
+/// Runs `command`, PostgreSQL's program `program`, to completion: what it
+/// printed (standard output, then standard error), each line logged at
+/// debug level, and how it exited.
+pub async fn output(
+    program: &str,
+    command: &mut tokio::process::Command,
+) -> Result<(String, std::process::ExitStatus), ToolError> {
+    let output = command.output().await.map_err(|source| ToolError::Spawn {
+        program: program.to_owned(),
+        source,
+    })?;
+    let mut text = String::from_utf8_lossy(&output.stdout).into_owned();
+    text.push_str(&String::from_utf8_lossy(&output.stderr));
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        tracing::debug!(target: "postgres", program, "{line}");
+    }
+    Ok((text, output.status))
+}
+
 /// Runs `program` from the PostgreSQL bin directory to completion. The
 /// replication password file is offered through `PGPASSFILE`, so no
 /// password is ever on a command line.
@@ -32,36 +51,25 @@ where
 {
     let path = ctx.settings.binary(program);
     let started = Instant::now();
-    let output = ctx
-        .user
-        .command(&path)
+    let mut command = ctx.user.command(&path);
+    command
         .args(args)
         .env("PGPASSFILE", ctx.settings.passfile())
-        .env("PGCONNECT_TIMEOUT", "10")
-        .output()
-        .await
-        .map_err(|source| ToolError::Spawn {
-            program: program.to_owned(),
-            source,
-        })?;
-    let mut text = String::from_utf8_lossy(&output.stdout).into_owned();
-    text.push_str(&String::from_utf8_lossy(&output.stderr));
-    for line in text.lines().filter(|l| !l.trim().is_empty()) {
-        tracing::debug!(target: "postgres", program, "{line}");
-    }
+        .env("PGCONNECT_TIMEOUT", "10");
+    let (text, status) = output(program, &mut command).await?;
     tracing::info!(
         program,
         seconds = started.elapsed().as_secs_f64(),
-        success = output.status.success(),
+        success = status.success(),
         "PostgreSQL program finished"
     );
-    if output.status.success() {
+    if status.success() {
         Ok(text)
     } else {
         let tail: Vec<&str> = text.lines().rev().take(5).collect();
         Err(ToolError::Failed {
             program: program.to_owned(),
-            status: output.status,
+            status,
             output: tail.into_iter().rev().collect::<Vec<_>>().join(" | "),
         })
     }

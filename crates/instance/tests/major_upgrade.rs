@@ -53,13 +53,17 @@ async fn stopped_primary_with(sql: &str) -> TestInstance {
     db.start(desired("db-1", db.address));
     db.wait_status("a ready primary", STARTUP, |r| r.ready)
         .await;
-    let app = db
-        .connect("postgres", common::SUPERUSER_PASSWORD, "app")
-        .await
-        .expect("superuser in app");
+    let app = superuser_in_app(&db).await;
     app.batch_execute(sql).await.expect("data written");
     db.stop(Duration::from_secs(30)).await;
     db
+}
+
+/// The superuser in the application's database, where `DATA` lives.
+async fn superuser_in_app(db: &TestInstance) -> Client {
+    db.connect("postgres", common::SUPERUSER_PASSWORD, "app")
+        .await
+        .expect("superuser in app")
 }
 
 fn upgrade_of(db: &TestInstance, major: u32) -> MajorUpgrade {
@@ -275,10 +279,7 @@ async fn a_missing_extension_fails_the_check_and_leaves_the_old_cluster_as_it_wa
     db.start(desired("db-1", db.address));
     db.wait_status("the old primary back", STARTUP, |r| r.ready)
         .await;
-    let app = db
-        .connect("postgres", common::SUPERUSER_PASSWORD, "app")
-        .await
-        .expect("superuser in app");
+    let app = superuser_in_app(&db).await;
     let version: String = app
         .query_one("show server_version", &[])
         .await
