@@ -3,7 +3,11 @@
 //! `status.failover.blocked.id`, and only a `tusk.dev/approve-data-loss`
 //! annotation quoting that identity approves it. An approval left from an
 //! earlier failover, or written for a decision that has since changed (the
-//! best standby, the gap), approves nothing: it is reported and removed.
+//! best standby, a larger gap), approves nothing: it is reported and
+//! removed. A gap that shrinks (the standby caught up, or the failed
+//! primary's last position was read again) keeps the decision: it loses
+//! no more than the recorded "up to" that a person read and approved, and
+//! an approval is not rejected for a figure that moved in its favour.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
@@ -21,8 +25,8 @@ pub fn decision_id(from: &str, to: &str, gap: u64, since: Timestamp) -> String {
 }
 
 /// The blocked decision to record: the previous one, unchanged, while it
-/// is the same decision (same failed primary, standby and gap); a new one,
-/// blocked from `now`, otherwise.
+/// is the same decision (same failed primary and standby, a gap no larger
+/// than recorded); a new one, blocked from `now`, otherwise.
 pub fn blocked(
     previous: Option<&BlockedFailover>,
     from: &str,
@@ -32,7 +36,7 @@ pub fn blocked(
 ) -> BlockedFailover {
     let gap_bytes = i64::try_from(gap).unwrap_or(i64::MAX);
     if let Some(same) =
-        previous.filter(|p| p.from == from && p.to == to && p.lsn_gap_bytes == gap_bytes)
+        previous.filter(|p| p.from == from && p.to == to && gap_bytes <= p.lsn_gap_bytes)
     {
         return same.clone();
     }
@@ -88,6 +92,17 @@ mod tests {
             at("2026-12-02T10:00:01Z"),
         );
         assert_eq!(again, first);
+        // A smaller gap, as when the best standby catches up or the failed
+        // primary's position is read again: the same decision, its
+        // recorded "up to" unchanged.
+        let smaller = blocked(
+            Some(&first),
+            "db-1",
+            "db-2",
+            512,
+            at("2026-12-02T10:00:02Z"),
+        );
+        assert_eq!(smaller, first);
         // Another standby, another gap, another failure: another identity.
         let later = at("2026-12-02T10:05:00Z");
         for (from, to, gap) in [
