@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use crate::apiserver::apply;
 use crate::apiserver::error::{ApiError, Cause};
 use crate::apiserver::handlers::request::{
-    ResourceRequest, as_version, check_type, from_version, respond_object,
+    ResourceRequest, as_version, check_type, from_version, respond_written,
 };
 use crate::apiserver::objects::{self, Manage};
 use crate::apiserver::resources::Resource;
@@ -84,14 +84,7 @@ pub fn apply_request(
     } else {
         StatusCode::OK
     };
-    Ok(respond_object(
-        resource,
-        path,
-        request,
-        &written.object,
-        code,
-        &written.warnings,
-    ))
+    Ok(respond_written(resource, path, request, &written, code))
 }
 
 /// The apply configuration of the request, checked against the URL.

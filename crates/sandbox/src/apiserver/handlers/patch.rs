@@ -7,7 +7,7 @@ use axum::response::Response;
 use crate::apiserver::error::{ApiError, Cause};
 use crate::apiserver::handlers::apply::apply_request;
 use crate::apiserver::handlers::request::{
-    ResourceRequest, as_version, from_version, key_of, respond_object,
+    ResourceRequest, as_version, from_version, key_of, respond_written,
 };
 use crate::apiserver::handlers::response::header_str;
 use crate::apiserver::objects::{self, Manage};
@@ -69,12 +69,11 @@ pub fn patch_request(
             &options,
         )
     })?;
-    Ok(respond_object(
+    Ok(respond_written(
         resource,
         path,
         request,
-        &written.object,
+        &written,
         StatusCode::OK,
-        &written.warnings,
     ))
 }

@@ -15,7 +15,7 @@ use crate::apiserver::events;
 use crate::apiserver::handlers::response::{
     Format, body_response, header_str, json_response, negotiate,
 };
-use crate::apiserver::objects::{self, Manage, WriteOptions};
+use crate::apiserver::objects::{self, Manage, WriteOptions, Written};
 use crate::apiserver::partial;
 use crate::apiserver::protobuf;
 use crate::apiserver::resources::Resource;
@@ -161,6 +161,25 @@ pub fn from_version(path: &ResourcePath, object: Value) -> Value {
     } else {
         object
     }
+}
+
+/// What a write stored, in the form the client asked for, with the
+/// write's warnings.
+pub fn respond_written(
+    resource: &Resource,
+    path: &ResourcePath,
+    request: &ResourceRequest,
+    written: &Written,
+    code: StatusCode,
+) -> Response {
+    respond_object(
+        resource,
+        path,
+        request,
+        &written.object,
+        code,
+        &written.warnings,
+    )
 }
 
 pub fn respond_object(

@@ -9,7 +9,8 @@ use serde_json::{Value, json};
 
 use crate::apiserver::error::ApiError;
 use crate::apiserver::handlers::request::{
-    ResourceRequest, as_version, check_type, from_version, key_of, respond_object, selectors,
+    ResourceRequest, as_version, check_type, from_version, key_of, respond_object, respond_written,
+    selectors,
 };
 use crate::apiserver::handlers::response::body_response;
 use crate::apiserver::objects::{self, DeleteOptions, Manage};
@@ -54,13 +55,12 @@ pub fn create(
             &options,
         )
     })?;
-    Ok(respond_object(
+    Ok(respond_written(
         resource,
         path,
         request,
-        &written.object,
+        &written,
         StatusCode::CREATED,
-        &written.warnings,
     ))
 }
 
@@ -93,13 +93,12 @@ pub fn update(
             &options,
         )
     })?;
-    Ok(respond_object(
+    Ok(respond_written(
         resource,
         path,
         request,
-        &written.object,
+        &written,
         StatusCode::OK,
-        &written.warnings,
     ))
 }
 
