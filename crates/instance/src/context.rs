@@ -74,9 +74,13 @@ impl InstanceContext {
         }
     }
 
-    /// The configuration files for `role` under `desired`.
+    /// The configuration files of the data directory `pgdata` for `role`
+    /// under `desired`; parameter values are held to the rules of the
+    /// major its `PG_VERSION` names (a staging directory's too, so a first
+    /// bootstrap never starts with a value its major refuses).
     pub fn render(
         &self,
+        pgdata: &std::path::Path,
         desired: &DesiredState,
         role: ReplicationRole,
     ) -> Result<RenderedFiles, DataDirError> {
@@ -88,7 +92,7 @@ impl InstanceContext {
             role,
             synchronous: desired.synchronous.clone(),
             parameters: desired.parameters.clone(),
-            major: crate::datadir::data_major_version(&self.settings.pgdata).ok(),
+            major: crate::datadir::data_major_version(pgdata).ok(),
             archive_command: desired.archiving.as_ref().map(|_| {
                 pgbackrest::archive_command(
                     &self.pgbackrest_config().display().to_string(),
@@ -118,7 +122,9 @@ impl InstanceContext {
             self.write_pgbackrest_config(repository)?;
         }
         let standby = role.is_standby();
-        let changed = self.render(desired, role)?.write(pgdata, &self.user)?;
+        let changed = self
+            .render(pgdata, desired, role)?
+            .write(pgdata, &self.user)?;
         datadir::set_standby_signal(pgdata, &self.user, standby)?;
         Ok(changed)
     }

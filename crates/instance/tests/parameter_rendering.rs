@@ -249,3 +249,57 @@ async fn each_majors_table_matches_its_server() {
         );
     }
 }
+
+/// A value the major refuses never reaches `postgresql.conf`: not at the
+/// first bootstrap (the instance waits, saying which parameter and why,
+/// instead of creating a cluster that cannot start), and not on a running
+/// server (it keeps serving with what it has).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_value_the_major_refuses_is_reported_and_never_written() {
+    common::init_logs();
+    let mut cluster = TestCluster::new();
+    let mut db = cluster.instance("db-1");
+    let mut refused = desired("db-1", db.address);
+    refused
+        .parameters
+        .insert("shared_buffers".into(), "Retain".into());
+    db.start(refused.clone());
+    let report = db
+        .wait_status("the refusal reported", Duration::from_secs(30), |r| {
+            r.last_error
+                .as_deref()
+                .is_some_and(|e| e.contains("shared_buffers"))
+        })
+        .await;
+    assert!(!report.ready, "{report:?}");
+    assert!(
+        db.state.snapshot().postmaster_pid.is_none(),
+        "nothing started"
+    );
+
+    let good = desired("db-1", db.address);
+    db.set_desired(good.clone());
+    db.wait_status("a ready primary", Duration::from_secs(60), |r| r.ready)
+        .await;
+    let mut bad_later = good.clone();
+    bad_later
+        .parameters
+        .insert("max_connections".into(), "-1Gi".into());
+    db.set_desired(bad_later);
+    let report = db
+        .wait_status("the refusal reported", Duration::from_secs(10), |r| {
+            r.last_error
+                .as_deref()
+                .is_some_and(|e| e.contains("max_connections"))
+        })
+        .await;
+    assert!(report.ready, "still serving: {report:?}");
+    let client = db.superuser().await;
+    let max: String = client
+        .query_one("SHOW max_connections", &[])
+        .await
+        .expect("max_connections")
+        .get(0);
+    assert_eq!(max, "30", "the test setting stands");
+    db.stop(Duration::from_secs(30)).await;
+}
