@@ -38,9 +38,7 @@ fn main() {
 
 async fn bench(scale: u32, major: u32) {
     let user = ProcessUser::detect("postgres").expect("the postgres user (scripts/setup)");
-    let new_bin = Path::new("/opt/tusk/postgresql")
-        .join(major.to_string())
-        .join("bin");
+    let new_bin = tusk_postgres::version::local_bin_dir(major);
     assert!(
         new_bin.join("pg_upgrade").is_file(),
         "PostgreSQL {major} is not installed in {}: run scripts/setup",

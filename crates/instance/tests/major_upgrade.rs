@@ -30,9 +30,7 @@ const DATA: &str = "create extension pg_trgm;
     create view late_orders as select * from orders where id > 15000;";
 
 fn installed(major: u32) -> PathBuf {
-    let dir = Path::new("/opt/tusk/postgresql")
-        .join(major.to_string())
-        .join("bin");
+    let dir = tusk_postgres::version::local_bin_dir(major);
     assert!(
         dir.join("pg_upgrade").is_file(),
         "PostgreSQL {major} is not installed in {}: run scripts/setup",

@@ -193,14 +193,7 @@ fn table_without_hidden_spellings(major: u32) -> Vec<String> {
 async fn each_majors_table_matches_its_server() {
     let user = ProcessUser::detect("postgres").expect("the postgres user");
     for major in tusk_postgres::version::SUPPORTED_MAJORS {
-        let debian = std::path::PathBuf::from(tusk_postgres::version::bin_dir(major));
-        let bin = if debian.is_dir() {
-            debian
-        } else {
-            std::path::Path::new("/opt/tusk/postgresql")
-                .join(major.to_string())
-                .join("bin")
-        };
+        let bin = tusk_postgres::version::local_bin_dir(major);
         let output = user
             .command(&bin.join("postgres"))
             .arg("--describe-config")
@@ -265,11 +258,7 @@ async fn a_value_the_major_refuses_is_reported_and_never_written() {
         .insert("shared_buffers".into(), "Retain".into());
     db.start(refused.clone());
     let report = db
-        .wait_status("the refusal reported", Duration::from_secs(30), |r| {
-            r.last_error
-                .as_deref()
-                .is_some_and(|e| e.contains("shared_buffers"))
-        })
+        .wait_refusal("shared_buffers", Duration::from_secs(30))
         .await;
     assert!(!report.ready, "{report:?}");
     assert!(
@@ -287,11 +276,7 @@ async fn a_value_the_major_refuses_is_reported_and_never_written() {
         .insert("max_connections".into(), "-1Gi".into());
     db.set_desired(bad_later);
     let report = db
-        .wait_status("the refusal reported", Duration::from_secs(10), |r| {
-            r.last_error
-                .as_deref()
-                .is_some_and(|e| e.contains("max_connections"))
-        })
+        .wait_refusal("max_connections", Duration::from_secs(10))
         .await;
     assert!(report.ready, "still serving: {report:?}");
     let client = db.superuser().await;

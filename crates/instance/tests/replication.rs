@@ -491,11 +491,7 @@ async fn an_instance_pointed_at_another_clusters_primary_keeps_its_data() {
     // other cluster.
     b.set_desired(desired("db-3", stranger.address));
     let report = b
-        .wait_status("the refusal reported", Duration::from_secs(60), |r| {
-            r.last_error
-                .as_deref()
-                .is_some_and(|e| e.contains("refusing to replace"))
-        })
+        .wait_refusal("refusing to replace", Duration::from_secs(60))
         .await;
     println!("refusal: {:?}", report.last_error);
     assert!(

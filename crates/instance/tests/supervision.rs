@@ -181,11 +181,7 @@ async fn fencing_and_parameter_changes_are_applied() {
         .insert("wal_level".into(), "minimal".into());
     primary.set_desired(refused);
     let report = primary
-        .wait_status("the refusal reported", Duration::from_secs(10), |r| {
-            r.last_error
-                .as_deref()
-                .is_some_and(|e| e.contains("wal_level"))
-        })
+        .wait_refusal("wal_level", Duration::from_secs(10))
         .await;
     assert!(report.ready, "still serving: {report:?}");
     primary.set_desired(wanted.clone());

@@ -34,6 +34,24 @@ pub fn bin_dir(major: u32) -> String {
     format!("/usr/lib/postgresql/{major}/bin")
 }
 
+/// Where `scripts/setup` installs the majors Debian does not package
+/// (`<this>/<major>/bin`; 16 to 18 on Debian 12).
+pub const INSTALLED_MAJORS: &str = "/opt/tusk/postgresql";
+
+/// Where this machine keeps the programs of `major`: Debian's directory
+/// ([`bin_dir`]) when it exists, else the one `scripts/setup` installs
+/// (the sandbox's image mapping looks in the same order).
+pub fn local_bin_dir(major: u32) -> std::path::PathBuf {
+    let debian = std::path::PathBuf::from(bin_dir(major));
+    if debian.is_dir() {
+        debian
+    } else {
+        std::path::Path::new(INSTALLED_MAJORS)
+            .join(major.to_string())
+            .join("bin")
+    }
+}
+
 /// A version that cannot be read.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[error("cannot read a PostgreSQL version from `{0}`")]

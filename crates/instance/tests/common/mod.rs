@@ -308,6 +308,15 @@ impl TestInstance {
         }
     }
 
+    /// Polls `/status` until its `lastError` mentions `naming`, at most
+    /// `timeout`.
+    pub async fn wait_refusal(&self, naming: &str, timeout: Duration) -> InstanceReport {
+        self.wait_status("the refusal reported", timeout, |r| {
+            r.last_error.as_deref().is_some_and(|e| e.contains(naming))
+        })
+        .await
+    }
+
     /// A TCP connection with a password, as a client application would.
     pub async fn connect(
         &self,

@@ -196,14 +196,15 @@ pub fn respond_object(
         let rendered = table::render(resource, &path.version, &[object], json!({}), include);
         return json_response(code, &rendered, warnings);
     }
-    match partial::wanted(&request.accept).and_then(|wanted| {
-        wanted
-            .map(|wanted| partial::single(&object, wanted))
-            .transpose()
-    }) {
-        Ok(Some(partial)) => return json_response(code, &partial, warnings),
-        Ok(None) => {}
+    let wanted = match partial::wanted(&request.accept) {
+        Ok(wanted) => wanted,
         Err(error) => return error.into_response(),
+    };
+    if let Some(wanted) = wanted {
+        return match partial::single(&object, wanted) {
+            Ok(partial) => json_response(code, &partial, warnings),
+            Err(error) => error.into_response(),
+        };
     }
     body_response(
         code,

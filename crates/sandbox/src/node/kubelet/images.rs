@@ -27,7 +27,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 /// Where `scripts/setup` installs the PostgreSQL majors Debian does not
-/// package: `<this>/<major>/bin`.
+/// package: `<this>/<major>/bin` (`tusk_postgres::version::INSTALLED_MAJORS`;
+/// the sandbox knows images, not PostgreSQL, so it names the place itself).
 pub const INSTALLED_MAJORS: &str = "/opt/tusk/postgresql";
 
 /// Where a PostgreSQL image keeps the programs of `major`: Debian's layout,
