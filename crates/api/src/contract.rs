@@ -8,6 +8,8 @@
 //! - the mount paths ([`DATA_MOUNT`], [`PGDATA`], [`SECRETS_DIR`], ...);
 //! - [`Credential`]: the credentials Secrets, their names, keys and where
 //!   each is mounted;
+//! - [`TlsSecret`]: the cluster's certificate Secrets, their names, keys
+//!   and where the two an instance uses are mounted;
 //! - [`RepositoryKeys`]: the backup repository's keys, given as
 //!   environment variables from the Secret `spec.backup.destination.
 //!   credentialsSecret` names (keys [`S3_ACCESS_KEY_ID`] and
@@ -54,6 +56,88 @@ pub const RESTORE_CA_MOUNT_NAME: &str = "restore-ca";
 /// Where the restore source's CA is under `secrets_dir`.
 pub fn restore_ca_file(secrets_dir: &std::path::Path) -> PathBuf {
     secrets_dir.join(RESTORE_CA_MOUNT_NAME).join(BACKUP_CA_KEY)
+}
+
+/// The cluster's certificates, issued by the operator from a certificate
+/// authority of the cluster's own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TlsSecret {
+    /// The authority's certificate alone ([`CA_KEY`]): what clients
+    /// verify the server with (`sslrootcert`). Readable by whoever may
+    /// connect; it holds no key.
+    Ca,
+    /// The authority's certificate and private key ([`TLS_CERT_KEY`],
+    /// [`TLS_KEY_KEY`]): only the operator reads it, to issue and renew
+    /// the two below. Never mounted.
+    CaKey,
+    /// PostgreSQL's server certificate, for the names of the cluster's
+    /// Services, with its key and the authority's certificate. Mounted
+    /// in every instance.
+    Server,
+    /// The replication user's client certificate (common name
+    /// `streaming_replica`), with its key and the authority's certificate:
+    /// standbys, `pg_basebackup` and `pg_rewind` log in with it. Mounted
+    /// in every instance.
+    Replication,
+}
+
+/// Key of a certificate in a `kubernetes.io/tls` Secret (and file name).
+pub const TLS_CERT_KEY: &str = "tls.crt";
+/// Key of the private key in a `kubernetes.io/tls` Secret (and file name).
+pub const TLS_KEY_KEY: &str = "tls.key";
+/// Key of the certificate authority in a certificate Secret (and file
+/// name), as cert-manager names it.
+pub const CA_KEY: &str = "ca.crt";
+
+impl TlsSecret {
+    /// The authority first: the others are issued from it.
+    pub const ALL: [TlsSecret; 4] = [Self::CaKey, Self::Ca, Self::Server, Self::Replication];
+
+    /// The suffix of the Secret's name.
+    fn suffix(self) -> &'static str {
+        match self {
+            Self::Ca => "ca",
+            Self::CaKey => "ca-key",
+            Self::Server => "server",
+            Self::Replication => "replication-cert",
+        }
+    }
+
+    /// The Secret's name in `cluster`.
+    pub fn secret_name(self, cluster: &(impl NamedCluster + ?Sized)) -> String {
+        format!("{}-{}", cluster.cluster_name(), self.suffix())
+    }
+
+    /// Directory under [`SECRETS_DIR`] where an instance finds it; `None`
+    /// for the two no instance mounts.
+    pub fn mount_name(self) -> Option<&'static str> {
+        match self {
+            Self::Server => Some("server-tls"),
+            Self::Replication => Some("replication-tls"),
+            Self::Ca | Self::CaKey => None,
+        }
+    }
+
+    /// The directory under `secrets_dir` holding it in an instance.
+    pub fn mounted_dir(self, secrets_dir: &std::path::Path) -> Option<PathBuf> {
+        self.mount_name().map(|name| secrets_dir.join(name))
+    }
+}
+
+/// The names the server certificate carries: each of the cluster's
+/// Services (`-rw`, `-ro`, `-r`) as a client in the namespace, in another
+/// namespace, and fully qualified may write it. The first is the one an
+/// instance verifies another instance by (it connects by address).
+pub fn server_certificate_names(cluster: &str, namespace: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    for service in ["rw", "ro", "r"] {
+        let service = format!("{cluster}-{service}");
+        names.push(service.clone());
+        names.push(format!("{service}.{namespace}"));
+        names.push(format!("{service}.{namespace}.svc"));
+        names.push(format!("{service}.{namespace}.svc.cluster.local"));
+    }
+    names
 }
 
 /// The run directory when the environment names none (outside a pod).
@@ -367,5 +451,33 @@ mod tests {
             Credential::Replication.builtin_username(),
             Some("streaming_replica")
         );
+    }
+
+    #[test]
+    fn certificate_secrets_never_share_a_name_with_credentials_and_only_two_are_mounted() {
+        let names: Vec<String> = TlsSecret::ALL
+            .iter()
+            .map(|s| s.secret_name("orders"))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "orders-ca-key",
+                "orders-ca",
+                "orders-server",
+                "orders-replication-cert"
+            ]
+        );
+        for credential in Credential::ALL {
+            assert!(!names.contains(&credential.secret_name("orders")));
+        }
+        let mounted: Vec<&str> = TlsSecret::ALL
+            .iter()
+            .filter_map(|s| s.mount_name())
+            .collect();
+        assert_eq!(mounted, ["server-tls", "replication-tls"]);
+        for credential in Credential::ALL {
+            assert!(!mounted.contains(&credential.mount_name()));
+        }
     }
 }

@@ -130,7 +130,7 @@ async fn superuser(world: &World, ns: &str, cluster: &str) -> tokio_postgres::Cl
         field("username"),
         field("password")
     );
-    let (client, connection) = tokio_postgres::connect(&config, tokio_postgres::NoTls)
+    let (client, connection) = tokio_postgres::connect(&config, common::tls::encrypted())
         .await
         .expect("superuser connection");
     tokio::spawn(connection);

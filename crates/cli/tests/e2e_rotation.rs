@@ -26,7 +26,7 @@ async fn log_in(host: &str, user: &str, password: &str, dbname: &str) -> Result<
     let conninfo = format!(
         "host={host} port=5432 user={user} password={password} dbname={dbname} connect_timeout=3"
     );
-    let attempt = tokio_postgres::connect(&conninfo, tokio_postgres::NoTls);
+    let attempt = tokio_postgres::connect(&conninfo, common::tls::encrypted());
     match tokio::time::timeout(Duration::from_secs(5), attempt).await {
         Ok(Ok((client, connection))) => {
             tokio::spawn(connection);
@@ -89,7 +89,7 @@ async fn rotated_passwords_reach_postgres_without_a_restart_or_a_dropped_connect
     let stop = Arc::new(AtomicBool::new(false));
     let (client, connection) = tokio_postgres::connect(
         &world.conninfo_at(&rw, CLUSTER).await,
-        tokio_postgres::NoTls,
+        common::tls::encrypted(),
     )
     .await
     .expect("a session with the old password");

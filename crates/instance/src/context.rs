@@ -12,6 +12,17 @@ use crate::postgres::config::{self, ReplicationRole, ServerConfig, Upstream};
 use crate::process_user::{ProcessUser, ProcessUserError};
 use crate::settings::Settings;
 use crate::sql::LocalTarget;
+use crate::tls::{Installed, Mounted, TlsError};
+use tusk_api::contract::{TLS_CERT_KEY, TlsSecret, server_certificate_names};
+
+/// A connection to another instance that could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum RemoteError {
+    #[error(transparent)]
+    Postgres(#[from] tokio_postgres::Error),
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+}
 
 /// Settings plus the user PostgreSQL runs as.
 #[derive(Clone, Debug)]
@@ -34,34 +45,85 @@ impl InstanceContext {
         }
     }
 
-    /// Prepares the run directory (socket, password file) for PostgreSQL.
-    pub fn prepare_run_dir(&self) -> Result<(), DataDirError> {
+    /// Prepares the run directory (socket, password file, the private
+    /// copies of the cluster's certificates) for PostgreSQL; true when a
+    /// certificate changed.
+    pub fn prepare_run_dir(&self) -> Result<bool, DataDirError> {
         self.user.private_dir(&self.settings.run_dir)?;
         let replication = &self.settings.credentials.replication;
         let pgpass = config::render_pgpass(&replication.username, replication.password.expose())?;
         self.user.private_file(&self.settings.passfile(), &pgpass)?;
-        Ok(())
+        self.install_certificates()
+    }
+
+    /// Copies the mounted certificates where PostgreSQL and libpq read
+    /// them ([`crate::tls`]); true when a copy changed.
+    pub fn install_certificates(&self) -> Result<bool, DataDirError> {
+        match (Mounted::read(&self.settings.secrets_dir)?, self.tls()) {
+            (Some(mounted), Some(installed)) => {
+                self.user.private_dir(&self.settings.run_dir)?;
+                Ok(installed.install(&mounted, &self.user)?)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    /// Where the private copies of the cluster's certificates are, when
+    /// the pod mounts them (TLS is off otherwise).
+    pub fn tls(&self) -> Option<Installed> {
+        let server = TlsSecret::Server.mounted_dir(&self.settings.secrets_dir)?;
+        server
+            .join(TLS_CERT_KEY)
+            .exists()
+            .then(|| Installed::in_run_dir(&self.settings.run_dir))
+    }
+
+    /// libpq's environment for PostgreSQL's programs that connect to
+    /// another instance (`pg_basebackup`, `pg_rewind`): the replication
+    /// user's certificate and the authority to verify the server by.
+    pub fn libpq_tls_env(&self) -> Vec<(&'static str, String)> {
+        let client = self.tls().map(|installed| installed.client());
+        client
+            .iter()
+            .flat_map(|client| client.environment())
+            .map(|(name, value)| (name, value.to_owned()))
+            .collect()
     }
 
     /// A connection to the `postgres` database of the instance at `host`,
-    /// as the replication user.
+    /// as the replication user: over TLS with the cluster's certificates
+    /// when the pod mounts them (the server verified as the cluster's
+    /// `-rw` name, which its certificate carries).
     pub async fn connect_remote(
         &self,
         host: IpAddr,
-    ) -> Result<tokio_postgres::Client, tokio_postgres::Error> {
+    ) -> Result<tokio_postgres::Client, RemoteError> {
         let replication = &self.settings.credentials.replication;
-        let (client, connection) = tokio_postgres::Config::new()
-            .host(host.to_string())
+        let mut config = tokio_postgres::Config::new();
+        config
             .port(self.settings.postgres_port)
             .user(&replication.username)
             .password(replication.password.expose())
             .dbname("postgres")
             .application_name("tusk-instance-manager")
-            .connect_timeout(std::time::Duration::from_secs(3))
-            .connect(tokio_postgres::NoTls)
-            .await?;
-        tokio::spawn(connection);
-        Ok(client)
+            .connect_timeout(std::time::Duration::from_secs(3));
+        match Mounted::read(&self.settings.secrets_dir)? {
+            Some(mounted) => {
+                let settings = &self.settings;
+                let names = server_certificate_names(&settings.cluster_name, &settings.namespace);
+                let name = names.first().map(String::as_str).unwrap_or_default();
+                config.host(name).hostaddr(host);
+                let (client, connection) = config.connect(mounted.connector()?).await?;
+                tokio::spawn(connection);
+                Ok(client)
+            }
+            None => {
+                config.host(host.to_string());
+                let (client, connection) = config.connect(tokio_postgres::NoTls).await?;
+                tokio::spawn(connection);
+                Ok(client)
+            }
+        }
     }
 
     /// Where a standby of the primary at `host` streams from.
@@ -71,6 +133,7 @@ impl InstanceContext {
             port: self.settings.postgres_port,
             user: self.settings.credentials.replication.username.clone(),
             passfile: self.settings.passfile().display().to_string(),
+            tls: self.tls().map(|installed| installed.client()),
         }
     }
 
@@ -99,6 +162,7 @@ impl InstanceContext {
                     &self.settings.cluster_name,
                 )
             }),
+            tls: self.tls().map(|installed| installed.server()),
         };
         RenderedFiles::render(
             &server,

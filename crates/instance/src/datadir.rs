@@ -20,6 +20,8 @@ pub enum DataDirError {
     },
     #[error(transparent)]
     User(#[from] ProcessUserError),
+    #[error(transparent)]
+    Tls(#[from] crate::tls::TlsError),
     #[error("unreadable PG_VERSION: {0}")]
     Version(#[from] VersionError),
     #[error(
@@ -84,7 +86,7 @@ impl RenderedFiles {
     ) -> Result<Self, DataDirError> {
         Ok(RenderedFiles {
             postgresql_conf: config::render_postgresql_conf(server)?,
-            pg_hba: config::render_pg_hba(superuser, replication_user),
+            pg_hba: config::render_pg_hba(superuser, replication_user, server.tls.is_some()),
             pg_ident: config::render_pg_ident(os_users, superuser),
         })
     }

@@ -45,4 +45,5 @@ pub mod sql;
 pub mod state;
 pub mod supervisor;
 pub mod task;
+pub mod tls;
 pub mod tools;

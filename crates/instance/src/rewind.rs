@@ -81,7 +81,7 @@ pub enum RewindError {
     )]
     DifferentSystem { local: String, primary: String },
     #[error("cannot read the primary's system identifier: {0}")]
-    PrimaryIdentity(#[from] tokio_postgres::Error),
+    PrimaryIdentity(#[from] crate::context::RemoteError),
     #[error("pg_controldata printed no system identifier")]
     NoLocalIdentity,
     #[error(
@@ -118,8 +118,9 @@ async fn ensure_same_system(ctx: &InstanceContext, primary: IpAddr) -> Result<()
             "SELECT system_identifier::text FROM pg_control_system()",
             &[],
         )
-        .await?
-        .try_get(0)?;
+        .await
+        .and_then(|row| row.try_get(0))
+        .map_err(crate::context::RemoteError::from)?;
     if local == remote {
         Ok(())
     } else {
@@ -236,7 +237,10 @@ pub async fn primary_lacks_wal(
                 .map_or_else(|| error.to_string(), |db| db.message().to_owned()),
         )
     };
-    let client = ctx.connect_remote(primary).await.map_err(failed)?;
+    let client = ctx
+        .connect_remote(primary)
+        .await
+        .map_err(|error| RewindError::PrimaryWal(error.to_string()))?;
     // The segment's name without its timeline (the first 8 of 24 digits).
     let row = client
         .query_one(

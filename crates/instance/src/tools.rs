@@ -43,7 +43,8 @@ pub async fn output(
 
 /// Runs `program` from the PostgreSQL bin directory to completion. The
 /// replication password file is offered through `PGPASSFILE`, so no
-/// password is ever on a command line.
+/// password is ever on a command line, and the replication user's
+/// certificate through libpq's TLS variables.
 pub async fn run<I, S>(ctx: &InstanceContext, program: &str, args: I) -> Result<String, ToolError>
 where
     I: IntoIterator<Item = S>,
@@ -55,7 +56,8 @@ where
     command
         .args(args)
         .env("PGPASSFILE", ctx.settings.passfile())
-        .env("PGCONNECT_TIMEOUT", "10");
+        .env("PGCONNECT_TIMEOUT", "10")
+        .envs(ctx.libpq_tls_env());
     let (text, status) = output(program, &mut command).await?;
     tracing::info!(
         program,

@@ -283,12 +283,31 @@ impl Trim for PersistentVolumeClaim {
     }
 }
 
-/// Secrets are created once and never read back: their existence is all
-/// a reconcile needs, and the passwords stay out of the operator's memory.
+/// Secrets are created once and never read back: their existence (and
+/// the annotations saying which authority issued a certificate, and when
+/// it is due) is all a reconcile needs, and the passwords stay out of the
+/// operator's memory. The one exception is the cluster's certificate
+/// authority (`<cluster>-ca-key`), whose key issues and renews the
+/// cluster's certificates.
 impl Trim for Secret {
     fn trim(&mut self) {
+        let authority = self
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|labels| labels.get(labels::CLUSTER))
+            .is_some_and(|cluster| {
+                self.metadata.name.as_deref()
+                    == Some(
+                        tusk_api::contract::TlsSecret::CaKey
+                            .secret_name(cluster.as_str())
+                            .as_str(),
+                    )
+            });
         trim_meta(&mut self.metadata);
-        self.data = None;
+        if !authority {
+            self.data = None;
+        }
         self.string_data = None;
     }
 }

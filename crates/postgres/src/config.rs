@@ -2,6 +2,14 @@
 //! be: `postgresql.conf`, `pg_hba.conf`, `pg_ident.conf`, the password file
 //! used for replication. Pure functions; the callers write the files.
 //!
+//! With the cluster's certificates ([`ServerTls`], [`ClientTls`]) every
+//! network connection is encrypted: the server offers only TLS to remote
+//! clients (`hostssl`), standbys verify the primary's certificate against
+//! the cluster's authority and log in with the replication user's client
+//! certificate (`cert`), and application users log in with SCRAM
+//! passwords over TLS. Without them (an instance manager run on its own,
+//! outside a pod) connections are plain and authenticated by password.
+//!
 //! Operator-owned settings come first and cannot be overridden: user
 //! parameters naming one of them are refused (the API already rejects them;
 //! this is the last line of defence). User parameters come after the
@@ -61,6 +69,53 @@ pub struct Upstream {
     pub port: u16,
     pub user: String,
     pub passfile: String,
+    /// The client certificate to log in with, and the authority the
+    /// upstream's certificate must chain to.
+    pub tls: Option<ClientTls>,
+}
+
+/// The server's certificate files, as PostgreSQL reads them (the key
+/// readable by the PostgreSQL user alone).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServerTls {
+    pub cert_file: String,
+    pub key_file: String,
+    /// The authority client certificates must chain to.
+    pub ca_file: String,
+}
+
+/// A client certificate for libpq (`sslcert`, `sslkey`) and the authority
+/// the server's certificate must chain to (`sslrootcert`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClientTls {
+    pub cert_file: String,
+    pub key_file: String,
+    pub root_cert_file: String,
+}
+
+impl ClientTls {
+    /// libpq's settings for it: the server's certificate is verified
+    /// against the authority (`verify-ca`: instances are reached by
+    /// address, which no certificate names).
+    pub fn libpq_settings(&self) -> [(&'static str, &str); 4] {
+        [
+            ("sslmode", "verify-ca"),
+            ("sslrootcert", &self.root_cert_file),
+            ("sslcert", &self.cert_file),
+            ("sslkey", &self.key_file),
+        ]
+    }
+
+    /// The same settings as libpq's environment variables, for
+    /// PostgreSQL's programs (`pg_basebackup`, `pg_rewind`).
+    pub fn environment(&self) -> [(&'static str, &str); 4] {
+        [
+            ("PGSSLMODE", "verify-ca"),
+            ("PGSSLROOTCERT", &self.root_cert_file),
+            ("PGSSLCERT", &self.cert_file),
+            ("PGSSLKEY", &self.key_file),
+        ]
+    }
 }
 
 /// Everything `postgresql.conf` is rendered from.
@@ -80,6 +135,8 @@ pub struct ServerConfig {
     /// The `archive_command` when WAL is archived (see
     /// [`crate::pgbackrest::archive_command`]); archiving is off otherwise.
     pub archive_command: Option<String>,
+    /// The server's certificate: TLS is on with it, off without.
+    pub tls: Option<ServerTls>,
 }
 
 /// Operator defaults that users may override.
@@ -123,6 +180,16 @@ pub fn render_postgresql_conf(config: &ServerConfig) -> Result<String, ConfigErr
                 .unwrap_or_default(),
         ),
     ];
+    match &config.tls {
+        Some(tls) => {
+            owned.push(("ssl", "on".into()));
+            owned.push(("ssl_cert_file", tls.cert_file.clone()));
+            owned.push(("ssl_key_file", tls.key_file.clone()));
+            owned.push(("ssl_ca_file", tls.ca_file.clone()));
+            owned.push(("ssl_min_protocol_version", "TLSv1.2".into()));
+        }
+        None => owned.push(("ssl", "off".into())),
+    }
     match &config.archive_command {
         // `on`, not `always`: the primary archives; a standby starts
         // archiving the moment it is promoted.
@@ -192,36 +259,52 @@ fn line(out: &mut String, name: &str, value: &str) {
 /// `application_name` is the instance name, which `pg_stat_replication`
 /// and `synchronous_standby_names` refer to.
 pub fn primary_conninfo(upstream: &Upstream, application_name: &str) -> String {
-    [
+    let mut settings = vec![
         ("host", upstream.host.to_string()),
         ("port", upstream.port.to_string()),
         ("user", upstream.user.clone()),
         ("passfile", upstream.passfile.clone()),
         ("application_name", application_name.to_owned()),
-        ("sslmode", "prefer".to_owned()),
-        ("connect_timeout", "5".to_owned()),
-    ]
-    .iter()
-    .map(|(key, value)| format!("{key}={}", conninfo_value(value)))
-    .collect::<Vec<_>>()
-    .join(" ")
+    ];
+    match &upstream.tls {
+        Some(tls) => settings.extend(
+            tls.libpq_settings()
+                .iter()
+                .map(|(key, value)| (*key, (*value).to_owned())),
+        ),
+        None => settings.push(("sslmode", "prefer".to_owned())),
+    }
+    settings.push(("connect_timeout", "5".to_owned()));
+    settings
+        .iter()
+        .map(|(key, value)| format!("{key}={}", conninfo_value(value)))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 fn conninfo_value(value: &str) -> String {
     format!("'{}'", value.replace('\\', "\\\\").replace('\'', "\\'"))
 }
 
-/// Who may connect how. Every network connection authenticates with a
-/// SCRAM password; the local superuser connection of the instance manager
-/// uses peer authentication through the `tusk` ident map.
-pub fn render_pg_hba(superuser: &str, replication_user: &str) -> String {
+/// Who may connect how. The local superuser connection of the instance
+/// manager uses peer authentication through the `tusk` ident map. With
+/// `tls`, remote clients must use TLS (`hostssl`; a plain connection
+/// matches no line and is refused), streaming replication logs in with the
+/// replication user's certificate, and every other remote login with a
+/// SCRAM password; without it every network connection authenticates with
+/// a SCRAM password.
+pub fn render_pg_hba(superuser: &str, replication_user: &str, tls: bool) -> String {
+    let (host, replication_method) = match tls {
+        true => ("hostssl", "cert"),
+        false => ("host   ", "scram-sha-256"),
+    };
     format!(
         "# Rendered by the Tusk instance manager; changes are overwritten.\n\
          # TYPE  DATABASE     USER  ADDRESS  METHOD\n\
          local   all          {superuser}  peer map=tusk\n\
          local   all          all   scram-sha-256\n\
-         host    replication  {replication_user}  all  scram-sha-256\n\
-         host    all          all   all      scram-sha-256\n"
+         {host} replication  {replication_user}  all  {replication_method}\n\
+         {host} all          all   all      scram-sha-256\n"
     )
 }
 
@@ -272,6 +355,7 @@ mod tests {
             parameters: BTreeMap::new(),
             major: Some(15),
             archive_command: None,
+            tls: None,
         }
     }
 
@@ -321,9 +405,83 @@ mod tests {
                 port: 5432,
                 user: "streaming_replica".into(),
                 passfile: "/tmp/tusk/pgpass".into(),
+                tls: None,
             }),
             ..base()
         }
+    }
+
+    fn client_tls() -> ClientTls {
+        ClientTls {
+            cert_file: "/run/tusk/tls/replication.crt".into(),
+            key_file: "/run/tusk/tls/replication.key".into(),
+            root_cert_file: "/run/tusk/tls/ca.crt".into(),
+        }
+    }
+
+    #[test]
+    fn with_certificates_the_server_offers_tls_and_a_standby_verifies_and_presents_one() {
+        let plain = render_postgresql_conf(&base()).expect("renders");
+        assert_eq!(setting(&plain, "ssl").as_deref(), Some("off"));
+        let server = ServerTls {
+            cert_file: "/run/tusk/tls/server.crt".into(),
+            key_file: "/run/tusk/tls/server.key".into(),
+            ca_file: "/run/tusk/tls/ca.crt".into(),
+        };
+        let mut config = standby();
+        config.tls = Some(server);
+        if let ReplicationRole::Standby(upstream) = &mut config.role {
+            upstream.tls = Some(client_tls());
+        }
+        let conf = render_postgresql_conf(&config).expect("renders");
+        assert_eq!(setting(&conf, "ssl").as_deref(), Some("on"));
+        assert_eq!(
+            setting(&conf, "ssl_key_file").as_deref(),
+            Some("/run/tusk/tls/server.key")
+        );
+        assert_eq!(
+            setting(&conf, "ssl_min_protocol_version").as_deref(),
+            Some("TLSv1.2")
+        );
+        let conninfo = setting(&conf, "primary_conninfo").expect("conninfo");
+        for expected in [
+            "sslmode='verify-ca'",
+            "sslrootcert='/run/tusk/tls/ca.crt'",
+            "sslcert='/run/tusk/tls/replication.crt'",
+            "sslkey='/run/tusk/tls/replication.key'",
+        ] {
+            assert!(conninfo.contains(expected), "{conninfo}");
+        }
+        assert!(!conninfo.contains("prefer"), "{conninfo}");
+        // The user cannot turn it off.
+        let parameters = BTreeMap::from([("ssl".to_owned(), "off".to_owned())]);
+        assert_eq!(
+            render_postgresql_conf(&ServerConfig {
+                parameters,
+                ..config
+            }),
+            Err(ConfigError::OwnedParameter("ssl".into()))
+        );
+    }
+
+    #[test]
+    fn with_certificates_remote_clients_must_use_tls_and_replication_a_certificate() {
+        let hba = render_pg_hba("postgres", "streaming_replica", true);
+        let rules: Vec<Vec<&str>> = hba
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .map(|l| l.split_whitespace().collect())
+            .collect();
+        let remote: Vec<&Vec<&str>> = rules.iter().filter(|r| r[0] != "local").collect();
+        assert_eq!(remote.len(), 2, "{hba}");
+        for rule in &remote {
+            assert_eq!(rule[0], "hostssl", "{hba}");
+        }
+        assert_eq!(
+            remote[0].as_slice(),
+            ["hostssl", "replication", "streaming_replica", "all", "cert"]
+        );
+        assert_eq!(remote[1].last(), Some(&"scram-sha-256"));
     }
 
     /// The last value a setting gets in a rendered file, as PostgreSQL reads it.
@@ -486,7 +644,7 @@ mod tests {
 
     #[test]
     fn hba_admits_network_clients_only_with_passwords() {
-        let hba = render_pg_hba("postgres", "streaming_replica");
+        let hba = render_pg_hba("postgres", "streaming_replica", false);
         let rules: Vec<Vec<&str>> = hba
             .lines()
             .filter(|l| !l.starts_with('#'))

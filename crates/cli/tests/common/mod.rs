@@ -7,6 +7,7 @@
 #![allow(dead_code)]
 
 pub mod story;
+pub mod tls;
 
 use std::future::Future;
 use std::time::{Duration, Instant};
@@ -199,7 +200,7 @@ impl World {
             String::from_utf8(data.get(key).expect("key").0.clone()).expect("UTF-8")
         };
         format!(
-            "host={host} port=5432 user={} password={} dbname=app connect_timeout=3",
+            "host={host} port=5432 user={} password={} dbname=app connect_timeout=3 sslmode=require",
             field("username"),
             field("password")
         )
@@ -329,7 +330,7 @@ impl World {
         let config = self.conninfo(service, cluster).await;
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
-            match tokio_postgres::connect(&config, tokio_postgres::NoTls).await {
+            match tokio_postgres::connect(&config, tls::encrypted()).await {
                 Ok((client, connection)) => {
                     tokio::spawn(connection);
                     return client;
@@ -396,7 +397,7 @@ impl Writer {
             let mut next = 1_i64;
             while !*stopped.borrow() {
                 let Some(connected) = client.as_ref() else {
-                    let attempt = tokio_postgres::connect(&conninfo, tokio_postgres::NoTls);
+                    let attempt = tokio_postgres::connect(&conninfo, tls::encrypted());
                     match tokio::time::timeout(timeout, attempt).await {
                         Ok(Ok((c, connection))) => {
                             tokio::spawn(connection);
@@ -503,7 +504,7 @@ pub fn direct_writer(
         let mut next = first_id;
         while !stop.load(std::sync::atomic::Ordering::SeqCst) {
             let Some(connected) = client.as_ref() else {
-                let attempt = tokio_postgres::connect(&conninfo, tokio_postgres::NoTls);
+                let attempt = tokio_postgres::connect(&conninfo, tls::encrypted());
                 if let Ok(Ok((c, connection))) =
                     tokio::time::timeout(Duration::from_secs(2), attempt).await
                 {
@@ -547,7 +548,7 @@ pub async fn rejoins_without_accepting_a_write(world: &World, cluster: &str, nam
             let conninfo = world.conninfo_at(&ip, cluster).await;
             if let Ok(Ok((client, connection))) = tokio::time::timeout(
                 Duration::from_secs(3),
-                tokio_postgres::connect(&conninfo, tokio_postgres::NoTls),
+                tokio_postgres::connect(&conninfo, tls::encrypted()),
             )
             .await
             {

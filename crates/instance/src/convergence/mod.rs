@@ -103,6 +103,9 @@ pub struct Manager<S> {
     backups: Backups,
     /// Why the mounted credentials cannot be followed (logged once).
     credentials_problem: Option<String>,
+    /// The last reason the mounted certificates could not be followed
+    /// (logged once).
+    certificates_problem: Option<String>,
 }
 
 impl<S: DesiredStateSource> Manager<S> {
@@ -125,6 +128,7 @@ impl<S: DesiredStateSource> Manager<S> {
             stanza: StanzaCreation::default(),
             backups: Backups::default(),
             credentials_problem: None,
+            certificates_problem: None,
         }
     }
 
@@ -240,6 +244,7 @@ impl<S: DesiredStateSource> Manager<S> {
 
     async fn step(&mut self, desired: Option<&DesiredState>) -> Result<(), ConvergenceError> {
         self.follow_credentials();
+        self.follow_certificates();
         let Some(desired) = desired else {
             // Nothing is started before the operator's intent is known: a
             // former primary started blindly could accept writes.

@@ -7,6 +7,11 @@
 //! WAL receiver reads at its next connection. Established sessions are
 //! not touched, and nothing restarts. A changed user name is refused: the
 //! roles keep their names, and the manager keeps the credentials it has.
+//!
+//! Certificates follow the same way: a renewed server or replication
+//! certificate is copied where PostgreSQL reads it ([`crate::tls`]) and
+//! PostgreSQL reloads, which new sessions see; established sessions keep
+//! theirs.
 
 use super::Manager;
 use crate::desired::DesiredStateSource;
@@ -48,5 +53,28 @@ impl<S: DesiredStateSource> Manager<S> {
         // The primary sets them at its next step.
         self.passwords_converged = false;
         tracing::info!(credentials = ?rotated, "rotated passwords found in the mounted Secrets");
+    }
+
+    /// Copies renewed certificates from the mounted Secrets and asks for a
+    /// reload. A certificate that cannot be read is logged once; the
+    /// copies in use stay.
+    pub(super) fn follow_certificates(&mut self) {
+        match self.ctx.install_certificates() {
+            Ok(changed) => {
+                self.certificates_problem = None;
+                // A server that is not running reads them when it starts.
+                if changed && self.postmaster.is_some() {
+                    tracing::info!("renewed certificates found in the mounted Secrets");
+                    self.reload_pending = true;
+                }
+            }
+            Err(error) => {
+                let problem = error.to_string();
+                if self.certificates_problem.as_ref() != Some(&problem) {
+                    tracing::warn!(%problem, "cannot follow the mounted certificates");
+                    self.certificates_problem = Some(problem);
+                }
+            }
+        }
     }
 }

@@ -3,6 +3,7 @@
 //! under one field manager, so every field a builder sets is a field the
 //! operator owns (R14).
 
+pub mod certificates;
 pub(crate) mod container;
 mod disruption;
 mod pod;

@@ -1,5 +1,5 @@
-//! Apply: carries a [`Plan`] out, in a fixed order (credentials and
-//! identity, then Services and budgets, then volume resizes and owner
+//! Apply: carries a [`Plan`] out, in a fixed order (credentials,
+//! certificates and identity, then Services and budgets, then volume resizes and owner
 //! references ([`claims`]), then the instance step, then role labels), with server-side apply under the one
 //! field manager `tusk-operator`, from the pure builders. A paused cluster
 //! is left as it is.
@@ -37,6 +37,7 @@ pub async fn apply(
     }
     let ns = valid.namespace.as_str();
     credentials(ctx, valid, children).await?;
+    super::certificates::ensure(ctx, valid, children, &plan.certificates).await?;
     identity(ctx, valid, children).await?;
     services(ctx, valid, children).await?;
     budgets(ctx, valid, children).await?;
@@ -86,7 +87,7 @@ pub fn made_for(secret: &Secret, valid: &ValidatedCluster) -> bool {
 /// within a second: one created by an earlier pass whose watch event is
 /// still on its way. Without `get` on Secrets (the operator never reads
 /// them), the cache is the only way to tell.
-async fn cached_soon(ctx: &Context, valid: &ValidatedCluster, name: &str) -> bool {
+pub(super) async fn cached_soon(ctx: &Context, valid: &ValidatedCluster, name: &str) -> bool {
     let key = kube::runtime::reflector::ObjectRef::new(name).within(&valid.namespace);
     for _ in 0..10 {
         let ours = ctx
@@ -109,7 +110,7 @@ async fn cached_soon(ctx: &Context, valid: &ValidatedCluster, name: &str) -> boo
 }
 
 /// Why a credentials Secret is refused.
-fn foreign_secret(valid: &ValidatedCluster, name: &str, found: &str) -> Error {
+pub(super) fn foreign_secret(valid: &ValidatedCluster, name: &str, found: &str) -> Error {
     Error::SecretConflict(format!(
         "Secret {name} {found} but was not created by Tusk for this cluster (uid {}): \
          Tusk never hands credentials it did not generate to PostgreSQL. \

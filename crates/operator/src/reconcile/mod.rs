@@ -11,6 +11,7 @@
 
 mod apply;
 mod backups;
+mod certificates;
 mod claims;
 mod fetch;
 mod plan;

@@ -5,9 +5,11 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
+use tusk_api::contract::TlsSecret;
 use tusk_api::labels;
 use tusk_api::v1alpha1::PostgresCluster;
 
+use super::certificates::{self, Need, kept_authority};
 use super::fetch::Observed;
 use super::primary;
 use super::roles::{RoleLabel, role_labels};
@@ -49,6 +51,8 @@ pub struct Plan<'a> {
     pub backups: BackupDecisions,
     /// Restore rehearsals: start one, record and remove a finished one.
     pub rehearsal: crate::rehearsal::RehearsalPlan,
+    /// What each certificate Secret needs: made, issued again, refused.
+    pub certificates: Vec<(TlsSecret, Need)>,
     /// The status to write, given the apply outcome.
     pub status: StatusInput<'a>,
 }
@@ -110,7 +114,11 @@ pub fn plan<'a>(
             Time(now),
         )
     };
+    // An authority that cannot be read is reported by apply; here every
+    // certificate would be issued again.
+    let authority = kept_authority(valid, &observed.children).ok().flatten();
     Plan {
+        certificates: certificates::needs(valid, &observed.children, authority.as_ref(), now),
         new_pod_role,
         resizes: resizes(valid, &observed.children.volumes),
         owners: ownership(valid, &observed.children.volumes),

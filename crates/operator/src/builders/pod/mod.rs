@@ -28,6 +28,7 @@ use super::{Credential, child_meta};
 use crate::config::OperatorConfig;
 use crate::names::InstanceName;
 use crate::validate::{Bootstrap, ValidatedCluster};
+use tusk_api::contract::TlsSecret;
 use tusk_api::v1alpha1::ObjectStore;
 
 pub use tusk_api::contract::{
@@ -149,6 +150,9 @@ fn postgres_container(cluster: &ValidatedCluster) -> Container {
             &format!("{SECRETS_DIR}/{}", credential.mount_name()),
             true,
         ));
+    }
+    for name in TlsSecret::ALL.iter().filter_map(|s| s.mount_name()) {
+        mounts.push(mount(name, &format!("{SECRETS_DIR}/{name}"), true));
     }
     if backup_ca_secret(cluster).is_some() {
         mounts.push(mount(
@@ -325,6 +329,20 @@ fn volumes(cluster: &ValidatedCluster, instance: &InstanceName) -> Vec<Volume> {
             name: format!("secret-{}", credential.mount_name()),
             secret: Some(SecretVolumeSource {
                 secret_name: Some(credential.secret_name(cluster)),
+                default_mode: Some(0o440),
+                ..SecretVolumeSource::default()
+            }),
+            ..Volume::default()
+        });
+    }
+    for secret in TlsSecret::ALL {
+        let Some(name) = secret.mount_name() else {
+            continue;
+        };
+        volumes.push(Volume {
+            name: name.to_owned(),
+            secret: Some(SecretVolumeSource {
+                secret_name: Some(secret.secret_name(cluster)),
                 default_mode: Some(0o440),
                 ..SecretVolumeSource::default()
             }),

@@ -1,5 +1,5 @@
 //! A [`Plan`] in words: the writes apply would make in its order
-//! (credentials and identity, Services and budgets, volumes, the instance
+//! (credentials, certificates and identity, Services and budgets, volumes, the instance
 //! step, role labels, then backups and rehearsals), what the primary's
 //! check decided, how the status would change and which events would be
 //! published. Pure: built from the plan and what was observed.
@@ -9,10 +9,12 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{Resource, ResourceExt};
 use serde::Serialize;
+use tusk_api::contract::TlsSecret;
 use tusk_api::v1alpha1::{DeletionPolicy, PostgresClusterStatus};
 
 use super::super::Plan;
 use super::super::apply::made_for;
+use super::super::certificates::Need;
 use super::super::fetch::Observed;
 use crate::apply::{Applied, change};
 use crate::builders::{self, Credential};
@@ -67,7 +69,7 @@ fn object<K: Resource<DynamicType = ()>>(name: &str) -> String {
 }
 
 pub fn steps(valid: &ValidatedCluster, observed: &Observed, plan: &Plan<'_>) -> Vec<Step> {
-    let mut steps = children(valid, &observed.children);
+    let mut steps = children(valid, &observed.children, &plan.certificates);
     steps.extend(volumes(valid, &observed.children, plan));
     steps.extend(instance_step(valid, &observed.children, plan));
     steps.extend(plan.roles.iter().map(|change| {
@@ -98,10 +100,38 @@ pub fn steps(valid: &ValidatedCluster, observed: &Observed, plan: &Plan<'_>) -> 
     steps
 }
 
-/// Credentials, identity, Services and disruption budgets: each one
+/// The certificate Secrets, as the plan says.
+fn certificates(valid: &ValidatedCluster, needs: &[(TlsSecret, Need)]) -> Vec<Step> {
+    needs
+        .iter()
+        .filter_map(|&(which, need)| {
+            let object = object::<Secret>(&which.secret_name(valid));
+            match need {
+                Need::Current => None,
+                Need::Create => Some(step("create", object, "a new certificate")),
+                Need::Renew => Some(step(
+                    "update",
+                    object,
+                    "issued again: due for renewal, or from another authority",
+                )),
+                Need::Foreign => Some(step(
+                    "refuse",
+                    object,
+                    "it was not created by Tusk for this cluster: the pass fails here",
+                )),
+            }
+        })
+        .collect()
+}
+
+/// Credentials, certificates, identity, Services and disruption budgets: each one
 /// missing is created, each one that differs from its builder's is
 /// updated, as apply does.
-fn children(valid: &ValidatedCluster, children: &Children) -> Vec<Step> {
+fn children(
+    valid: &ValidatedCluster,
+    children: &Children,
+    certificate_needs: &[(TlsSecret, Need)],
+) -> Vec<Step> {
     let mut steps = Vec::new();
     for credential in Credential::ALL {
         let name = credential.secret_name(valid);
@@ -116,6 +146,7 @@ fn children(valid: &ValidatedCluster, children: &Children) -> Vec<Step> {
             None => steps.push(step("create", object, "a generated password")),
         }
     }
+    steps.extend(certificates(valid, certificate_needs));
     let account = valid.name.instance_account();
     steps.extend(compared(
         named(&children.service_accounts, &account),

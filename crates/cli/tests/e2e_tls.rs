@@ -1,0 +1,247 @@
+//! Every network connection to a cluster is encrypted, and clients can
+//! verify whom they talk to: real `psql` (libpq) connects through `-rw`
+//! with `sslmode=verify-full` and the authority from `<cluster>-ca`; a
+//! plain connection and a name the certificate does not carry are refused;
+//! the standby streams over TLS, logged in by its certificate; a server
+//! certificate issued again is served after a reload, with no restart and
+//! the open session still answering.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use common::{NS, World, wait_for};
+use k8s_openapi::api::core::v1::{Pod, Secret};
+use kube::Api;
+use kube::api::{Patch, PatchParams};
+use serde_json::json;
+
+const CLUSTER: &str = "sealed";
+
+fn text(secret: &Secret, key: &str) -> String {
+    let data = secret.data.clone().unwrap_or_default();
+    String::from_utf8(
+        data.get(key)
+            .unwrap_or_else(|| panic!("key {key}"))
+            .0
+            .clone(),
+    )
+    .expect("UTF-8")
+}
+
+/// Runs `sql` with psql and the connection settings `conninfo`: its
+/// output, or what it printed on failure.
+fn psql(conninfo: &str, sql: &str) -> Result<String, String> {
+    let output = Command::new("psql")
+        .args([conninfo, "-XAtc", sql])
+        .env("PGCONNECT_TIMEOUT", "5")
+        .output()
+        .map_err(|e| format!("psql cannot run: {e}"))?;
+    if output.status.success() {
+        Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned())
+    } else {
+        Err(String::from_utf8_lossy(&output.stderr).into_owned())
+    }
+}
+
+/// The first certificate in `pem`, without line breaks.
+fn first_certificate(pem: &str) -> Option<String> {
+    let start = pem.find("-----BEGIN CERTIFICATE-----")?;
+    let end = pem[start..].find("-----END CERTIFICATE-----")? + start;
+    Some(pem[start..end].split_whitespace().collect())
+}
+
+/// The certificate the server at `address` presents, as `openssl
+/// s_client` receives it after PostgreSQL's SSL request.
+fn presented(address: &str) -> Option<String> {
+    let output = Command::new("openssl")
+        .args([
+            "s_client",
+            "-starttls",
+            "postgres",
+            "-connect",
+            &format!("{address}:5432"),
+        ])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    first_certificate(&String::from_utf8_lossy(&output.stdout))
+}
+
+/// Restarts of every container of the cluster's pods, by pod.
+async fn restarts(world: &World) -> Vec<(String, i32)> {
+    let pods: Api<Pod> = Api::namespaced(world.client.clone(), NS);
+    let list = pods
+        .list(
+            &kube::api::ListParams::default().labels(&tusk_api::labels::cluster_selector(CLUSTER)),
+        )
+        .await
+        .expect("pods");
+    let mut counts: Vec<(String, i32)> = list
+        .items
+        .iter()
+        .map(|pod| {
+            let total = pod
+                .status
+                .as_ref()
+                .and_then(|s| s.container_statuses.as_ref())
+                .map_or(0, |all| all.iter().map(|c| c.restart_count).sum());
+            (pod.metadata.name.clone().unwrap_or_default(), total)
+        })
+        .collect();
+    counts.sort();
+    counts
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_verify_the_server_standbys_log_in_by_certificate_and_a_renewed_certificate_is_served_without_a_restart()
+ {
+    let world = World::start().await;
+    world
+        .create_cluster(
+            CLUSTER,
+            json!({"instances": 2, "postgres": {"version": 15}, "storage": {"size": "1Gi"}}),
+        )
+        .await;
+    world.wait_ready(CLUSTER, 2).await;
+    let secrets: Api<Secret> = Api::namespaced(world.client.clone(), NS);
+    let public = secrets.get("sealed-ca").await.expect("the CA Secret");
+    assert_eq!(
+        public
+            .data
+            .as_ref()
+            .map(|d| d.keys().cloned().collect::<Vec<_>>()),
+        Some(vec!["ca.crt".to_owned()]),
+        "the Secret clients read holds the authority's certificate alone"
+    );
+    let dir = tempfile::tempdir().expect("temp dir");
+    let ca_file = dir.path().join("ca.crt");
+    std::fs::write(&ca_file, text(&public, "ca.crt")).expect("CA file");
+    let app = secrets.get("sealed-app").await.expect("the app Secret");
+    let rw = world.service_ip("sealed-rw").await;
+    let superuser = secrets
+        .get("sealed-superuser")
+        .await
+        .expect("the superuser Secret");
+    let as_user = |user: &Secret, host: &str, mode: &str, ca: &Path| {
+        format!(
+            "host={host} hostaddr={rw} port=5432 user={} password={} dbname=postgres sslmode={mode} sslrootcert={}",
+            text(user, "username"),
+            text(user, "password"),
+            ca.display()
+        )
+    };
+    let conninfo = |host: &str, mode: &str, ca: &Path| as_user(&app, host, mode, ca);
+    let service_name = format!("sealed-rw.{NS}.svc");
+
+    // libpq verifies the server by the Service's name and the cluster's
+    // authority, and the session is encrypted.
+    let verified = conninfo(&service_name, "verify-full", &ca_file);
+    let mut answer = Err(String::new());
+    for _ in 0..20 {
+        answer = psql(
+            &verified,
+            "select ssl from pg_stat_ssl where pid = pg_backend_pid()",
+        );
+        if answer.is_ok() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert_eq!(answer.as_deref(), Ok("t"));
+
+    // A name the certificate does not carry, another authority, and no
+    // encryption at all are refused.
+    let refused = psql(
+        &conninfo("elsewhere.example", "verify-full", &ca_file),
+        "select 1",
+    )
+    .expect_err("a name the certificate lacks");
+    assert!(refused.contains("does not match host name"), "{refused}");
+    let other_ca = dir.path().join("other.crt");
+    std::fs::write(
+        &other_ca,
+        rcgen::generate_simple_self_signed(vec!["sealed-rw".to_owned()])
+            .expect("a certificate")
+            .cert
+            .pem(),
+    )
+    .expect("other CA file");
+    let refused = psql(
+        &conninfo(&service_name, "verify-full", &other_ca),
+        "select 1",
+    )
+    .expect_err("another authority");
+    assert!(refused.contains("certificate verify failed"), "{refused}");
+    let refused = psql(&conninfo(&service_name, "disable", &ca_file), "select 1")
+        .expect_err("a plain connection");
+    assert!(refused.contains("no encryption"), "{refused}");
+
+    // The standby streams over TLS, logged in by its certificate.
+    // (What a walsender is, only a privileged role sees.)
+    let privileged = as_user(&superuser, &service_name, "verify-full", &ca_file);
+    let mut streaming = Err(String::new());
+    for _ in 0..40 {
+        streaming = psql(
+            &privileged,
+            "select s.ssl, s.client_dn from pg_stat_replication r join pg_stat_ssl s using (pid)",
+        );
+        if streaming.as_ref().is_ok_and(|rows| !rows.is_empty()) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert_eq!(streaming.as_deref(), Ok("t|/CN=streaming_replica"));
+
+    // The server certificate is issued again when due: the instances
+    // serve the new one after a reload, with no restart, and an open
+    // session goes on.
+    let session = world.connect("sealed-rw", CLUSTER).await;
+    let before = restarts(&world).await;
+    let server = secrets
+        .get("sealed-server")
+        .await
+        .expect("the server Secret");
+    let old = first_certificate(&text(&server, "tls.crt")).expect("a certificate");
+    assert_eq!(presented(&rw).as_deref(), Some(old.as_str()));
+    secrets
+        .patch(
+            "sealed-server",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {
+                "postgres.tusk.dev/renew-after": "2000-01-01T00:00:00Z"
+            }}})),
+        )
+        .await
+        .expect("made due");
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let renewed = loop {
+        let secret = secrets
+            .get("sealed-server")
+            .await
+            .expect("the server Secret");
+        let current = first_certificate(&text(&secret, "tls.crt")).unwrap_or_default();
+        if !current.is_empty() && current != old {
+            break current;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the server certificate was not issued again within 60 s"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    wait_for(
+        "the renewed certificate presented through -rw",
+        Duration::from_secs(150),
+        || async { presented(&rw).as_deref() == Some(renewed.as_str()) },
+    )
+    .await;
+    session
+        .simple_query("select 1")
+        .await
+        .expect("the session opened before the renewal still answers");
+    assert_eq!(psql(&verified, "select 1").as_deref(), Ok("1"));
+    assert_eq!(restarts(&world).await, before, "nothing restarted");
+}

@@ -1,0 +1,192 @@
+//! The cluster's certificates in an instance: from the two mounted Secrets
+//! (`<cluster>-server`, `<cluster>-replication-cert`, see
+//! [`tusk_api::contract::TlsSecret`]) to private copies in the run
+//! directory that PostgreSQL and libpq accept, and a TLS connector for the
+//! manager's own connections to other instances.
+//!
+//! PostgreSQL refuses a private key that others can read, and a mounted
+//! Secret's files belong to root with the mode the pod gives them; libpq
+//! refuses the same for a client key. So the manager copies the files,
+//! readable by the PostgreSQL user alone, on every tick: a Secret renewed
+//! by the operator reaches the copies within the kubelet's refresh and
+//! PostgreSQL at its next reload, with no restart and no dropped session.
+//!
+//! With no server certificate mounted (an instance manager run on its own,
+//! outside a pod) TLS is off and connections are plain.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use tusk_api::contract::{CA_KEY, TLS_CERT_KEY, TLS_KEY_KEY, TlsSecret};
+use tusk_postgres::config::{ClientTls, ServerTls};
+
+use crate::process_user::{ProcessUser, ProcessUserError};
+
+/// A certificate that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    #[error("cannot read the mounted certificate file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("the mounted certificate file {path} is not PEM: {message}")]
+    Pem { path: PathBuf, message: String },
+    #[error("cannot use the cluster's certificates: {0}")]
+    Rustls(#[from] rustls::Error),
+    #[error(transparent)]
+    Copy(#[from] ProcessUserError),
+}
+
+/// The files of the two mounted Secrets, as read.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Mounted {
+    server_cert: String,
+    server_key: String,
+    ca: String,
+    client_cert: String,
+    client_key: String,
+}
+
+impl std::fmt::Debug for Mounted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Mounted(<certificates>)")
+    }
+}
+
+/// Where the private copies are (under the run directory).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Installed {
+    dir: PathBuf,
+}
+
+impl Installed {
+    pub fn in_run_dir(run_dir: &Path) -> Self {
+        Installed {
+            dir: run_dir.join("tls"),
+        }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+
+    fn text(&self, name: &str) -> String {
+        self.path(name).display().to_string()
+    }
+
+    /// The server's files, for `postgresql.conf`.
+    pub fn server(&self) -> ServerTls {
+        ServerTls {
+            cert_file: self.text("server.crt"),
+            key_file: self.text("server.key"),
+            ca_file: self.text("ca.crt"),
+        }
+    }
+
+    /// The replication user's files, for libpq.
+    pub fn client(&self) -> ClientTls {
+        ClientTls {
+            cert_file: self.text("replication.crt"),
+            key_file: self.text("replication.key"),
+            root_cert_file: self.text("ca.crt"),
+        }
+    }
+
+    /// Writes the copies that differ from `mounted`, readable by `user`
+    /// alone; true when any changed.
+    pub fn install(&self, mounted: &Mounted, user: &ProcessUser) -> Result<bool, TlsError> {
+        user.private_dir(&self.dir)?;
+        let mut changed = false;
+        for (name, content) in [
+            ("server.crt", &mounted.server_cert),
+            ("server.key", &mounted.server_key),
+            ("ca.crt", &mounted.ca),
+            ("replication.crt", &mounted.client_cert),
+            ("replication.key", &mounted.client_key),
+        ] {
+            let path = self.path(name);
+            if std::fs::read_to_string(&path).ok().as_deref() == Some(content.as_str()) {
+                continue;
+            }
+            user.private_file(&path, content)?;
+            changed = true;
+        }
+        Ok(changed)
+    }
+}
+
+impl Mounted {
+    /// Reads the mounted Secrets under `secrets_dir`; `None` when no
+    /// server certificate is mounted.
+    pub fn read(secrets_dir: &Path) -> Result<Option<Self>, TlsError> {
+        let (Some(server), Some(client)) = (
+            TlsSecret::Server.mounted_dir(secrets_dir),
+            TlsSecret::Replication.mounted_dir(secrets_dir),
+        ) else {
+            return Ok(None);
+        };
+        if !server.join(TLS_CERT_KEY).exists() {
+            return Ok(None);
+        }
+        let read = |path: PathBuf| {
+            std::fs::read_to_string(&path).map_err(|source| TlsError::Read { path, source })
+        };
+        Ok(Some(Mounted {
+            server_cert: read(server.join(TLS_CERT_KEY))?,
+            server_key: read(server.join(TLS_KEY_KEY))?,
+            ca: read(server.join(CA_KEY))?,
+            client_cert: read(client.join(TLS_CERT_KEY))?,
+            client_key: read(client.join(TLS_KEY_KEY))?,
+        }))
+    }
+
+    /// A connector for the manager's connections to other instances: it
+    /// trusts the cluster's authority alone and logs in with the
+    /// replication user's certificate.
+    pub fn connector(&self) -> Result<tokio_postgres_rustls::MakeRustlsConnect, TlsError> {
+        let pem = |text: &str, what: &str| TlsError::Pem {
+            path: PathBuf::from(what),
+            message: text.to_owned(),
+        };
+        let mut roots = rustls::RootCertStore::empty();
+        for ca in CertificateDer::pem_slice_iter(self.ca.as_bytes()) {
+            let ca = ca.map_err(|e| pem(&e.to_string(), CA_KEY))?;
+            roots.add(ca)?;
+        }
+        let chain = CertificateDer::pem_slice_iter(self.client_cert.as_bytes())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| pem(&e.to_string(), TLS_CERT_KEY))?;
+        let key = PrivateKeyDer::from_pem_slice(self.client_key.as_bytes())
+            .map_err(|e| pem(&e.to_string(), TLS_KEY_KEY))?;
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()?
+            .with_root_certificates(roots)
+            .with_client_auth_cert(chain, key)?;
+        Ok(tokio_postgres_rustls::MakeRustlsConnect::new(config))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nothing_mounted_means_no_tls() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        assert!(matches!(Mounted::read(dir.path()), Ok(None)));
+    }
+
+    #[test]
+    fn a_server_certificate_without_the_rest_is_an_error_naming_the_file() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let server = dir.path().join("server-tls");
+        std::fs::create_dir_all(&server).expect("dir");
+        std::fs::write(server.join(TLS_CERT_KEY), "cert").expect("write");
+        let error = Mounted::read(dir.path()).expect_err("incomplete");
+        assert!(error.to_string().contains("server-tls/tls.key"), "{error}");
+    }
+}

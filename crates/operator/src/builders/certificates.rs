@@ -1,0 +1,367 @@
+//! The cluster's certificates: an authority of its own (`<cluster>-ca-key`,
+//! read by the operator alone), its certificate for clients
+//! (`<cluster>-ca`), PostgreSQL's server certificate for the names of the
+//! cluster's Services (`<cluster>-server`) and the replication user's client
+//! certificate (`<cluster>-replication-cert`). See
+//! [`tusk_api::contract::TlsSecret`].
+//!
+//! Every Secret records the authority it belongs to
+//! ([`AUTHORITY_ANNOTATION`]): a certificate of another authority (the
+//! authority's Secret was deleted and made again) is issued again. A leaf
+//! records when it is due ([`RENEW_AFTER_ANNOTATION`]): two thirds into its
+//! life it is issued again, and the instances reload it with no restart.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::jiff::{SignedDuration, Timestamp, tz::TimeZone};
+use rand::distr::{Alphanumeric, SampleString};
+use rcgen::{
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+    KeyUsagePurpose, SanType,
+};
+use tusk_api::contract::{CA_KEY, TLS_CERT_KEY, TLS_KEY_KEY, TlsSecret, server_certificate_names};
+
+use super::child_meta;
+use crate::validate::ValidatedCluster;
+
+/// Which authority a certificate Secret belongs to.
+pub const AUTHORITY_ANNOTATION: &str = "postgres.tusk.dev/authority";
+/// When a leaf certificate is issued again (RFC 3339).
+pub const RENEW_AFTER_ANNOTATION: &str = "postgres.tusk.dev/renew-after";
+
+/// How long the authority is valid.
+const AUTHORITY_DAYS: i64 = 3650;
+/// How long a server or client certificate is valid; it is issued again
+/// after two thirds of it.
+const LEAF_DAYS: i64 = 90;
+const LEAF_RENEW_AFTER_DAYS: i64 = 60;
+
+/// A certificate that cannot be made.
+#[derive(Debug, thiserror::Error)]
+pub enum CertificateError {
+    #[error("cannot make a certificate: {0}")]
+    Generate(#[from] rcgen::Error),
+    #[error(
+        "Secret {0} does not hold the authority's certificate and key ({TLS_CERT_KEY}, {TLS_KEY_KEY})"
+    )]
+    Unreadable(String),
+}
+
+/// The cluster's certificate authority.
+#[derive(Clone)]
+pub struct Authority {
+    /// Names it in the Secrets it issued.
+    pub id: String,
+    pub cert_pem: String,
+    key_pem: String,
+}
+
+impl std::fmt::Debug for Authority {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Authority({})", self.id)
+    }
+}
+
+/// The authority's subject and constraints: the same every time for a
+/// cluster, so its name and key are all an issuer needs.
+fn authority_params(cluster: &ValidatedCluster) -> Result<CertificateParams, rcgen::Error> {
+    let mut params = CertificateParams::new(Vec::<String>::new())?;
+    params.distinguished_name.push(
+        DnType::CommonName,
+        format!(
+            "{}/{} certificate authority",
+            cluster.namespace, cluster.name
+        ),
+    );
+    params
+        .distinguished_name
+        .push(DnType::OrganizationName, "Tusk");
+    params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
+    params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+    Ok(params)
+}
+
+/// `days` from `now`, to the day (and the day before `now`, which a
+/// clock slightly behind still accepts).
+fn validity(params: &mut CertificateParams, now: Timestamp, days: i64) {
+    let day = |at: Timestamp| {
+        let date = at.to_zoned(TimeZone::UTC).date();
+        // A calendar date jiff made is a valid one.
+        rcgen::date_time_ymd(
+            i32::from(date.year()),
+            date.month().unsigned_abs(),
+            date.day().unsigned_abs(),
+        )
+    };
+    let from = now
+        .saturating_sub(SignedDuration::from_hours(24))
+        .unwrap_or(now);
+    let to = now
+        .saturating_add(SignedDuration::from_hours(24 * days))
+        .unwrap_or(now);
+    params.not_before = day(from);
+    params.not_after = day(to);
+}
+
+impl Authority {
+    /// A new authority for `cluster`.
+    pub fn generate(cluster: &ValidatedCluster, now: Timestamp) -> Result<Self, CertificateError> {
+        let key = KeyPair::generate()?;
+        let mut params = authority_params(cluster)?;
+        validity(&mut params, now, AUTHORITY_DAYS);
+        let cert = params.self_signed(&key)?;
+        Ok(Authority {
+            id: Alphanumeric.sample_string(&mut rand::rng(), 16),
+            cert_pem: cert.pem(),
+            key_pem: key.serialize_pem(),
+        })
+    }
+
+    /// The authority kept in `secret` (`<cluster>-ca-key`, as the cache
+    /// holds it: see `children::Trim for Secret`).
+    pub fn from_secret(secret: &Secret) -> Result<Self, CertificateError> {
+        let name = secret.metadata.name.clone().unwrap_or_default();
+        let data = secret.data.as_ref();
+        let text = |key: &str| {
+            data.and_then(|d| d.get(key))
+                .and_then(|bytes| String::from_utf8(bytes.0.clone()).ok())
+        };
+        let id = secret
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(AUTHORITY_ANNOTATION))
+            .cloned();
+        match (id, text(TLS_CERT_KEY), text(TLS_KEY_KEY)) {
+            (Some(id), Some(cert_pem), Some(key_pem)) => Ok(Authority {
+                id,
+                cert_pem,
+                key_pem,
+            }),
+            _ => Err(CertificateError::Unreadable(name)),
+        }
+    }
+
+    /// A certificate for `leaf` signed by this authority (PEM: certificate,
+    /// key).
+    fn issue(
+        &self,
+        cluster: &ValidatedCluster,
+        leaf: TlsSecret,
+        now: Timestamp,
+    ) -> Result<(String, String), CertificateError> {
+        let issuer = Issuer::new(
+            authority_params(cluster)?,
+            KeyPair::from_pem(&self.key_pem)?,
+        );
+        let key = KeyPair::generate()?;
+        let mut params = CertificateParams::new(Vec::<String>::new())?;
+        validity(&mut params, now, LEAF_DAYS);
+        params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+        match leaf {
+            TlsSecret::Replication => {
+                // PostgreSQL's `cert` method logs in the user the common
+                // name names.
+                params
+                    .distinguished_name
+                    .push(DnType::CommonName, tusk_postgres::roles::REPLICATION);
+                params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+            }
+            _ => {
+                let names = server_certificate_names(cluster.name.as_str(), &cluster.namespace);
+                if let Some(first) = names.first() {
+                    params
+                        .distinguished_name
+                        .push(DnType::CommonName, first.clone());
+                }
+                for name in names {
+                    params
+                        .subject_alt_names
+                        .push(SanType::DnsName(name.try_into()?));
+                }
+                params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+            }
+        }
+        let cert = params.signed_by(&key, &issuer)?;
+        Ok((cert.pem(), key.serialize_pem()))
+    }
+}
+
+/// Whether `secret` belongs to `authority` and is not yet due at `now`.
+pub fn is_current(secret: &Secret, authority: &Authority, now: Timestamp) -> bool {
+    let annotations = secret.metadata.annotations.clone().unwrap_or_default();
+    let ours = annotations.get(AUTHORITY_ANNOTATION) == Some(&authority.id);
+    let due = annotations
+        .get(RENEW_AFTER_ANNOTATION)
+        .and_then(|at| at.parse::<Timestamp>().ok())
+        .is_some_and(|at| now >= at);
+    ours && !due
+}
+
+/// The Secret `which` of `cluster` from `authority`, a leaf freshly issued.
+pub fn certificate_secret(
+    cluster: &ValidatedCluster,
+    which: TlsSecret,
+    authority: &Authority,
+    now: Timestamp,
+) -> Result<Secret, CertificateError> {
+    let bytes = |text: &str| ByteString(text.as_bytes().to_vec());
+    let mut annotations = BTreeMap::from([(AUTHORITY_ANNOTATION.to_owned(), authority.id.clone())]);
+    let (type_, data) = match which {
+        TlsSecret::Ca => (
+            "Opaque",
+            BTreeMap::from([(CA_KEY, bytes(&authority.cert_pem))]),
+        ),
+        TlsSecret::CaKey => (
+            "kubernetes.io/tls",
+            BTreeMap::from([
+                (TLS_CERT_KEY, bytes(&authority.cert_pem)),
+                (TLS_KEY_KEY, bytes(&authority.key_pem)),
+            ]),
+        ),
+        TlsSecret::Server | TlsSecret::Replication => {
+            let (cert, key) = authority.issue(cluster, which, now)?;
+            let renew = now
+                .saturating_add(SignedDuration::from_hours(24 * LEAF_RENEW_AFTER_DAYS))
+                .unwrap_or(now);
+            annotations.insert(RENEW_AFTER_ANNOTATION.to_owned(), renew.to_string());
+            (
+                "kubernetes.io/tls",
+                BTreeMap::from([
+                    (TLS_CERT_KEY, bytes(&cert)),
+                    (TLS_KEY_KEY, bytes(&key)),
+                    (CA_KEY, bytes(&authority.cert_pem)),
+                ]),
+            )
+        }
+    };
+    let mut metadata = child_meta(cluster, &which.secret_name(cluster));
+    metadata.annotations = Some(annotations);
+    Ok(Secret {
+        metadata,
+        type_: Some(type_.to_owned()),
+        data: Some(
+            data.into_iter()
+                .map(|(key, value)| (key.to_owned(), value))
+                .collect(),
+        ),
+        ..Secret::default()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::builders::validated;
+
+    fn cluster() -> ValidatedCluster {
+        validated(serde_json::json!({
+            "instances": 1, "postgres": {"version": 15}, "storage": {"size": "1Gi"}
+        }))
+    }
+
+    fn now() -> Timestamp {
+        "2026-12-05T12:00:00Z".parse().expect("time")
+    }
+
+    fn text(secret: &Secret, key: &str) -> String {
+        let data = secret.data.as_ref().expect("data");
+        String::from_utf8(data[key].0.clone()).expect("UTF-8")
+    }
+
+    /// The issued chain is one rustls accepts for the Services' names, and
+    /// the client certificate names the replication user.
+    #[test]
+    fn the_server_certificate_verifies_for_every_service_name_against_the_cluster_authority() {
+        use rustls::client::danger::ServerCertVerifier;
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+        let cluster = cluster();
+        let authority = Authority::generate(&cluster, now()).expect("authority");
+        let server =
+            certificate_secret(&cluster, TlsSecret::Server, &authority, now()).expect("server");
+        let mut roots = rustls::RootCertStore::empty();
+        roots
+            .add(CertificateDer::from_pem_slice(authority.cert_pem.as_bytes()).expect("ca"))
+            .expect("root");
+        let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+        let verifier = rustls::client::WebPkiServerVerifier::builder_with_provider(
+            std::sync::Arc::new(roots),
+            provider,
+        )
+        .build()
+        .expect("verifier");
+        let cert =
+            CertificateDer::from_pem_slice(text(&server, TLS_CERT_KEY).as_bytes()).expect("cert");
+        let at = UnixTime::since_unix_epoch(std::time::Duration::from_secs(
+            u64::try_from(now().as_second()).expect("after 1970"),
+        ));
+        for name in [
+            "orders-rw",
+            "orders-ro.shop.svc",
+            "orders-r.shop.svc.cluster.local",
+        ] {
+            let name = ServerName::try_from(name).expect("name");
+            verifier
+                .verify_server_cert(&cert, &[], &name, &[], at)
+                .unwrap_or_else(|e| panic!("{name:?}: {e}"));
+        }
+        let other = ServerName::try_from("other-rw").expect("name");
+        assert!(
+            verifier
+                .verify_server_cert(&cert, &[], &other, &[], at)
+                .is_err()
+        );
+        // Another cluster's authority does not vouch for it.
+        let foreign = Authority::generate(&cluster, now()).expect("authority");
+        assert_ne!(foreign.cert_pem, authority.cert_pem);
+        assert_eq!(text(&server, CA_KEY), authority.cert_pem);
+        assert_eq!(server.type_.as_deref(), Some("kubernetes.io/tls"));
+    }
+
+    #[test]
+    fn only_the_key_secret_holds_the_authority_key_and_it_reads_back() {
+        let cluster = cluster();
+        let authority = Authority::generate(&cluster, now()).expect("authority");
+        let public = certificate_secret(&cluster, TlsSecret::Ca, &authority, now()).expect("ca");
+        assert_eq!(public.metadata.name.as_deref(), Some("orders-ca"));
+        assert_eq!(
+            public
+                .data
+                .as_ref()
+                .map(|d| d.keys().cloned().collect::<Vec<_>>()),
+            Some(vec![CA_KEY.to_owned()])
+        );
+        let private =
+            certificate_secret(&cluster, TlsSecret::CaKey, &authority, now()).expect("key");
+        let read = Authority::from_secret(&private).expect("reads back");
+        assert_eq!(read.id, authority.id);
+        assert_eq!(read.cert_pem, authority.cert_pem);
+        let mut emptied = private.clone();
+        emptied.data = None;
+        assert_eq!(
+            Authority::from_secret(&emptied).map(|a| a.id).map_err(|e| e.to_string()),
+            Err("Secret orders-ca-key does not hold the authority's certificate and key (tls.crt, tls.key)".to_owned())
+        );
+    }
+
+    #[test]
+    fn a_leaf_is_issued_again_when_due_or_from_another_authority() {
+        let cluster = cluster();
+        let authority = Authority::generate(&cluster, now()).expect("authority");
+        let leaf =
+            certificate_secret(&cluster, TlsSecret::Replication, &authority, now()).expect("leaf");
+        assert!(is_current(&leaf, &authority, now()));
+        let later = |days: i64| {
+            now()
+                .saturating_add(SignedDuration::from_hours(24 * days))
+                .expect("time")
+        };
+        assert!(is_current(&leaf, &authority, later(59)));
+        assert!(!is_current(&leaf, &authority, later(60)));
+        let other = Authority::generate(&cluster, now()).expect("authority");
+        assert!(!is_current(&leaf, &other, now()));
+    }
+}
