@@ -46,7 +46,21 @@ fn the_examples_are_valid() {
 
 #[test]
 fn every_invalid_fixture_is_refused_with_its_message() {
-    let dir = repo_root().join("crates/cli/tests/fixtures/invalid");
+    refuses_every_fixture_in("crates/cli/tests/fixtures/invalid", 20);
+}
+
+/// What the API server accepts but the operator refuses (a parameter's
+/// value under its major's rules) is refused by `tusk validate` too, so
+/// no one learns it from a cluster's `InvalidSpec` condition after apply.
+#[test]
+fn what_only_the_operator_refuses_is_refused_with_its_message() {
+    refuses_every_fixture_in("crates/cli/tests/fixtures/operator-refuses", 1);
+}
+
+/// Each fixture in `dir` (at least `at_least`) is refused with exit 1 and
+/// the messages its `# expect:` lines give.
+fn refuses_every_fixture_in(dir: &str, at_least: usize) {
+    let dir = repo_root().join(dir);
     let mut fixtures: Vec<PathBuf> = std::fs::read_dir(&dir)
         .expect("fixtures exist")
         .map(|entry| entry.expect("readable entry").path())
@@ -56,7 +70,7 @@ fn every_invalid_fixture_is_refused_with_its_message() {
         .collect();
     fixtures.sort();
     assert!(
-        fixtures.len() >= 20,
+        fixtures.len() >= at_least,
         "found only {} fixtures",
         fixtures.len()
     );

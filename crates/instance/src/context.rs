@@ -29,12 +29,25 @@ pub enum RemoteError {
 pub struct InstanceContext {
     pub settings: Settings,
     pub user: ProcessUser,
+    /// Whether the PostgreSQL build can serve TLS ([`crate::tls::build_has_ssl`]).
+    ssl_build: bool,
 }
 
 impl InstanceContext {
     pub fn new(settings: Settings) -> Result<Self, ProcessUserError> {
         let user = ProcessUser::detect(&settings.os_user)?;
-        Ok(InstanceContext { settings, user })
+        let ssl_build = crate::tls::build_has_ssl(&settings.bin_dir);
+        if !ssl_build {
+            tracing::warn!(
+                bin_dir = %settings.bin_dir.display(),
+                "this PostgreSQL build has no SSL support: connections stay unencrypted whatever certificates are mounted"
+            );
+        }
+        Ok(InstanceContext {
+            settings,
+            user,
+            ssl_build,
+        })
     }
 
     pub fn local_target(&self) -> LocalTarget<'_> {
@@ -69,8 +82,12 @@ impl InstanceContext {
     }
 
     /// Where the private copies of the cluster's certificates are, when
-    /// the pod mounts them (TLS is off otherwise).
+    /// the pod mounts them and PostgreSQL can serve TLS (it is off
+    /// otherwise).
     pub fn tls(&self) -> Option<Installed> {
+        if !self.ssl_build {
+            return None;
+        }
         let server = TlsSecret::Server.mounted_dir(&self.settings.secrets_dir)?;
         server
             .join(TLS_CERT_KEY)
@@ -107,7 +124,11 @@ impl InstanceContext {
             .dbname("postgres")
             .application_name("tusk-instance-manager")
             .connect_timeout(std::time::Duration::from_secs(3));
-        match Mounted::read(&self.settings.secrets_dir)? {
+        let mounted = match self.tls() {
+            Some(_) => Mounted::read(&self.settings.secrets_dir)?,
+            None => None,
+        };
+        match mounted {
             Some(mounted) => {
                 let settings = &self.settings;
                 let names = server_certificate_names(&settings.cluster_name, &settings.namespace);

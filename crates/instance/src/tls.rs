@@ -12,7 +12,8 @@
 //! PostgreSQL at its next reload, with no restart and no dropped session.
 //!
 //! With no server certificate mounted (an instance manager run on its own,
-//! outside a pod) TLS is off and connections are plain.
+//! outside a pod), or a PostgreSQL built without SSL ([`build_has_ssl`]),
+//! TLS is off and connections are plain.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -23,6 +24,32 @@ use tusk_api::contract::{CA_KEY, TLS_CERT_KEY, TLS_KEY_KEY, TlsSecret};
 use tusk_postgres::config::{ClientTls, ServerTls};
 
 use crate::process_user::{ProcessUser, ProcessUserError};
+
+/// Whether the PostgreSQL programs in `bin_dir` were built with SSL, as
+/// `pg_config --configure` says (`--with-openssl`, or `--with-ssl=` since
+/// PostgreSQL 14). A server built without it refuses `ssl = on` and would
+/// not start. Without `pg_config` the build is taken to have it, as every
+/// distribution's does.
+pub fn build_has_ssl(bin_dir: &Path) -> bool {
+    let Ok(output) = std::process::Command::new(bin_dir.join("pg_config"))
+        .arg("--configure")
+        .output()
+    else {
+        return true;
+    };
+    if !output.status.success() {
+        return true;
+    }
+    configured_with_ssl(&String::from_utf8_lossy(&output.stdout))
+}
+
+/// Whether configure flags as `pg_config --configure` prints them name SSL.
+fn configured_with_ssl(flags: &str) -> bool {
+    flags
+        .split_whitespace()
+        .map(|flag| flag.trim_matches('\''))
+        .any(|flag| flag == "--with-openssl" || flag.starts_with("--with-ssl="))
+}
 
 /// A certificate that cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -173,6 +200,26 @@ impl Mounted {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_build_has_ssl_when_configure_named_it() {
+        assert!(configured_with_ssl(
+            "'--prefix=/usr' '--with-openssl' '--with-icu'"
+        ));
+        assert!(configured_with_ssl("'--with-ssl=openssl' '--with-lz4'"));
+        assert!(!configured_with_ssl("'--prefix=/opt/pg' '--without-icu'"));
+        assert!(!configured_with_ssl(""));
+    }
+
+    /// The PostgreSQL builds this machine has: Debian's 15 and the wheels
+    /// set up by `scripts/setup` (16's is built without SSL).
+    #[test]
+    fn the_builds_on_this_machine_are_told_apart() {
+        let bin = tusk_postgres::version::local_bin_dir;
+        assert!(build_has_ssl(Path::new("/usr/lib/postgresql/15/bin")));
+        assert!(!build_has_ssl(&bin(16)));
+        assert!(build_has_ssl(&bin(17)));
+    }
 
     #[test]
     fn nothing_mounted_means_no_tls() {

@@ -1,4 +1,9 @@
-//! `tusk validate`: the API server's admission checks, run locally.
+//! `tusk validate`: the API server's admission checks, run locally, then
+//! the controller's own for a PostgresCluster the API server would accept:
+//! what admission cannot judge (a parameter's value under the rules of the
+//! declared major, which its table of settings decides) the controller
+//! refuses with an `InvalidSpec` condition, and `tusk validate` says so
+//! before the cluster is applied.
 //!
 //! Prints one line per violation, `FILE: Kind/name: field: message`, and
 //! exits 1 when there is any; with `--old`, transition rules (storage never
@@ -7,6 +12,10 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+
+use tusk_api::admission::Violation;
+use tusk_api::v1alpha1::PostgresCluster;
+use tusk_operator::config::OperatorConfig;
 
 use super::CommandError;
 use crate::manifests::{self, Manifest};
@@ -38,11 +47,14 @@ pub fn run(args: &Args) -> Result<ExitCode, CommandError> {
         }
         for manifest in &documents {
             let previous = old.iter().find(|o| o.same_object(manifest));
-            let violations = tusk_api::admission::validate(
+            let mut violations = tusk_api::admission::validate(
                 &crds,
                 &manifest.value,
                 previous.map(|p: &Manifest| &p.value),
             );
+            if violations.is_empty() {
+                violations.extend(controller_refusal(&manifest.value));
+            }
             let object = manifest.describe();
             if violations.is_empty() {
                 let how = if previous.is_some() {
@@ -62,5 +74,28 @@ pub fn run(args: &Args) -> Result<ExitCode, CommandError> {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS
+    })
+}
+
+/// What the controller refuses in a PostgresCluster that admission
+/// accepts, as the `InvalidSpec` condition would say it. The identity the
+/// API server gives an object (namespace, uid) is filled in when the file
+/// leaves it out.
+fn controller_refusal(value: &serde_json::Value) -> Option<Violation> {
+    if value.get("kind").and_then(serde_json::Value::as_str) != Some("PostgresCluster") {
+        return None;
+    }
+    let mut cluster: PostgresCluster = serde_json::from_value(value.clone()).ok()?;
+    let meta = &mut cluster.metadata;
+    meta.namespace.get_or_insert_with(|| "default".to_owned());
+    meta.uid
+        .get_or_insert_with(|| "00000000-0000-0000-0000-000000000000".to_owned());
+    let error = tusk_operator::validate::validate(&cluster, &OperatorConfig::default()).err()?;
+    Some(Violation {
+        field: error.field,
+        message: format!(
+            "{} (the API server accepts it; the operator refuses the cluster with condition InvalidSpec)",
+            error.rule
+        ),
     })
 }

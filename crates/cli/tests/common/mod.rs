@@ -200,7 +200,7 @@ impl World {
             String::from_utf8(data.get(key).expect("key").0.clone()).expect("UTF-8")
         };
         format!(
-            "host={host} port=5432 user={} password={} dbname=app connect_timeout=3 sslmode=require",
+            "host={host} port=5432 user={} password={} dbname=app connect_timeout=3",
             field("username"),
             field("password")
         )

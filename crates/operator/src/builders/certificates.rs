@@ -128,12 +128,7 @@ impl Authority {
             data.and_then(|d| d.get(key))
                 .and_then(|bytes| String::from_utf8(bytes.0.clone()).ok())
         };
-        let id = secret
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(AUTHORITY_ANNOTATION))
-            .cloned();
+        let id = authority_of(secret).map(str::to_owned);
         match (id, text(TLS_CERT_KEY), text(TLS_KEY_KEY)) {
             (Some(id), Some(cert_pem), Some(key_pem)) => Ok(Authority {
                 id,
@@ -189,10 +184,21 @@ impl Authority {
     }
 }
 
-/// Whether `secret` belongs to `authority` and is not yet due at `now`.
-pub fn is_current(secret: &Secret, authority: &Authority, now: Timestamp) -> bool {
+/// The authority `secret` says it belongs to.
+pub fn authority_of(secret: &Secret) -> Option<&str> {
+    secret
+        .metadata
+        .annotations
+        .as_ref()?
+        .get(AUTHORITY_ANNOTATION)
+        .map(String::as_str)
+}
+
+/// Whether `secret` belongs to the authority `authority` (its id) and is
+/// not yet due at `now`.
+pub fn is_current(secret: &Secret, authority: &str, now: Timestamp) -> bool {
     let annotations = secret.metadata.annotations.clone().unwrap_or_default();
-    let ours = annotations.get(AUTHORITY_ANNOTATION) == Some(&authority.id);
+    let ours = authority_of(secret) == Some(authority);
     let due = annotations
         .get(RENEW_AFTER_ANNOTATION)
         .and_then(|at| at.parse::<Timestamp>().ok())
@@ -353,15 +359,15 @@ mod tests {
         let authority = Authority::generate(&cluster, now()).expect("authority");
         let leaf =
             certificate_secret(&cluster, TlsSecret::Replication, &authority, now()).expect("leaf");
-        assert!(is_current(&leaf, &authority, now()));
+        assert!(is_current(&leaf, &authority.id, now()));
         let later = |days: i64| {
             now()
                 .saturating_add(SignedDuration::from_hours(24 * days))
                 .expect("time")
         };
-        assert!(is_current(&leaf, &authority, later(59)));
-        assert!(!is_current(&leaf, &authority, later(60)));
+        assert!(is_current(&leaf, &authority.id, later(59)));
+        assert!(!is_current(&leaf, &authority.id, later(60)));
         let other = Authority::generate(&cluster, now()).expect("authority");
-        assert!(!is_current(&leaf, &other, now()));
+        assert!(!is_current(&leaf, &other.id, now()));
     }
 }

@@ -15,7 +15,7 @@ use tusk_api::contract::TlsSecret;
 
 use super::apply::{cached_soon, foreign_secret, made_for};
 use crate::apply::{Applied, apply as apply_one, create_once};
-use crate::builders::certificates::{Authority, certificate_secret, is_current};
+use crate::builders::certificates::{Authority, authority_of, certificate_secret, is_current};
 use crate::children::{Children, named};
 use crate::context::Context;
 use crate::error::Error;
@@ -34,7 +34,7 @@ pub enum Need {
 
 /// The authority the cluster's certificates come from: the one kept, or
 /// `None` when a new one is to be made (none kept yet).
-pub fn kept_authority(
+fn kept_authority(
     valid: &ValidatedCluster,
     children: &Children,
 ) -> Result<Option<Authority>, Error> {
@@ -48,21 +48,23 @@ pub fn kept_authority(
     }
 }
 
-/// What each certificate Secret needs at `now`, given the `authority` they
-/// are to come from (`None`: a new one, so every Secret is made anew).
+/// What each certificate Secret needs at `now`. They are to come from the
+/// authority kept in `<cluster>-ca-key`, known by the id it is annotated
+/// with (its key is not needed to judge, so `tusk plan`, which reads
+/// Secrets without their data, judges as the operator does); without one
+/// a new authority is made and every Secret anew.
 pub fn needs(
     valid: &ValidatedCluster,
     children: &Children,
-    authority: Option<&Authority>,
     now: Timestamp,
 ) -> Vec<(TlsSecret, Need)> {
+    let kept = named(&children.secrets, &TlsSecret::CaKey.secret_name(valid))
+        .filter(|live| made_for(live, valid))
+        .and_then(authority_of);
     TlsSecret::ALL
         .iter()
         .map(|&which| {
-            let need = match (
-                named(&children.secrets, &which.secret_name(valid)),
-                authority,
-            ) {
+            let need = match (named(&children.secrets, &which.secret_name(valid)), kept) {
                 (None, _) => Need::Create,
                 (Some(live), _) if !made_for(live, valid) => Need::Foreign,
                 (Some(live), Some(authority)) if is_current(live, authority, now) => Need::Current,

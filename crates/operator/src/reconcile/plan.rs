@@ -9,7 +9,7 @@ use tusk_api::contract::TlsSecret;
 use tusk_api::labels;
 use tusk_api::v1alpha1::PostgresCluster;
 
-use super::certificates::{self, Need, kept_authority};
+use super::certificates::{self, Need};
 use super::fetch::Observed;
 use super::primary;
 use super::roles::{RoleLabel, role_labels};
@@ -114,11 +114,8 @@ pub fn plan<'a>(
             Time(now),
         )
     };
-    // An authority that cannot be read is reported by apply; here every
-    // certificate would be issued again.
-    let authority = kept_authority(valid, &observed.children).ok().flatten();
     Plan {
-        certificates: certificates::needs(valid, &observed.children, authority.as_ref(), now),
+        certificates: certificates::needs(valid, &observed.children, now),
         new_pod_role,
         resizes: resizes(valid, &observed.children.volumes),
         owners: ownership(valid, &observed.children.volumes),
