@@ -349,7 +349,7 @@ mod tests {
         emptied.data = None;
         assert_eq!(
             Authority::from_secret(&emptied).map(|a| a.id).map_err(|e| e.to_string()),
-            Err("Secret orders-ca-key does not hold the authority's certificate and key (tls.crt, tls.key)".to_owned())
+            Err("Secret orders-ca-key does not hold this cluster's certificate authority (its tls.crt, its tls.key and the annotation postgres.tusk.dev/authority): it was edited; restore it, or delete it and Tusk makes a new authority and issues every certificate again".to_owned())
         );
     }
 

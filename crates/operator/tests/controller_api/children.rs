@@ -400,3 +400,82 @@ async fn credentials_someone_else_made_are_never_used() {
     );
     operator.stop().await;
 }
+
+/// A certificate Secret of the cluster's names that Tusk did not make (a
+/// server certificate someone planted, whose key they hold) is never
+/// mounted: the pass stops with a condition naming it, and no pod starts.
+#[tokio::test]
+async fn certificates_someone_else_made_are_never_used() {
+    let h = sandbox(true).await;
+    let secrets: Api<Secret> = Api::namespaced(h.client.clone(), NS);
+    let planted: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "forged-server"},
+        "stringData": {"tls.crt": "a certificate", "tls.key": "a key known to someone"}
+    }))
+    .expect("a secret");
+    let planted = secrets
+        .create(&PostParams::default(), &planted)
+        .await
+        .expect("planted secret");
+    let operator = Operator::start(&h.client, None);
+    create(&h.client, "forged", small()).await;
+    wait_for("a SecretConflict condition naming the Secret", || async {
+        condition_with_reason(&h.client, "forged", "SecretConflict")
+            .await
+            .is_some_and(|m| m.contains("forged-server"))
+    })
+    .await;
+    let after = secrets.get("forged-server").await.expect("still there");
+    assert_eq!(
+        after.metadata.resource_version, planted.metadata.resource_version,
+        "the Secret is untouched"
+    );
+    assert!(
+        get::<Pod>(&h.client, "forged-1").await.is_none(),
+        "no PostgreSQL serves a certificate Tusk did not issue"
+    );
+    operator.stop().await;
+}
+
+/// The authority's Secret edited so it no longer says which authority it
+/// is: the certificates are not issued again from a key of unknown origin;
+/// the condition names the Secret and what it lacks.
+#[tokio::test]
+async fn an_edited_authority_is_reported_not_used() {
+    let h = sandbox(true).await;
+    let operator = Operator::start(&h.client, None);
+    create(&h.client, "edited", small()).await;
+    wait_for("every child", || children_exist(&h.client, "edited")).await;
+    let secrets: Api<Secret> = Api::namespaced(h.client.clone(), NS);
+    let server = secrets.get("edited-server").await.expect("issued");
+    let key = secrets.get("edited-ca-key").await.expect("the authority");
+    assert!(
+        key.data.as_ref().is_some_and(|d| d.contains_key("tls.key")),
+        "the authority keeps its key"
+    );
+    secrets
+        .patch(
+            "edited-ca-key",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"metadata": {"annotations": {
+                "postgres.tusk.dev/authority": null
+            }}})),
+        )
+        .await
+        .expect("edited");
+    wait_for(
+        "a SecretConflict condition naming the authority",
+        || async {
+            condition_with_reason(&h.client, "edited", "SecretConflict")
+                .await
+                .is_some_and(|m| m.contains("edited-ca-key") && m.contains("authority"))
+        },
+    )
+    .await;
+    let after = secrets.get("edited-server").await.expect("still there");
+    assert_eq!(
+        after.data, server.data,
+        "the server certificate is not issued again from it"
+    );
+    operator.stop().await;
+}

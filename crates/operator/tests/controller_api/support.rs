@@ -197,6 +197,16 @@ pub async fn children_exist(client: &Client, name: &str) -> bool {
         && get::<Secret>(client, &format!("{name}-replication"))
             .await
             .is_some()
+        && get::<Secret>(client, &format!("{name}-ca")).await.is_some()
+        && get::<Secret>(client, &format!("{name}-ca-key"))
+            .await
+            .is_some()
+        && get::<Secret>(client, &format!("{name}-server"))
+            .await
+            .is_some()
+        && get::<Secret>(client, &format!("{name}-replication-cert"))
+            .await
+            .is_some()
         && get::<ServiceAccount>(client, &format!("{name}-instance"))
             .await
             .is_some()
