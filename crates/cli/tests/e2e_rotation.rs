@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use common::{DIRECT_IDS, NS, World, wait_for};
-use k8s_openapi::api::core::v1::{Pod, Secret};
+use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 
@@ -50,32 +50,6 @@ async fn credential(secrets: &Api<Secret>, name: &str) -> (String, String) {
     let field =
         |key: &str| String::from_utf8(data.get(key).expect("key").0.clone()).expect("UTF-8");
     (field("username"), field("password"))
-}
-
-/// Restarts of every container of every instance, by pod.
-async fn restarts(world: &World) -> Vec<(String, i32)> {
-    let pods: Api<Pod> = Api::namespaced(world.client.clone(), NS);
-    let list = pods
-        .list(
-            &kube::api::ListParams::default().labels(&tusk_api::labels::cluster_selector(CLUSTER)),
-        )
-        .await
-        .expect("pods");
-    let mut counts: Vec<(String, i32)> = list
-        .items
-        .iter()
-        .map(|pod| {
-            let name = pod.metadata.name.clone().unwrap_or_default();
-            let total = pod
-                .status
-                .as_ref()
-                .and_then(|s| s.container_statuses.as_ref())
-                .map_or(0, |all| all.iter().map(|c| c.restart_count).sum());
-            (name, total)
-        })
-        .collect();
-    counts.sort();
-    counts
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -114,7 +88,7 @@ async fn rotated_passwords_reach_postgres_without_a_restart_or_a_dropped_connect
         })
     };
 
-    let before = restarts(&world).await;
+    let before = world.restarts(CLUSTER).await;
     let mut old = Vec::new();
     for credential_name in ["app", "superuser", "replication"] {
         let name = format!("{CLUSTER}-{credential_name}");
@@ -159,7 +133,7 @@ async fn rotated_passwords_reach_postgres_without_a_restart_or_a_dropped_connect
     )
     .await;
     writer.wait_for_more(20, Duration::from_secs(60)).await;
-    assert_eq!(restarts(&world).await, before, "nothing restarted");
+    assert_eq!(world.restarts(CLUSTER).await, before, "nothing restarted");
 
     // A standby that has to connect again does so with the new
     // replication password (its volume was refreshed too): it streams,

@@ -13,7 +13,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use common::{NS, World, wait_for};
-use k8s_openapi::api::core::v1::{Pod, Secret};
+use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
@@ -68,31 +68,6 @@ fn presented(address: &str) -> Option<String> {
         .output()
         .ok()?;
     first_certificate(&String::from_utf8_lossy(&output.stdout))
-}
-
-/// Restarts of every container of the cluster's pods, by pod.
-async fn restarts(world: &World) -> Vec<(String, i32)> {
-    let pods: Api<Pod> = Api::namespaced(world.client.clone(), NS);
-    let list = pods
-        .list(
-            &kube::api::ListParams::default().labels(&tusk_api::labels::cluster_selector(CLUSTER)),
-        )
-        .await
-        .expect("pods");
-    let mut counts: Vec<(String, i32)> = list
-        .items
-        .iter()
-        .map(|pod| {
-            let total = pod
-                .status
-                .as_ref()
-                .and_then(|s| s.container_statuses.as_ref())
-                .map_or(0, |all| all.iter().map(|c| c.restart_count).sum());
-            (pod.metadata.name.clone().unwrap_or_default(), total)
-        })
-        .collect();
-    counts.sort();
-    counts
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -199,7 +174,7 @@ async fn clients_verify_the_server_standbys_log_in_by_certificate_and_a_renewed_
     // serve the new one after a reload, with no restart, and an open
     // session goes on.
     let session = world.connect("sealed-rw", CLUSTER).await;
-    let before = restarts(&world).await;
+    let before = world.restarts(CLUSTER).await;
     let server = secrets
         .get("sealed-server")
         .await
@@ -243,5 +218,5 @@ async fn clients_verify_the_server_standbys_log_in_by_certificate_and_a_renewed_
         .await
         .expect("the session opened before the renewal still answers");
     assert_eq!(psql(&verified, "select 1").as_deref(), Ok("1"));
-    assert_eq!(restarts(&world).await, before, "nothing restarted");
+    assert_eq!(world.restarts(CLUSTER).await, before, "nothing restarted");
 }

@@ -326,6 +326,30 @@ impl World {
         self.dir.path().join("kubeconfig")
     }
 
+    /// Restarts of every container of `cluster`'s pods, by pod.
+    pub async fn restarts(&self, cluster: &str) -> Vec<(String, i32)> {
+        let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(self.client.clone(), NS);
+        let selector = tusk_api::labels::cluster_selector(cluster);
+        let list = pods
+            .list(&kube::api::ListParams::default().labels(&selector))
+            .await
+            .expect("pods");
+        let mut counts: Vec<(String, i32)> = list
+            .items
+            .iter()
+            .map(|pod| {
+                let total = pod
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.container_statuses.as_ref())
+                    .map_or(0, |all| all.iter().map(|c| c.restart_count).sum());
+                (pod.metadata.name.clone().unwrap_or_default(), total)
+            })
+            .collect();
+        counts.sort();
+        counts
+    }
+
     pub async fn connect(&self, service: &str, cluster: &str) -> tokio_postgres::Client {
         let config = self.conninfo(service, cluster).await;
         let deadline = Instant::now() + Duration::from_secs(60);

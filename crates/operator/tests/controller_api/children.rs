@@ -370,69 +370,55 @@ async fn owns(client: &Client, uid: &str) -> bool {
 
 #[tokio::test]
 async fn credentials_someone_else_made_are_never_used() {
-    let h = sandbox(true).await;
-    let secrets: Api<Secret> = Api::namespaced(h.client.clone(), NS);
-    let planted: Secret = serde_json::from_value(json!({
+    let planted = json!({
         "metadata": {"name": "planted-superuser"},
         "stringData": {"username": "postgres", "password": "known-to-someone"}
-    }))
-    .expect("a secret");
-    let planted = secrets
-        .create(&PostParams::default(), &planted)
-        .await
-        .expect("planted secret");
-    let operator = Operator::start(&h.client, None);
-    create(&h.client, "planted", small()).await;
-    wait_for("a SecretConflict condition naming the Secret", || async {
-        condition_with_reason(&h.client, "planted", "SecretConflict")
-            .await
-            .is_some_and(|m| m.contains("planted-superuser"))
-    })
-    .await;
-    let after = secrets.get("planted-superuser").await.expect("still there");
-    assert_eq!(
-        after.metadata.resource_version, planted.metadata.resource_version,
-        "the Secret is untouched"
-    );
-    assert!(
-        get::<Pod>(&h.client, "planted-1").await.is_none(),
-        "no PostgreSQL starts with credentials Tusk did not generate"
-    );
-    operator.stop().await;
+    });
+    a_planted_secret_is_refused("planted", planted).await;
 }
 
 /// A certificate Secret of the cluster's names that Tusk did not make (a
 /// server certificate someone planted, whose key they hold) is never
-/// mounted: the pass stops with a condition naming it, and no pod starts.
+/// mounted.
 #[tokio::test]
 async fn certificates_someone_else_made_are_never_used() {
-    let h = sandbox(true).await;
-    let secrets: Api<Secret> = Api::namespaced(h.client.clone(), NS);
-    let planted: Secret = serde_json::from_value(json!({
+    let planted = json!({
         "metadata": {"name": "forged-server"},
         "stringData": {"tls.crt": "a certificate", "tls.key": "a key known to someone"}
-    }))
-    .expect("a secret");
+    });
+    a_planted_secret_is_refused("forged", planted).await;
+}
+
+/// With the Secret `planted` made by someone else, the cluster `cluster`
+/// stops with a condition naming it, the Secret is untouched and no pod
+/// starts.
+async fn a_planted_secret_is_refused(cluster: &str, planted: serde_json::Value) {
+    let h = sandbox(true).await;
+    let secrets: Api<Secret> = Api::namespaced(h.client.clone(), NS);
+    let planted: Secret = serde_json::from_value(planted).expect("a secret");
+    let name = planted.metadata.name.clone().expect("a name");
     let planted = secrets
         .create(&PostParams::default(), &planted)
         .await
         .expect("planted secret");
     let operator = Operator::start(&h.client, None);
-    create(&h.client, "forged", small()).await;
+    create(&h.client, cluster, small()).await;
     wait_for("a SecretConflict condition naming the Secret", || async {
-        condition_with_reason(&h.client, "forged", "SecretConflict")
+        condition_with_reason(&h.client, cluster, "SecretConflict")
             .await
-            .is_some_and(|m| m.contains("forged-server"))
+            .is_some_and(|m| m.contains(&name))
     })
     .await;
-    let after = secrets.get("forged-server").await.expect("still there");
+    let after = secrets.get(&name).await.expect("still there");
     assert_eq!(
         after.metadata.resource_version, planted.metadata.resource_version,
         "the Secret is untouched"
     );
     assert!(
-        get::<Pod>(&h.client, "forged-1").await.is_none(),
-        "no PostgreSQL serves a certificate Tusk did not issue"
+        get::<Pod>(&h.client, &format!("{cluster}-1"))
+            .await
+            .is_none(),
+        "no PostgreSQL starts with a Secret Tusk did not make"
     );
     operator.stop().await;
 }
