@@ -44,6 +44,9 @@ async fn run_with_env(
         .env("KUBECONFIG", kubeconfig)
         .env("PATH", search)
         .env("PGCONNECT_TIMEOUT", "5")
+        // What the commands keep under the home directory (the cluster's
+        // authority for psql) stays in the test's directory.
+        .env("HOME", kubeconfig.parent().unwrap_or(kubeconfig))
         .envs(env.iter().map(|(name, value)| (*name, value)))
         .kill_on_drop(true);
     tokio::time::timeout(Duration::from_secs(60), command.output())
@@ -428,9 +431,10 @@ async fn reports_the_real_status(world: &World, plugin: &Plugin) {
     }
 }
 
-/// `psql --print` names the `-rw` Service's address and hides the
-/// password; `psql -- -c ...` runs a real query as the app owner and as
-/// the superuser.
+/// `psql --print` names the `-rw` Service's address, verifies the server
+/// by its name and the cluster's authority, and hides the password; `psql
+/// -- -c ...` runs a real query as the app owner and as the superuser,
+/// over a verified connection.
 async fn connects_psql(world: &World, plugin: &Plugin) {
     let ip = world.service_ip("tiny-rw").await;
     let line = success(
@@ -438,9 +442,12 @@ async fn connects_psql(world: &World, plugin: &Plugin) {
         &plugin.tusk(&["psql", CLUSTER, "--print"]).await,
     );
     assert!(
-        line.contains(&format!("psql 'host={ip} port=5432 user=app dbname=app'")),
+        line.contains(&format!(
+            "psql 'host=tiny-rw.{NS}.svc hostaddr={ip} port=5432 user=app dbname=app sslmode=verify-full'"
+        )),
         "{line}"
     );
+    assert!(line.contains("PGSSLROOTCERT="), "{line}");
     let secret = world.conninfo("tiny-rw", CLUSTER).await;
     let password = secret
         .split(' ')
@@ -455,11 +462,11 @@ async fn connects_psql(world: &World, plugin: &Plugin) {
                 CLUSTER,
                 "--",
                 "-tAc",
-                "select current_user || ' ' || (1 + 1)",
+                "select current_user || ' ' || (1 + 1) || ' ' || ssl from pg_stat_ssl where pid = pg_backend_pid()",
             ])
             .await,
     );
-    assert_eq!(answer, "app 2\n");
+    assert_eq!(answer, "app 2 true\n");
     let superuser = success(
         "tusk psql --superuser",
         &plugin

@@ -5,13 +5,22 @@
 //! `<cluster>-superuser`), read through the API and handed to psql in
 //! `PGPASSWORD`, never on the command line.
 //!
+//! The server is verified (`sslmode=verify-full`): by the Service's name
+//! (`<cluster>-rw.<namespace>.svc`, which its certificate carries, with
+//! the cluster IP as `hostaddr`) against the cluster's authority from
+//! `<cluster>-ca`, written to `~/.cache/tusk/<namespace>.<cluster>.ca.crt`
+//! for psql (`PGSSLROOTCERT`). A cluster without that Secret is reached as
+//! psql's defaults say.
+//!
 //! `--print` prints the psql command instead, with the password replaced
 //! by the kubectl command that reads it, so the line can be run as it is.
 
 use std::process::ExitCode;
 
 use k8s_openapi::api::core::v1::{Secret, Service};
-use tusk_api::contract::{Credential, PASSWORD_KEY, POSTGRES_PORT, USERNAME_KEY};
+use tusk_api::contract::{
+    CA_KEY, Credential, PASSWORD_KEY, POSTGRES_PORT, TlsSecret, USERNAME_KEY,
+};
 
 use super::CommandError;
 use super::cluster_access::{ClusterRef, Target, block_on, kubernetes};
@@ -38,6 +47,7 @@ pub struct Args {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Connection {
     pub namespace: String,
+    pub cluster: String,
     pub host: String,
     pub port: u16,
     pub user: String,
@@ -45,24 +55,51 @@ pub struct Connection {
     /// The Secret holding the password.
     pub secret: String,
     pub password: String,
+    /// The cluster's certificate authority (PEM), when it has one.
+    pub ca: Option<String>,
 }
 
 impl Connection {
-    /// libpq connection settings, without the password.
+    /// libpq connection settings, without the password: the server
+    /// verified by the Service's name when the cluster's authority is
+    /// known.
     pub fn conninfo(&self) -> String {
+        let user = conninfo_value(&self.user);
+        let dbname = conninfo_value(&self.dbname);
+        match &self.ca {
+            Some(_) => format!(
+                "host={}-rw.{}.svc hostaddr={} port={} user={user} dbname={dbname} sslmode=verify-full",
+                self.cluster, self.namespace, self.host, self.port
+            ),
+            None => format!(
+                "host={} port={} user={user} dbname={dbname}",
+                self.host, self.port
+            ),
+        }
+    }
+
+    /// Where psql finds the authority, under `home`.
+    fn ca_file(&self, home: &str) -> String {
         format!(
-            "host={} port={} user={} dbname={}",
-            self.host,
-            self.port,
-            conninfo_value(&self.user),
-            conninfo_value(&self.dbname)
+            "{home}/.cache/tusk/{}.{}.ca.crt",
+            self.namespace, self.cluster
         )
     }
 
-    /// A shell line running psql, with the password read by kubectl.
+    /// A shell line running psql, with the password (and the authority)
+    /// read by kubectl.
     pub fn command_line(&self, psql: &str, extra: &[String]) -> String {
+        let authority = match &self.ca {
+            Some(_) => format!(
+                "mkdir -p \"$HOME/.cache/tusk\" && kubectl get secret {}-ca -n {} -o jsonpath='{{.data.ca\\.crt}}' | base64 -d > \"{file}\" && PGSSLROOTCERT=\"{file}\" ",
+                self.cluster,
+                self.namespace,
+                file = self.ca_file("$HOME"),
+            ),
+            None => String::new(),
+        };
         let mut line = format!(
-            "PGPASSWORD=\"$(kubectl get secret {} -n {} -o jsonpath='{{.data.{PASSWORD_KEY}}}' | base64 -d)\" {} {}",
+            "{authority}PGPASSWORD=\"$(kubectl get secret {} -n {} -o jsonpath='{{.data.{PASSWORD_KEY}}}' | base64 -d)\" {} {}",
             self.secret,
             self.namespace,
             shell_quote(psql),
@@ -154,14 +191,23 @@ pub async fn connection(
                 target.namespace
             ))
         })?;
+    let ca = target
+        .api::<Secret>()
+        .get_opt(&TlsSecret::Ca.secret_name(cluster))
+        .await
+        .map_err(kubernetes)?
+        .map(|secret| secret_field(&secret, CA_KEY))
+        .transpose()?;
     Ok(Connection {
         namespace: target.namespace.clone(),
+        cluster: cluster.to_owned(),
         host,
         port: POSTGRES_PORT,
         user: secret_field(&secret, USERNAME_KEY)?,
         dbname: spec.initdb().database,
         secret: secret_name,
         password: secret_field(&secret, PASSWORD_KEY)?,
+        ca,
     })
 }
 
@@ -206,6 +252,23 @@ pub fn run(args: &Args) -> Result<ExitCode, CommandError> {
         .arg(connection.conninfo())
         .args(&args.extra)
         .env("PGPASSWORD", &connection.password);
+    if let Some(ca) = &connection.ca {
+        let home = std::env::var("HOME").unwrap_or_else(|_| "/tmp".to_owned());
+        let file = std::path::PathBuf::from(connection.ca_file(&home));
+        let write = |path: &std::path::Path| {
+            if let Some(dir) = path.parent() {
+                std::fs::create_dir_all(dir)?;
+            }
+            std::fs::write(path, ca)
+        };
+        write(&file).map_err(|error| {
+            CommandError::Kubernetes(format!(
+                "cannot write the cluster's authority to {}: {error}",
+                file.display()
+            ))
+        })?;
+        command.env("PGSSLROOTCERT", &file);
+    }
     let error = std::os::unix::process::CommandExt::exec(&mut command);
     Err(CommandError::Kubernetes(format!(
         "cannot run {}: {error}",
@@ -220,13 +283,35 @@ mod tests {
     fn connection(user: &str) -> Connection {
         Connection {
             namespace: "shop".into(),
+            cluster: "db".into(),
             host: "10.96.0.7".into(),
             port: 5432,
             user: user.into(),
             dbname: "app".into(),
             secret: "db-app".into(),
             password: "s3cret".into(),
+            ca: None,
         }
+    }
+
+    #[test]
+    fn with_the_cluster_authority_the_server_is_verified_by_the_service_name() {
+        let verified = Connection {
+            ca: Some("-----BEGIN CERTIFICATE-----".into()),
+            ..connection("app")
+        };
+        assert_eq!(
+            verified.conninfo(),
+            "host=db-rw.shop.svc hostaddr=10.96.0.7 port=5432 user=app dbname=app sslmode=verify-full"
+        );
+        let line = verified.command_line("psql", &[]);
+        assert_eq!(
+            line,
+            "mkdir -p \"$HOME/.cache/tusk\" && kubectl get secret db-ca -n shop -o jsonpath='{.data.ca\\.crt}' | base64 -d > \"$HOME/.cache/tusk/shop.db.ca.crt\" && \
+             PGSSLROOTCERT=\"$HOME/.cache/tusk/shop.db.ca.crt\" \
+             PGPASSWORD=\"$(kubectl get secret db-app -n shop -o jsonpath='{.data.password}' | base64 -d)\" \
+             psql 'host=db-rw.shop.svc hostaddr=10.96.0.7 port=5432 user=app dbname=app sslmode=verify-full'"
+        );
     }
 
     #[test]
