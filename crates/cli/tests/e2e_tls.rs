@@ -207,6 +207,13 @@ async fn clients_verify_the_server_standbys_log_in_by_certificate_and_a_renewed_
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     };
+    wait_for("an event saying so", Duration::from_secs(30), || async {
+        world
+            .story(CLUSTER)
+            .await
+            .contains("CertificateIssued: Secret sealed-server issued again")
+    })
+    .await;
     wait_for(
         "the renewed certificate presented through -rw",
         Duration::from_secs(150),

@@ -114,7 +114,10 @@ impl ProcessUser {
         self.give(path)
     }
 
-    /// Writes a file readable only by this user.
+    /// Writes a file readable only by this user. The content is written
+    /// beside it and renamed over it, so a reader (libpq reading the
+    /// password file or a key while it is renewed, PostgreSQL its
+    /// configuration) sees the old file or the new one, never half of one.
     pub fn private_file(&self, path: &Path, content: &str) -> Result<(), ProcessUserError> {
         use std::io::Write as _;
         use std::os::unix::fs::OpenOptionsExt;
@@ -122,14 +125,61 @@ impl ProcessUser {
             path: path.to_owned(),
             source,
         };
+        let mut staged = path.as_os_str().to_owned();
+        staged.push(".tusk-new");
+        let staged = std::path::PathBuf::from(staged);
         let mut file = std::fs::OpenOptions::new()
             .write(true)
             .create(true)
             .truncate(true)
             .mode(0o600)
-            .open(path)
+            .open(&staged)
             .map_err(create)?;
         file.write_all(content.as_bytes()).map_err(create)?;
-        self.give(path)
+        drop(file);
+        // A stale staged file keeps the mode it was made with.
+        std::fs::set_permissions(&staged, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+            .map_err(create)?;
+        self.give(&staged)?;
+        std::fs::rename(&staged, path).map_err(create)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Read as _;
+    use std::os::unix::fs::PermissionsExt as _;
+
+    use super::*;
+
+    /// A reader that opened the file before it was replaced reads the old
+    /// content whole; the new file is private.
+    #[test]
+    fn a_replaced_file_is_never_seen_half_written() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("pgpass");
+        let me = ProcessUser::detect(&current_user()).expect("the current user");
+        me.private_file(&path, "old content").expect("first write");
+        let mut reader = std::fs::File::open(&path).expect("open");
+        std::fs::write(path.with_extension("tusk-new"), "stale").expect("stale staged file");
+        me.private_file(&path, "new").expect("second write");
+        let mut seen = String::new();
+        reader.read_to_string(&mut seen).expect("read");
+        assert_eq!(seen, "old content");
+        assert_eq!(std::fs::read_to_string(&path).expect("read"), "new");
+        let mode = std::fs::metadata(&path)
+            .expect("metadata")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+        assert!(!path.with_extension("tusk-new").exists());
+    }
+
+    fn current_user() -> String {
+        nix::unistd::User::from_uid(nix::unistd::getuid())
+            .ok()
+            .flatten()
+            .map(|u| u.name)
+            .expect("a named user")
     }
 }

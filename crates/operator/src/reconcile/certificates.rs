@@ -19,6 +19,7 @@ use crate::builders::certificates::{Authority, authority_of, certificate_secret,
 use crate::children::{Children, named};
 use crate::context::Context;
 use crate::error::Error;
+use crate::note::Note;
 use crate::validate::ValidatedCluster;
 
 /// What one certificate Secret needs.
@@ -71,6 +72,25 @@ pub fn needs(
                 (Some(_), _) => Need::Renew,
             };
             (which, need)
+        })
+        .collect()
+}
+
+/// The events for what `needs` says: a certificate issued again is news
+/// (its pods reload it within about a minute); a new cluster's first
+/// certificates are not.
+pub fn notes(valid: &ValidatedCluster, needs: &[(TlsSecret, Need)]) -> Vec<Note> {
+    needs
+        .iter()
+        .filter(|(_, need)| *need == Need::Renew)
+        .map(|(which, _)| {
+            Note::normal(
+                "CertificateIssued",
+                format!(
+                    "Secret {} issued again (due for renewal, or from another authority); the instances reload it",
+                    which.secret_name(valid)
+                ),
+            )
         })
         .collect()
 }

@@ -114,8 +114,10 @@ pub fn plan<'a>(
             Time(now),
         )
     };
+    let certificates = certificates::needs(valid, &observed.children, now);
+    events.extend(certificates::notes(valid, &certificates));
     Plan {
-        certificates: certificates::needs(valid, &observed.children, now),
+        certificates,
         new_pod_role,
         resizes: resizes(valid, &observed.children.volumes),
         owners: ownership(valid, &observed.children.volumes),
