@@ -93,20 +93,14 @@ impl RenderedFiles {
 
     /// Writes the files that differ; true when anything changed.
     pub fn write(&self, pgdata: &Path, user: &ProcessUser) -> Result<bool, DataDirError> {
-        let mut changed = false;
-        for (name, content) in [
-            ("postgresql.conf", &self.postgresql_conf),
-            ("pg_hba.conf", &self.pg_hba),
-            ("pg_ident.conf", &self.pg_ident),
-        ] {
-            let path = pgdata.join(name);
-            if std::fs::read_to_string(&path).ok().as_deref() == Some(content.as_str()) {
-                continue;
-            }
-            user.private_file(&path, content)?;
-            changed = true;
-        }
-        Ok(changed)
+        Ok(user.private_files([
+            (
+                pgdata.join("postgresql.conf"),
+                self.postgresql_conf.as_str(),
+            ),
+            (pgdata.join("pg_hba.conf"), self.pg_hba.as_str()),
+            (pgdata.join("pg_ident.conf"), self.pg_ident.as_str()),
+        ])?)
     }
 }
 

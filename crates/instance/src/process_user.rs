@@ -114,6 +114,23 @@ impl ProcessUser {
         self.give(path)
     }
 
+    /// Writes each file whose content differs ([`Self::private_file`]);
+    /// true when any changed.
+    pub fn private_files<'a>(
+        &self,
+        files: impl IntoIterator<Item = (PathBuf, &'a str)>,
+    ) -> Result<bool, ProcessUserError> {
+        let mut changed = false;
+        for (path, content) in files {
+            if std::fs::read_to_string(&path).ok().as_deref() == Some(content) {
+                continue;
+            }
+            self.private_file(&path, content)?;
+            changed = true;
+        }
+        Ok(changed)
+    }
+
     /// Writes a file readable only by this user. The content is written
     /// beside it and renamed over it, so a reader (libpq reading the
     /// password file or a key while it is renewed, PostgreSQL its

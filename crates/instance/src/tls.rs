@@ -126,22 +126,13 @@ impl Installed {
     /// alone; true when any changed.
     pub fn install(&self, mounted: &Mounted, user: &ProcessUser) -> Result<bool, TlsError> {
         user.private_dir(&self.dir)?;
-        let mut changed = false;
-        for (name, content) in [
-            ("server.crt", &mounted.server_cert),
-            ("server.key", &mounted.server_key),
-            ("ca.crt", &mounted.ca),
-            ("replication.crt", &mounted.client_cert),
-            ("replication.key", &mounted.client_key),
-        ] {
-            let path = self.path(name);
-            if std::fs::read_to_string(&path).ok().as_deref() == Some(content.as_str()) {
-                continue;
-            }
-            user.private_file(&path, content)?;
-            changed = true;
-        }
-        Ok(changed)
+        Ok(user.private_files([
+            (self.path("server.crt"), mounted.server_cert.as_str()),
+            (self.path("server.key"), mounted.server_key.as_str()),
+            (self.path("ca.crt"), mounted.ca.as_str()),
+            (self.path("replication.crt"), mounted.client_cert.as_str()),
+            (self.path("replication.key"), mounted.client_key.as_str()),
+        ])?)
     }
 }
 

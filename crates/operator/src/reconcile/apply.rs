@@ -16,6 +16,7 @@ use tusk_api::v1alpha1::{DeletionPolicy, PostgresCluster};
 
 use super::Plan;
 use super::claims;
+use super::secrets::{cached_soon, foreign_secret, made_for};
 use crate::apply::{Applied, FIELD_MANAGER, apply as apply_one, create_once};
 use crate::builders::{self, Credential};
 use crate::children::{Children, named};
@@ -73,50 +74,6 @@ async fn credentials(
         }
     }
     Ok(())
-}
-
-/// Whether Tusk created `secret` for this cluster (its owner reference).
-pub fn made_for(secret: &Secret, valid: &ValidatedCluster) -> bool {
-    secret
-        .owner_references()
-        .iter()
-        .any(|o| o.uid == valid.owner.uid)
-}
-
-/// Whether the Secret `name`, made for this cluster, reaches the cache
-/// within a second: one created by an earlier pass whose watch event is
-/// still on its way. Without `get` on Secrets (the operator never reads
-/// them), the cache is the only way to tell.
-pub(super) async fn cached_soon(ctx: &Context, valid: &ValidatedCluster, name: &str) -> bool {
-    let key = kube::runtime::reflector::ObjectRef::new(name).within(&valid.namespace);
-    for _ in 0..10 {
-        let ours = ctx
-            .stores
-            .secrets
-            .get(&key)
-            .and_then(|packed| packed.unpack().ok())
-            .is_some_and(|secret| {
-                secret
-                    .owner_references()
-                    .iter()
-                    .any(|o| o.uid == valid.owner.uid)
-            });
-        if ours {
-            return true;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
-    false
-}
-
-/// Why a credentials Secret is refused.
-pub(super) fn foreign_secret(valid: &ValidatedCluster, name: &str, found: &str) -> Error {
-    Error::SecretConflict(format!(
-        "Secret {name} {found} but was not created by Tusk for this cluster (uid {}): \
-         Tusk never hands credentials it did not generate to PostgreSQL. \
-         Delete or rename the Secret and Tusk generates a new one",
-        valid.owner.uid
-    ))
 }
 
 /// The instances' ServiceAccount, Role and RoleBinding.

@@ -13,7 +13,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::Api;
 use tusk_api::contract::TlsSecret;
 
-use super::apply::{cached_soon, foreign_secret, made_for};
+use super::secrets::{cached_soon, foreign_secret, made_for};
 use crate::apply::{Applied, apply as apply_one, create_once};
 use crate::builders::certificates::{Authority, authority_of, certificate_secret, is_current};
 use crate::children::{Children, named};

@@ -21,6 +21,7 @@ mod rehearsal;
 mod requeue;
 mod roles;
 mod rollout;
+mod secrets;
 mod storage;
 mod validate;
 

@@ -13,9 +13,9 @@ use tusk_api::contract::TlsSecret;
 use tusk_api::v1alpha1::{DeletionPolicy, PostgresClusterStatus};
 
 use super::super::Plan;
-use super::super::apply::made_for;
 use super::super::certificates::Need;
 use super::super::fetch::Observed;
+use super::super::secrets::made_for;
 use crate::apply::{Applied, change};
 use crate::builders::{self, Credential};
 use crate::children::{Children, named};
