@@ -44,7 +44,7 @@ pub enum CertificateError {
     #[error("cannot make a certificate: {0}")]
     Generate(#[from] rcgen::Error),
     #[error(
-        "Secret {0} does not hold the authority's certificate and key ({TLS_CERT_KEY}, {TLS_KEY_KEY})"
+        "Secret {0} does not hold this cluster's certificate authority (its {TLS_CERT_KEY}, its {TLS_KEY_KEY} and the annotation {AUTHORITY_ANNOTATION}): it was edited; restore it, or delete it and Tusk makes a new authority and issues every certificate again"
     )]
     Unreadable(String),
 }
