@@ -177,6 +177,22 @@ pub async fn status_phase(client: &Client, name: &str) -> Option<ClusterPhase> {
 }
 
 pub async fn children_exist(client: &Client, name: &str) -> bool {
+    for suffix in [
+        "superuser",
+        "app",
+        "replication",
+        "ca",
+        "ca-key",
+        "server",
+        "replication-cert",
+    ] {
+        if get::<Secret>(client, &format!("{name}-{suffix}"))
+            .await
+            .is_none()
+        {
+            return false;
+        }
+    }
     get::<Pod>(client, &format!("{name}-1")).await.is_some()
         && get::<PersistentVolumeClaim>(client, &format!("{name}-1"))
             .await
@@ -188,25 +204,6 @@ pub async fn children_exist(client: &Client, name: &str) -> bool {
             .await
             .is_some()
         && get::<Service>(client, &format!("{name}-r")).await.is_some()
-        && get::<Secret>(client, &format!("{name}-superuser"))
-            .await
-            .is_some()
-        && get::<Secret>(client, &format!("{name}-app"))
-            .await
-            .is_some()
-        && get::<Secret>(client, &format!("{name}-replication"))
-            .await
-            .is_some()
-        && get::<Secret>(client, &format!("{name}-ca")).await.is_some()
-        && get::<Secret>(client, &format!("{name}-ca-key"))
-            .await
-            .is_some()
-        && get::<Secret>(client, &format!("{name}-server"))
-            .await
-            .is_some()
-        && get::<Secret>(client, &format!("{name}-replication-cert"))
-            .await
-            .is_some()
         && get::<ServiceAccount>(client, &format!("{name}-instance"))
             .await
             .is_some()

@@ -132,12 +132,9 @@ fn install_manager(config: &OperatorConfig) -> Container {
     }
 }
 
-fn postgres_container(cluster: &ValidatedCluster) -> Container {
-    let http = |path: &str| HTTPGetAction {
-        path: Some(path.to_owned()),
-        port: IntOrString::String("http".to_owned()),
-        ..HTTPGetAction::default()
-    };
+/// Where the postgres container finds its volume, scratch directories,
+/// the `tusk` binary and every Secret it is given.
+fn postgres_mounts(cluster: &ValidatedCluster) -> Vec<VolumeMount> {
     let mut mounts = vec![
         mount("pgdata", DATA_MOUNT, false),
         mount("controller", CONTROLLER_DIR, true),
@@ -171,6 +168,16 @@ fn postgres_container(cluster: &ValidatedCluster) -> Container {
             true,
         ));
     }
+    mounts
+}
+
+fn postgres_container(cluster: &ValidatedCluster) -> Container {
+    let http = |path: &str| HTTPGetAction {
+        path: Some(path.to_owned()),
+        port: IntOrString::String("http".to_owned()),
+        ..HTTPGetAction::default()
+    };
+    let mounts = postgres_mounts(cluster);
     Container {
         name: "postgres".to_owned(),
         image: Some(cluster.image.clone()),
