@@ -140,6 +140,13 @@ pub fn server_certificate_names(cluster: &str, namespace: &str) -> Vec<String> {
     names
 }
 
+/// The name an instance's certificate is verified by when it is reached
+/// by address (by another instance, or by the operator at its API): the
+/// first of [`server_certificate_names`].
+pub fn instance_server_name(cluster: &str) -> String {
+    format!("{cluster}-rw")
+}
+
 /// The run directory when the environment names none (outside a pod).
 pub const DEFAULT_RUN_DIR: &str = "/tmp/tusk";
 /// Operating-system user PostgreSQL runs as when the manager is root.
@@ -163,6 +170,12 @@ impl InstanceEnv {
     pub const RUN_DIR: &'static str = "TUSK_RUN_DIR";
     pub const OS_USER: &'static str = "TUSK_OS_USER";
     pub const STOP_TIMEOUT: &'static str = "TUSK_STOP_TIMEOUT";
+    /// `true`: the HTTP API is served over HTTPS with the cluster's server
+    /// certificate, and `/status` requires a token
+    /// ([`crate::instance::TOKEN_HEADER`]). Set by the operator together
+    /// with the probes' `HTTPS` scheme, so that a pod's own spec says how
+    /// its API is served.
+    pub const API_TLS: &'static str = "TUSK_API_TLS";
     /// The backup repository's access key id (see [`RepositoryKeys`]).
     pub const REPOSITORY_KEY: &'static str = tusk_postgres::pgbackrest::S3_KEY_ENV;
     /// The backup repository's secret access key.
@@ -226,6 +239,8 @@ pub struct InstanceEnvironment {
     pub http_port: u16,
     pub os_user: String,
     pub stop_timeout_seconds: u64,
+    /// Whether the HTTP API is served over HTTPS ([`InstanceEnv::API_TLS`]).
+    pub api_tls: bool,
     /// The backup repository's keys, when the cluster names a credentials
     /// Secret.
     pub repository_keys: Option<RepositoryKeys>,
@@ -301,6 +316,10 @@ impl InstanceEnvironment {
                 .map(|v| parse(InstanceEnv::STOP_TIMEOUT, v, "a number of seconds"))
                 .transpose()?
                 .unwrap_or(DEFAULT_STOP_TIMEOUT_SECONDS),
+            api_tls: lookup(InstanceEnv::API_TLS)
+                .map(|v| parse(InstanceEnv::API_TLS, v, "true or false"))
+                .transpose()?
+                .unwrap_or(false),
             repository_keys: key_pair(
                 &lookup,
                 InstanceEnv::REPOSITORY_KEY,
@@ -406,6 +425,25 @@ mod tests {
         assert_eq!((parsed.postgres_port, parsed.http_port), (5432, 8000));
         assert_eq!(parsed.stop_timeout_seconds, 20);
         assert_eq!(parsed.repository_keys, None);
+        assert!(!parsed.api_tls, "plain HTTP unless the pod says otherwise");
+        let mut tls = env.clone();
+        tls.insert(InstanceEnv::API_TLS, "true");
+        let parsed = InstanceEnvironment::from_lookup(|n| tls.get(n).map(|v| (*v).to_owned()))
+            .expect("complete");
+        assert!(parsed.api_tls);
+        tls.insert(InstanceEnv::API_TLS, "yes");
+        assert_eq!(
+            InstanceEnvironment::from_lookup(|n| tls.get(n).map(|v| (*v).to_owned())),
+            Err(EnvironmentError::Invalid {
+                name: "TUSK_API_TLS",
+                value: "yes".into(),
+                expected: "true or false"
+            })
+        );
+        assert_eq!(
+            server_certificate_names("orders", "shop").first(),
+            Some(&instance_server_name("orders"))
+        );
 
         let mut keys = env.clone();
         keys.insert(InstanceEnv::REPOSITORY_KEY, "AKIA1");

@@ -18,6 +18,50 @@ pub const READYZ_PATH: &str = "/readyz";
 /// Path of the Prometheus metrics endpoint.
 pub const METRICS_PATH: &str = "/metrics";
 
+/// The header carrying the token `/status` requires when the API is served
+/// over HTTPS ([`crate::contract::InstanceEnv::API_TLS`]): a JWT (ES256)
+/// signed with the key of the cluster's certificate authority, which the
+/// operator alone holds (`<cluster>-ca-key`), and checked against the
+/// authority's certificate every instance mounts. Not `Authorization`:
+/// kube-apiserver removes that header from a request it authenticated, and
+/// `tusk plan` reaches `/status` through the API server's pod proxy.
+pub const TOKEN_HEADER: &str = "x-tusk-token";
+
+/// How long a token is valid after it is signed, in seconds.
+pub const TOKEN_LIFETIME_SECONDS: u64 = 120;
+
+/// The audience a token for `cluster` in `namespace` names: a token for
+/// one cluster is refused by another even under the same authority.
+pub fn token_audience(namespace: &str, cluster: &str) -> String {
+    format!("tusk-instance-api:{namespace}/{cluster}")
+}
+
+/// What a token says (RFC 7519 claim names).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct TokenClaims {
+    /// Who signed it (`tusk-operator`, or `tusk-plan` for a preview).
+    pub sub: String,
+    /// [`token_audience`].
+    pub aud: String,
+    /// Signed at, seconds since the epoch.
+    pub iat: u64,
+    /// Valid until, seconds since the epoch.
+    pub exp: u64,
+}
+
+impl TokenClaims {
+    /// Claims for `subject`, valid [`TOKEN_LIFETIME_SECONDS`] from `now`
+    /// (seconds since the epoch).
+    pub fn new(subject: &str, namespace: &str, cluster: &str, now: u64) -> Self {
+        TokenClaims {
+            sub: subject.to_owned(),
+            aud: token_audience(namespace, cluster),
+            iat: now,
+            exp: now.saturating_add(TOKEN_LIFETIME_SECONDS),
+        }
+    }
+}
+
 /// What an instance is doing right now, as its manager sees it.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]

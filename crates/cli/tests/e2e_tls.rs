@@ -4,7 +4,9 @@
 //! plain connection and a name the certificate does not carry are refused;
 //! the standby streams over TLS, logged in by its certificate; a server
 //! certificate issued again is served after a reload, with no restart and
-//! the open session still answering.
+//! the open session still answering. The instance API is HTTPS with the
+//! same certificate, and `/status` answers only a token the cluster's
+//! authority signed.
 
 mod common;
 
@@ -12,7 +14,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use common::{NS, World, wait_for};
+use common::{NS, World, pod_ip, wait_for};
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
@@ -56,14 +58,23 @@ fn first_certificate(pem: &str) -> Option<String> {
 /// The certificate the server at `address` presents, as `openssl
 /// s_client` receives it after PostgreSQL's SSL request.
 fn presented(address: &str) -> Option<String> {
+    presented_at(&[
+        "-starttls",
+        "postgres",
+        "-connect",
+        &format!("{address}:5432"),
+    ])
+}
+
+/// The certificate the instance API at `address` presents.
+fn presented_by_api(address: &str) -> Option<String> {
+    presented_at(&["-connect", &format!("{address}:8000")])
+}
+
+fn presented_at(args: &[&str]) -> Option<String> {
     let output = Command::new("openssl")
-        .args([
-            "s_client",
-            "-starttls",
-            "postgres",
-            "-connect",
-            &format!("{address}:5432"),
-        ])
+        .arg("s_client")
+        .args(args)
         .stdin(std::process::Stdio::null())
         .output()
         .ok()?;
@@ -170,6 +181,16 @@ async fn clients_verify_the_server_standbys_log_in_by_certificate_and_a_renewed_
     }
     assert_eq!(streaming.as_deref(), Ok("t|/CN=streaming_replica"));
 
+    let primary = world
+        .status(CLUSTER)
+        .await
+        .current_primary
+        .expect("a primary");
+    let primary_ip = pod_ip(&world, &primary)
+        .await
+        .expect("the primary's address");
+    instance_api_answers_the_authority_alone(&world, &primary_ip, &ca_file).await;
+
     // The server certificate is issued again when due: the instances
     // serve the new one after a reload, with no restart, and an open
     // session goes on.
@@ -220,10 +241,111 @@ async fn clients_verify_the_server_standbys_log_in_by_certificate_and_a_renewed_
         || async { presented(&rw).as_deref() == Some(renewed.as_str()) },
     )
     .await;
+    wait_for(
+        "the renewed certificate presented by the instance API",
+        Duration::from_secs(30),
+        || async { presented_by_api(&primary_ip).as_deref() == Some(renewed.as_str()) },
+    )
+    .await;
     session
         .simple_query("select 1")
         .await
         .expect("the session opened before the renewal still answers");
     assert_eq!(psql(&verified, "select 1").as_deref(), Ok("1"));
     assert_eq!(world.restarts(CLUSTER).await, before, "nothing restarted");
+}
+
+/// `curl` to the instance API at `ip`, verifying it by `ca_file` and the
+/// name `sealed-rw`: the HTTP status, or why the request failed.
+fn curl_api(ip: &str, ca_file: &Path, path: &str, token: Option<&str>) -> Result<String, String> {
+    let mut command = Command::new("curl");
+    command.args([
+        "-sS",
+        "--max-time",
+        "5",
+        "-o",
+        "/dev/null",
+        "-w",
+        "%{http_code}",
+        "--cacert",
+        &ca_file.display().to_string(),
+        "--resolve",
+        &format!("sealed-rw:8000:{ip}"),
+        &format!("https://sealed-rw:8000{path}"),
+    ]);
+    if let Some(token) = token {
+        command.args(["-H", &format!("x-tusk-token: {token}")]);
+    }
+    let output = command
+        .output()
+        .map_err(|e| format!("curl cannot run: {e}"))?;
+    if output.status.success() {
+        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+    } else {
+        Err(String::from_utf8_lossy(&output.stderr).into_owned())
+    }
+}
+
+/// The instance API is HTTPS with the cluster's server certificate (no
+/// plain HTTP); probes answer anyone; `/status` answers a token signed by
+/// the cluster's authority for this cluster, and refuses none, an expired
+/// one, one for another cluster and one from another key.
+async fn instance_api_answers_the_authority_alone(world: &World, ip: &str, ca_file: &Path) {
+    use tusk_operator::builders::certificates::Authority;
+    use tusk_operator::instance_api::unix_now;
+
+    let secrets: Api<Secret> = Api::namespaced(world.client.clone(), NS);
+    let key = secrets.get("sealed-ca-key").await.expect("the authority");
+    let authority = Authority::from_secret(&key).expect("the authority reads");
+    let now = unix_now();
+    let token = |cluster: &str, at: u64| {
+        authority
+            .sign_token("e2e-test", NS, cluster, at)
+            .expect("a token")
+    };
+
+    assert_eq!(curl_api(ip, ca_file, "/readyz", None).as_deref(), Ok("200"));
+    assert_eq!(curl_api(ip, ca_file, "/status", None).as_deref(), Ok("401"));
+    let good = token(CLUSTER, now);
+    assert_eq!(
+        curl_api(ip, ca_file, "/status", Some(&good)).as_deref(),
+        Ok("200")
+    );
+    let expired = token(CLUSTER, now - 600);
+    assert_eq!(
+        curl_api(ip, ca_file, "/status", Some(&expired)).as_deref(),
+        Ok("401")
+    );
+    let elsewhere = token("other", now);
+    assert_eq!(
+        curl_api(ip, ca_file, "/status", Some(&elsewhere)).as_deref(),
+        Ok("401")
+    );
+    let stranger = rcgen::KeyPair::generate().expect("a key");
+    let forged = jsonwebtoken::encode(
+        &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::ES256),
+        &tusk_api::instance::TokenClaims::new("forger", NS, CLUSTER, now),
+        &jsonwebtoken::EncodingKey::from_ec_pem(stranger.serialize_pem().as_bytes()).expect("key"),
+    )
+    .expect("a forged token");
+    assert_eq!(
+        curl_api(ip, ca_file, "/status", Some(&forged)).as_deref(),
+        Ok("401")
+    );
+
+    // The server is verified: another authority fails the handshake, and
+    // nothing answers plain HTTP.
+    let other = ca_file.with_file_name("other.crt");
+    let refused = curl_api(ip, &other, "/readyz", None).expect_err("another authority");
+    assert!(refused.contains("certificate"), "{refused}");
+    let plain = Command::new("curl")
+        .args([
+            "-sS",
+            "--max-time",
+            "5",
+            &format!("http://{ip}:8000/readyz"),
+        ])
+        .output()
+        .expect("curl runs");
+    assert!(!plain.status.success(), "plain HTTP answered");
 }

@@ -13,7 +13,7 @@ use crate::process_user::{ProcessUser, ProcessUserError};
 use crate::settings::Settings;
 use crate::sql::LocalTarget;
 use crate::tls::{Installed, Mounted, TlsError};
-use tusk_api::contract::{TLS_CERT_KEY, TlsSecret, server_certificate_names};
+use tusk_api::contract::{TLS_CERT_KEY, TlsSecret, instance_server_name};
 
 /// A connection to another instance that could not be made.
 #[derive(Debug, thiserror::Error)]
@@ -130,10 +130,9 @@ impl InstanceContext {
         };
         match mounted {
             Some(mounted) => {
-                let settings = &self.settings;
-                let names = server_certificate_names(&settings.cluster_name, &settings.namespace);
-                let name = names.first().map(String::as_str).unwrap_or_default();
-                config.host(name).hostaddr(host);
+                config
+                    .host(instance_server_name(&self.settings.cluster_name))
+                    .hostaddr(host);
                 let (client, connection) = config.connect(mounted.connector()?).await?;
                 tokio::spawn(connection);
                 Ok(client)

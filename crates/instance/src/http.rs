@@ -7,12 +7,15 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::extract::State;
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Json, Response};
 use axum::routing::get;
 use tusk_api::instance::{
     HEALTHZ_PATH, InstancePhase, InstanceReport, METRICS_PATH, READYZ_PATH, STATUS_PATH,
+    TOKEN_HEADER,
 };
+
+use crate::api_tls::ApiTls;
 
 use crate::context::InstanceContext;
 use crate::observe::{DatabaseFigures, Observation};
@@ -30,6 +33,8 @@ pub enum HttpError {
     },
     #[error("the HTTP server failed: {0}")]
     Serve(std::io::Error),
+    #[error("cannot serve the HTTP API over HTTPS: {0}")]
+    Tls(#[from] crate::api_tls::ApiTlsError),
 }
 
 /// How long one observation of PostgreSQL answers every request: requests
@@ -45,10 +50,13 @@ struct AppState {
     state: SharedState,
     observations: Arc<Recent<Option<Observation>>>,
     figures: Arc<Recent<Option<DatabaseFigures>>>,
+    /// Served over HTTPS: `/status` requires a token.
+    tls: Option<Arc<ApiTls>>,
 }
 
-/// The routes, for serving or testing.
-pub fn router(ctx: Arc<InstanceContext>, state: SharedState) -> Router {
+/// The routes, for serving or testing; with `tls`, `/status` requires a
+/// token ([`tusk_api::instance::TOKEN_HEADER`]).
+pub fn router(ctx: Arc<InstanceContext>, state: SharedState, tls: Option<Arc<ApiTls>>) -> Router {
     Router::new()
         .route(HEALTHZ_PATH, get(healthz))
         .route(READYZ_PATH, get(readyz))
@@ -59,6 +67,7 @@ pub fn router(ctx: Arc<InstanceContext>, state: SharedState) -> Router {
             state,
             observations: Arc::new(Recent::new(OBSERVATION_MAX_AGE)),
             figures: Arc::new(Recent::new(FIGURES_MAX_AGE)),
+            tls,
         })
 }
 
@@ -70,17 +79,33 @@ pub async fn bind(address: SocketAddr) -> Result<tokio::net::TcpListener, HttpEr
         .map_err(|source| HttpError::Bind { address, source })
 }
 
-/// Serves on `listener` until `shutdown` resolves.
+/// Serves on `listener` until `shutdown` resolves: over HTTPS when the
+/// pod says so (`TUSK_API_TLS`, see [`crate::api_tls`]).
 pub async fn serve(
     listener: tokio::net::TcpListener,
     ctx: Arc<InstanceContext>,
     state: SharedState,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), HttpError> {
+    let tls = if ctx.settings.api_tls {
+        let settings = &ctx.settings;
+        Some(Arc::new(ApiTls::new(
+            settings.secrets_dir.clone(),
+            &settings.namespace,
+            &settings.cluster_name,
+        )?))
+    } else {
+        None
+    };
     if let Ok(address) = listener.local_addr() {
-        tracing::info!(%address, "HTTP API listening");
+        tracing::info!(%address, https = tls.is_some(), "HTTP API listening");
     }
-    axum::serve(listener, router(ctx, state))
+    if let Some(tls) = tls {
+        let app = router(ctx, state, Some(tls.clone()));
+        crate::api_tls::serve(listener, app, tls, shutdown).await;
+        return Ok(());
+    }
+    axum::serve(listener, router(ctx, state, None))
         .with_graceful_shutdown(shutdown)
         .await
         .map_err(HttpError::Serve)
@@ -133,8 +158,17 @@ async fn readyz(State(app): State<AppState>) -> Response {
     }
 }
 
-async fn status(State(app): State<AppState>) -> Json<InstanceReport> {
-    Json(current_report(&app).await)
+async fn status(State(app): State<AppState>, headers: HeaderMap) -> Response {
+    if let Some(tls) = &app.tls {
+        let token = headers
+            .get(TOKEN_HEADER)
+            .and_then(|value| value.to_str().ok());
+        if let Err(refusal) = tls.check(token) {
+            tracing::debug!(%refusal, "a /status request was refused");
+            return (StatusCode::UNAUTHORIZED, format!("{refusal}\n")).into_response();
+        }
+    }
+    Json(current_report(&app).await).into_response()
 }
 
 async fn metrics_text(State(app): State<AppState>) -> Response {

@@ -16,6 +16,7 @@
 //!   the archiver's health); [`backup`]: base backups the operator assigns.
 //! - [`http`], [`report`], [`metrics`]: what the instance tells the world.
 
+pub mod api_tls;
 pub mod archiving;
 pub mod backup;
 pub mod bootstrap;

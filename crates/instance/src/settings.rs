@@ -40,6 +40,8 @@ pub struct Settings {
     pub os_user: String,
     /// How long a fast shutdown may take before it becomes immediate.
     pub stop_timeout: Duration,
+    /// Serve the HTTP API over HTTPS ([`crate::api_tls`]).
+    pub api_tls: bool,
     pub credentials: Credentials,
     /// Where the pod's Secrets are mounted (the backup destination's CA).
     pub secrets_dir: PathBuf,
@@ -69,6 +71,7 @@ impl Settings {
             http_port: env.http_port,
             os_user: env.os_user,
             stop_timeout: Duration::from_secs(env.stop_timeout_seconds),
+            api_tls: env.api_tls,
             credentials,
             secrets_dir: env.secrets_dir,
             repository_keys: env.repository_keys,

@@ -161,14 +161,33 @@ impl Mounted {
         }))
     }
 
+    /// The authority's certificate (PEM), which tokens for the HTTP API
+    /// are checked against ([`crate::api_tls`]).
+    pub fn authority_pem(&self) -> &str {
+        &self.ca
+    }
+
+    /// The HTTP API's server side: the cluster's server certificate, no
+    /// client certificate asked for (the operator proves itself with a
+    /// token, see `tusk_api::instance::TOKEN_HEADER`).
+    pub fn api_server_config(&self) -> Result<rustls::ServerConfig, TlsError> {
+        let chain = CertificateDer::pem_slice_iter(self.server_cert.as_bytes())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| pem_error(&e.to_string(), TLS_CERT_KEY))?;
+        let key = PrivateKeyDer::from_pem_slice(self.server_key.as_bytes())
+            .map_err(|e| pem_error(&e.to_string(), TLS_KEY_KEY))?;
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        Ok(rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()?
+            .with_no_client_auth()
+            .with_single_cert(chain, key)?)
+    }
+
     /// A connector for the manager's connections to other instances: it
     /// trusts the cluster's authority alone and logs in with the
     /// replication user's certificate.
     pub fn connector(&self) -> Result<tokio_postgres_rustls::MakeRustlsConnect, TlsError> {
-        let pem = |text: &str, what: &str| TlsError::Pem {
-            path: PathBuf::from(what),
-            message: text.to_owned(),
-        };
+        let pem = pem_error;
         let mut roots = rustls::RootCertStore::empty();
         for ca in CertificateDer::pem_slice_iter(self.ca.as_bytes()) {
             let ca = ca.map_err(|e| pem(&e.to_string(), CA_KEY))?;
@@ -185,6 +204,13 @@ impl Mounted {
             .with_root_certificates(roots)
             .with_client_auth_cert(chain, key)?;
         Ok(tokio_postgres_rustls::MakeRustlsConnect::new(config))
+    }
+}
+
+fn pem_error(message: &str, what: &str) -> TlsError {
+    TlsError::Pem {
+        path: PathBuf::from(what),
+        message: message.to_owned(),
     }
 }
 

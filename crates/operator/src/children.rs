@@ -15,9 +15,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{
-    ContainerState, ContainerStateTerminated, ContainerStateWaiting, ContainerStatus,
-    PersistentVolumeClaim, PersistentVolumeClaimSpec, Pod, PodCondition, PodStatus, Secret,
-    Service, ServiceAccount, VolumeResourceRequirements,
+    Container, ContainerState, ContainerStateTerminated, ContainerStateWaiting, ContainerStatus,
+    HTTPGetAction, PersistentVolumeClaim, PersistentVolumeClaimSpec, Pod, PodCondition, PodSpec,
+    PodStatus, Probe, Secret, Service, ServiceAccount, VolumeResourceRequirements,
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
@@ -221,7 +221,27 @@ fn trim_meta(meta: &mut ObjectMeta) {
 impl Trim for Pod {
     fn trim(&mut self) {
         trim_meta(&mut self.metadata);
-        self.spec = None;
+        // Of the spec, only what says how the instance API is served (the
+        // probes' scheme, see `instance_api::served_over_https`).
+        self.spec = self.spec.take().map(|spec| PodSpec {
+            containers: spec
+                .containers
+                .into_iter()
+                .filter(|c| c.name == "postgres")
+                .map(|c| Container {
+                    name: c.name,
+                    readiness_probe: c.readiness_probe.map(|probe| Probe {
+                        http_get: probe.http_get.map(|get| HTTPGetAction {
+                            scheme: get.scheme,
+                            ..HTTPGetAction::default()
+                        }),
+                        ..Probe::default()
+                    }),
+                    ..Container::default()
+                })
+                .collect(),
+            ..PodSpec::default()
+        });
         self.status = self.status.take().map(|status| PodStatus {
             conditions: status.conditions.map(|conditions| {
                 conditions
@@ -440,7 +460,10 @@ mod tests {
                                      "name": "db", "uid": "u1", "controller": true}],
                 "managedFields": [{"manager": "tusk-operator", "operation": "Apply"}]
             },
-            "spec": {"containers": [{"name": "postgres", "image": "postgres:17"}]},
+            "spec": {"containers": [{"name": "postgres", "image": "postgres:17",
+                "env": [{"name": "PGDATA", "value": "/var/lib/postgresql/data/pgdata"}],
+                "readinessProbe": {"periodSeconds": 1, "httpGet": {
+                    "path": "/readyz", "port": "http", "scheme": "HTTPS"}}}]},
             "status": {
                 "podIP": "10.0.0.7",
                 "conditions": [
@@ -461,7 +484,14 @@ mod tests {
     fn a_trimmed_pod_keeps_what_reconciles_read() {
         let mut trimmed = pod();
         trimmed.trim();
-        assert!(trimmed.spec.is_none());
+        // Of the spec, how the instance API is served, and nothing else.
+        assert!(crate::instance_api::served_over_https(&trimmed));
+        let spec = trimmed.spec.clone().expect("spec");
+        assert_eq!(
+            serde_json::to_value(&spec).expect("json"),
+            json!({"containers": [{"name": "postgres",
+                "readinessProbe": {"httpGet": {"port": 0, "scheme": "HTTPS"}}}]})
+        );
         assert!(trimmed.metadata.managed_fields.is_none());
         assert_eq!(trimmed.owner_references(), pod().owner_references());
         assert_eq!(trimmed.labels(), pod().labels());

@@ -1,5 +1,5 @@
 //! What every reconcile shares: the API client, settings, metrics and the
-//! HTTP client that polls instance managers.
+//! HTTP clients that poll instance managers.
 
 use std::sync::Arc;
 
@@ -16,7 +16,8 @@ pub struct Context {
     pub client: Client,
     pub config: OperatorConfig,
     pub metrics: Arc<Metrics>,
-    pub http: reqwest::Client,
+    /// How instance managers are reached (see [`crate::instance_api`]).
+    pub instances: crate::instance_api::InstanceClients,
     pub reporter: Reporter,
     pub stores: Stores,
     /// Every PostgresBackup watched (see [`crate::backups`]).
@@ -48,7 +49,7 @@ impl Context {
             client,
             config,
             metrics,
-            http: reqwest::Client::new(),
+            instances: crate::instance_api::InstanceClients::default(),
             reporter: Reporter {
                 controller: "tusk-operator".to_owned(),
                 instance: std::env::var("POD_NAME").ok(),

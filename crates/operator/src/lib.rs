@@ -25,6 +25,7 @@ pub mod expectations;
 pub mod failover;
 pub mod freshness;
 pub mod install;
+pub mod instance_api;
 pub mod leader;
 pub mod metrics;
 pub mod names;

@@ -7,9 +7,10 @@ use std::time::{Duration, Instant};
 use futures::future::join_all;
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
-use tusk_api::instance::{DEFAULT_HTTP_PORT, InstanceReport, STATUS_PATH};
+use tusk_api::instance::{DEFAULT_HTTP_PORT, InstanceReport, STATUS_PATH, TOKEN_HEADER};
 use tusk_api::v1alpha1::PostgresClusterStatus;
 
+use crate::instance_api::ClusterAccess;
 use crate::metrics::Metrics;
 
 /// How long an instance that answered last time may take to answer.
@@ -49,10 +50,11 @@ pub fn poll_briefly(status: Option<&PostgresClusterStatus>, pods: &[Pod]) -> Vec
 }
 
 /// Polls every pod that has an IP, those named in `brief` with
-/// [`BRIEF_POLL_TIMEOUT`]; pods that do not answer are absent from the
-/// result (their role is then unknown).
+/// [`BRIEF_POLL_TIMEOUT`], as `access` says ([`crate::instance_api`]);
+/// pods that do not answer are absent from the result (their role is then
+/// unknown).
 pub async fn poll_instances(
-    http: &reqwest::Client,
+    access: &ClusterAccess,
     pods: &[Pod],
     brief: &[String],
     metrics: &Metrics,
@@ -67,9 +69,15 @@ pub async fn poll_instances(
         let ip = pod.status.as_ref()?.pod_ip.clone()?;
         Some(async move {
             let started = Instant::now();
-            let url = format!("http://{ip}:{DEFAULT_HTTP_PORT}{STATUS_PATH}");
+            let request = match access.request(pod, &ip, DEFAULT_HTTP_PORT, STATUS_PATH) {
+                Ok(request) => request,
+                Err(why) => {
+                    tracing::warn!(instance = %name, %why, "instance manager not asked");
+                    return None;
+                }
+            };
             let report = async {
-                http.get(&url)
+                request
                     .timeout(timeout)
                     .send()
                     .await?
@@ -96,21 +104,35 @@ pub async fn poll_instances(
 const PROXY_POLL_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Each pod's report read through the API server's pod proxy
-/// (`GET pods/proxy`), for `tusk plan`, which cannot reach pod addresses:
-/// the reports, and for each pod that gave none, why. Pods without an
-/// address are not asked, as the operator does not ask them.
+/// (`GET pods/proxy`, `https:` for a pod serving HTTPS), for `tusk plan`,
+/// which cannot reach pod addresses: the reports, and for each pod that
+/// gave none, why. Pods without an address are not asked, as the operator
+/// does not ask them. `token` is one the cluster's authority signed, when
+/// the planner could read it (a pod serving HTTPS refuses `/status`
+/// without); the API server does not verify the pod's certificate, as
+/// kube-apiserver does not.
 pub async fn poll_through_api(
     client: &kube::Client,
     pods: &[Pod],
+    token: Result<&str, &str>,
 ) -> (BTreeMap<String, InstanceReport>, Vec<(String, String)>) {
     let polls = pods.iter().filter_map(|pod| {
         pod.status.as_ref()?.pod_ip.as_ref()?;
         let (name, namespace) = (pod.name_any(), pod.namespace().unwrap_or_default());
+        let https = crate::instance_api::served_over_https(pod);
         Some(async move {
+            let scheme = if https { "https:" } else { "" };
             let path = format!(
-                "/api/v1/namespaces/{namespace}/pods/{name}:{DEFAULT_HTTP_PORT}/proxy{STATUS_PATH}"
+                "/api/v1/namespaces/{namespace}/pods/{scheme}{name}:{DEFAULT_HTTP_PORT}/proxy{STATUS_PATH}"
             );
-            let answer = match http::Request::get(&path).body(Vec::new()) {
+            let mut request = http::Request::get(&path);
+            if https {
+                match token {
+                    Ok(token) => request = request.header(TOKEN_HEADER, token),
+                    Err(why) => return (name, Err(why.to_owned())),
+                }
+            }
+            let answer = match request.body(Vec::new()) {
                 Ok(request) => tokio::time::timeout(PROXY_POLL_TIMEOUT, client.request(request))
                     .await
                     .map_err(|_| format!("no answer within {} s", PROXY_POLL_TIMEOUT.as_secs()))

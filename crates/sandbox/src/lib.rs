@@ -31,6 +31,7 @@ mod informer;
 pub mod node;
 pub mod sandbox;
 pub mod testing;
+pub mod unverified_tls;
 
 pub use apiserver::faults::{Failure, Faults};
 pub use sandbox::{Config, Sandbox, ServerError};

@@ -3,11 +3,15 @@
 
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::{Pod, Secret};
+use kube::ResourceExt;
 use kube::api::Api;
 
+use tusk_api::contract::TlsSecret;
+use tusk_api::instance::STATUS_PATH;
 use tusk_api::v1alpha1::PostgresClusterStatus;
 
-use super::{NS, World, pod_ip};
+use super::{NS, World};
 
 impl World {
     /// What to print when a test gives up on `cluster`: its events in
@@ -123,18 +127,36 @@ impl Timeline {
 }
 
 /// The answer of the instance manager `name` to `GET /status` within
-/// `timeout`, or why there is none.
+/// `timeout`, or why there is none: asked as the operator asks it (over
+/// HTTPS, with a token of the cluster's authority).
 async fn status_response(
     world: &World,
     name: &str,
     timeout: Duration,
 ) -> Result<reqwest::Response, String> {
-    let Some(ip) = pod_ip(world, name).await else {
+    static CLIENTS: std::sync::OnceLock<tusk_operator::instance_api::InstanceClients> =
+        std::sync::OnceLock::new();
+    let pods: Api<Pod> = Api::namespaced(world.client.clone(), NS);
+    let pod = pods.get(name).await.map_err(|e| format!("no pod: {e}"))?;
+    let Some(ip) = pod.status.as_ref().and_then(|s| s.pod_ip.clone()) else {
         return Err("no pod IP".to_owned());
     };
-    let url = format!("http://{ip}:{}/status", tusk_api::contract::HTTP_PORT);
-    reqwest::Client::new()
-        .get(url)
+    let cluster = pod
+        .labels()
+        .get(tusk_api::labels::CLUSTER)
+        .cloned()
+        .unwrap_or_default();
+    let secrets: Api<Secret> = Api::namespaced(world.client.clone(), NS);
+    let authority = secrets
+        .get_opt(&TlsSecret::CaKey.secret_name(cluster.as_str()))
+        .await
+        .ok()
+        .flatten();
+    let access = CLIENTS
+        .get_or_init(Default::default)
+        .access(NS, &cluster, authority.as_ref());
+    access
+        .request(&pod, &ip, tusk_api::contract::HTTP_PORT, STATUS_PATH)?
         .timeout(timeout)
         .send()
         .await

@@ -145,6 +145,7 @@ impl TestInstance {
             http_port: free_port(),
             os_user: "postgres".into(),
             stop_timeout: Duration::from_secs(10),
+            api_tls: false,
             credentials: Credentials {
                 superuser: secret("postgres", SUPERUSER_PASSWORD),
                 app_owner: secret("app", APP_PASSWORD),

@@ -43,6 +43,8 @@ const LEAF_RENEW_AFTER_DAYS: i64 = 60;
 pub enum CertificateError {
     #[error("cannot make a certificate: {0}")]
     Generate(#[from] rcgen::Error),
+    #[error("cannot sign a token for the instance API: {0}")]
+    Token(#[from] jsonwebtoken::errors::Error),
     #[error(
         "Secret {0} does not hold this cluster's certificate authority (its {TLS_CERT_KEY}, its {TLS_KEY_KEY} and the annotation {AUTHORITY_ANNOTATION}): it was edited; restore it, or delete it and Tusk makes a new authority and issues every certificate again"
     )]
@@ -137,6 +139,22 @@ impl Authority {
             }),
             _ => Err(CertificateError::Unreadable(name)),
         }
+    }
+
+    /// A token for the instances' `/status` of the cluster `cluster` in
+    /// `namespace`, signed by this authority for `subject` at `now`
+    /// (seconds since the epoch); see `tusk_api::instance::TOKEN_HEADER`.
+    pub fn sign_token(
+        &self,
+        subject: &str,
+        namespace: &str,
+        cluster: &str,
+        now: u64,
+    ) -> Result<String, CertificateError> {
+        let claims = tusk_api::instance::TokenClaims::new(subject, namespace, cluster, now);
+        let key = jsonwebtoken::EncodingKey::from_ec_pem(self.key_pem.as_bytes())?;
+        let header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::ES256);
+        Ok(jsonwebtoken::encode(&header, &claims, &key)?)
     }
 
     /// A certificate for `leaf` signed by this authority (PEM: certificate,

@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use k8s_openapi::jiff::Timestamp;
 
+use tusk_api::contract::TlsSecret;
 use tusk_api::instance::InstanceReport;
 use tusk_api::v1alpha1::{PostgresBackup, PostgresCluster};
 
@@ -60,7 +61,12 @@ pub async fn fetch(cluster: &PostgresCluster, ctx: &Context) -> Result<Observed,
     {
         brief.push(primary);
     }
-    let reports = poll_instances(&ctx.http, &children.pods, &brief, &ctx.metrics).await;
+    let authority = named(
+        &children.secrets,
+        &TlsSecret::CaKey.secret_name(name.as_str()),
+    );
+    let access = ctx.instances.access(&namespace, &name, authority);
+    let reports = poll_instances(&access, &children.pods, &brief, &ctx.metrics).await;
     let lease = if primary_failing(cluster, &children, &reports) {
         let read = primacy::read(&ctx.client, &ctx.leases, &namespace, &name);
         Some(read.await.map_err(|source| Error::Kube {

@@ -1,9 +1,12 @@
 //! Stand-ins for what a kubelet and the instance managers would do, so the
 //! controller's failover can be driven without PostgreSQL: each instance
 //! gets its own loopback address (in 127.3.0.0/16, apart from the
-//! sandbox's pod addresses) where a small HTTP server answers `/status`
-//! with the report the test sets, and its pod's status (IP, Ready) is kept
-//! as the test says. Only the reports are scripted; the operator is real.
+//! sandbox's pod addresses) where a small server answers `/status` with the
+//! report the test sets, over HTTPS with the cluster's server certificate
+//! and to the cluster's tokens only, as an instance manager does (its own
+//! TLS code, `tusk_instance::api_tls`), and its pod's status (IP, Ready) is
+//! kept as the test says. Only the reports are scripted; the operator is
+//! real.
 
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
@@ -12,10 +15,13 @@ use std::sync::{Arc, Mutex};
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
+use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::ListParams;
+use tusk_api::contract::TlsSecret;
 use tusk_api::instance::{DEFAULT_HTTP_PORT, STATUS_PATH};
+use tusk_instance::api_tls::ApiTls;
 
 use crate::support::*;
 
@@ -74,11 +80,18 @@ impl Instances {
         }
         let mut tasks = Vec::new();
         for listener in listeners {
-            let app = axum::Router::new()
-                .route(STATUS_PATH, axum::routing::get(status))
-                .with_state(state.clone());
+            // Served once the operator issued the certificates (the
+            // cluster may be created after this).
+            let (client, cluster, state) = (client.clone(), cluster.to_owned(), state.clone());
             tasks.push(tokio::spawn(async move {
-                let _ = axum::serve(listener, app).await;
+                let certificates = mounted_certificates(&client, &cluster).await;
+                let tls = ApiTls::new(certificates.path().to_owned(), NS, &cluster)
+                    .expect("the cluster's certificates serve");
+                let tls = Arc::new(tls);
+                let app = axum::Router::new()
+                    .route(STATUS_PATH, axum::routing::get(status))
+                    .with_state((state, tls.clone()));
+                tusk_instance::api_tls::serve(listener, app, tls, std::future::pending()).await;
             }));
         }
         tasks.push(tokio::spawn(keep_pods(
@@ -134,10 +147,44 @@ fn rand_offset() -> usize {
         .map_or(0, |d| d.subsec_nanos() as usize)
 }
 
+/// The cluster's server and replication certificates, once the operator
+/// issued them, in the layout an instance finds them mounted in.
+async fn mounted_certificates(client: &Client, cluster: &str) -> tempfile::TempDir {
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), NS);
+    let dir = tempfile::tempdir().expect("temp dir");
+    for which in [TlsSecret::Server, TlsSecret::Replication] {
+        let name = which.secret_name(cluster);
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        let secret = loop {
+            if let Ok(Some(secret)) = secrets.get_opt(&name).await {
+                break secret;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "Secret {name} was not made within 60 s"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        let mounted = which.mounted_dir(dir.path()).expect("a mounted Secret");
+        std::fs::create_dir_all(&mounted).expect("mount dir");
+        for (key, value) in secret.data.unwrap_or_default() {
+            std::fs::write(mounted.join(key), value.0).expect("a mounted file");
+        }
+    }
+    dir
+}
+
 async fn status(
-    State(state): State<Shared>,
+    State((state, tls)): State<(Shared, Arc<ApiTls>)>,
     request: axum::extract::Request,
 ) -> axum::response::Response {
+    let token = request
+        .headers()
+        .get(tusk_api::instance::TOKEN_HEADER)
+        .and_then(|t| t.to_str().ok());
+    if let Err(refusal) = tls.check(token) {
+        return (StatusCode::UNAUTHORIZED, refusal.to_string()).into_response();
+    }
     // Which instance is asked: the address the request was sent to.
     let host = request
         .headers()

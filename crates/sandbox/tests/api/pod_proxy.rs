@@ -2,7 +2,7 @@
 //! body, content type), the port asked for or the first one declared,
 //! and kube-apiserver's refusals: a missing pod, a pod without an
 //! address, a named port, a user without `get` on `pods/proxy`, a port
-//! nothing listens on.
+//! nothing listens on; an `https:` port reached without verifying it.
 //!
 //! The "pod" is a small HTTP server on a free loopback port, and the Pod
 //! object says `status.podIP: 127.0.0.1`: no kubelet runs here.
@@ -69,6 +69,47 @@ async fn pod_server() -> PodServer {
     let app = axum::Router::new().fallback(answer);
     let task = tokio::spawn(async move {
         let _ = axum::serve(listener, app).await;
+    });
+    PodServer { port, task }
+}
+
+/// The same server over TLS, with a self-signed certificate no client
+/// could verify (kube-apiserver's proxy does not verify pods).
+async fn pod_server_tls() -> PodServer {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("a free loopback port");
+    let port = listener.local_addr().expect("a bound address").port();
+    let certified =
+        rcgen::generate_simple_self_signed(vec!["web.example".to_owned()]).expect("a certificate");
+    let key = rustls::pki_types::PrivateKeyDer::Pkcs8(certified.signing_key.serialize_der().into());
+    let config = rustls::ServerConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .expect("TLS versions")
+    .with_no_client_auth()
+    .with_single_cert(vec![certified.cert.der().clone()], key)
+    .expect("a server configuration");
+    let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config));
+    let app = axum::Router::new().fallback(answer);
+    let task = tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            let (acceptor, app) = (acceptor.clone(), app.clone());
+            tokio::spawn(async move {
+                let Ok(tls) = acceptor.accept(tcp).await else {
+                    return;
+                };
+                let _ = hyper_util::server::conn::auto::Builder::new(
+                    hyper_util::rt::TokioExecutor::new(),
+                )
+                .serve_connection(
+                    hyper_util::rt::TokioIo::new(tls),
+                    hyper_util::service::TowerToHyperService::new(app),
+                )
+                .await;
+            });
+        }
     });
     PodServer { port, task }
 }
@@ -205,6 +246,23 @@ async fn a_pods_port_answers_through_the_api_server_as_it_is() {
         (301, format!("{PODS}/web:{port}/proxy/?x=1").as_str()),
         "an empty path is redirected to `/`"
     );
+}
+
+#[tokio::test]
+async fn an_https_port_answers_through_the_api_server_unverified() {
+    let t = TestSandbox::start().await;
+    let server = pod_server_tls().await;
+    let port = server.port;
+    create_pod(&t.client, "secure", port, Some("127.0.0.1")).await;
+
+    let answer = get(
+        &t.client,
+        &format!("{PODS}/https:secure:{port}/proxy/status"),
+        "*/*",
+    )
+    .await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    assert!(answer.body.starts_with("GET /status\n"), "{}", answer.body);
 }
 
 #[tokio::test]

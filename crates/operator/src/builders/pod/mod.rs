@@ -172,9 +172,13 @@ fn postgres_mounts(cluster: &ValidatedCluster) -> Vec<VolumeMount> {
 }
 
 fn postgres_container(cluster: &ValidatedCluster) -> Container {
+    // The API is served over HTTPS (`TUSK_API_TLS` in `environment`); the
+    // kubelet does not verify a probe's certificate. The operator reads
+    // the scheme to know how to reach the pod (`instance_api`).
     let http = |path: &str| HTTPGetAction {
         path: Some(path.to_owned()),
         port: IntOrString::String("http".to_owned()),
+        scheme: Some("HTTPS".to_owned()),
         ..HTTPGetAction::default()
     };
     let mounts = postgres_mounts(cluster);
@@ -307,6 +311,8 @@ fn environment(cluster: &ValidatedCluster) -> Vec<EnvVar> {
         value(InstanceEnv::POSTGRES_PORT, POSTGRES_PORT.to_string()),
         value(InstanceEnv::HTTP_PORT, HTTP_PORT.to_string()),
         value(InstanceEnv::RUN_DIR, RUN_DIR.to_owned()),
+        // With the probes' HTTPS scheme (see `postgres_container`).
+        value(InstanceEnv::API_TLS, "true".to_owned()),
     ];
     env.extend(repository_keys(cluster));
     env

@@ -141,6 +141,7 @@ fn the_pod_environment_round_trips_through_the_instance_managers_parser() {
             http_port: HTTP_PORT,
             os_user: tusk_api::contract::DEFAULT_OS_USER.into(),
             stop_timeout_seconds: tusk_api::contract::DEFAULT_STOP_TIMEOUT_SECONDS,
+            api_tls: true,
             repository_keys: Some(tusk_api::contract::RepositoryKeys {
                 access_key_id: "AKIA-EXAMPLE".into(),
                 secret_access_key: "example-secret".into(),
@@ -239,6 +240,27 @@ fn probes_use_the_instance_managers_endpoints() {
     assert_eq!(path(&postgres.readiness_probe).as_deref(), Some("/readyz"));
     assert_eq!(path(&postgres.liveness_probe).as_deref(), Some("/healthz"));
     assert_eq!(path(&postgres.startup_probe).as_deref(), Some("/healthz"));
+    // The API is served over HTTPS, and the operator reads that from the
+    // probes: they must agree with the manager's environment.
+    for probe in [
+        &postgres.readiness_probe,
+        &postgres.liveness_probe,
+        &postgres.startup_probe,
+    ] {
+        let scheme = probe
+            .as_ref()
+            .and_then(|p| p.http_get.as_ref())
+            .and_then(|h| h.scheme.clone());
+        assert_eq!(scheme.as_deref(), Some("HTTPS"));
+    }
+    let resolved = resolved_env(postgres);
+    assert_eq!(
+        resolved
+            .get(tusk_api::contract::InstanceEnv::API_TLS)
+            .map(String::as_str),
+        Some("true")
+    );
+    assert!(crate::instance_api::served_over_https(&pod(small(), None)));
 }
 
 #[test]

@@ -14,16 +14,19 @@
 
 mod describe;
 
+use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt};
 use serde::Serialize;
+use tusk_api::contract::TlsSecret;
 use tusk_api::v1alpha1::{PostgresBackup, PostgresCluster};
 
 pub use describe::{EventLine, StatusChange, Step};
 
 use super::fetch::{Observed, primary_failing};
 use super::rollout::{Outdated, members};
+use crate::builders::certificates::Authority;
 use crate::children::Children;
 use crate::config::OperatorConfig;
 use crate::error::Error;
@@ -126,6 +129,33 @@ pub async fn preview(
     Ok(preview)
 }
 
+/// A token for the instances' `/status`, signed with the cluster's
+/// authority, read with the user's own permissions (`get` on
+/// `<cluster>-ca-key`: the children's Secrets are listed by their metadata
+/// only); why there is none otherwise.
+async fn plan_token(client: &Client, namespace: &str, name: &str) -> Result<String, String> {
+    let secret_name = TlsSecret::CaKey.secret_name(name);
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    let secret = secrets
+        .get_opt(&secret_name)
+        .await
+        .map_err(|error| {
+            format!(
+                "the instance API answers holders of the cluster's authority only, and reading \
+                 Secret {secret_name} failed: {error}"
+            )
+        })?
+        .ok_or_else(|| format!("Secret {secret_name}, the cluster's authority, does not exist"))?;
+    let authority = Authority::from_secret(&secret).map_err(|e| e.to_string())?;
+    let now = crate::instance_api::unix_now();
+    authority
+        .sign_token(PLAN_SUBJECT, namespace, name, now)
+        .map_err(|e| e.to_string())
+}
+
+/// Who a preview's tokens name.
+const PLAN_SUBJECT: &str = "tusk-plan";
+
 /// What a pass observes, read from the API server instead of the
 /// operator's caches and lease watch; the instances that gave no report.
 async fn observe(
@@ -135,7 +165,10 @@ async fn observe(
     let namespace = cluster.namespace().unwrap_or_default();
     let name = cluster.name_any();
     let children = Children::list(client, cluster).await?;
-    let (reports, unreached) = crate::observe::poll_through_api(client, &children.pods).await;
+    let token = plan_token(client, &namespace, &name).await;
+    let token = token.as_deref().map_err(String::as_str);
+    let (reports, unreached) =
+        crate::observe::poll_through_api(client, &children.pods, token).await;
     let lease = if primary_failing(cluster, &children, &reports) {
         let observations = LeaseObservations::default();
         let read = primacy::read(client, &observations, &namespace, &name).await;

@@ -30,7 +30,11 @@
 //! Authorization is the ordinary one: the attributes of `pods/proxy` with
 //! the name segment as it is (`web:8080`), the verb from the method.
 //!
-//! Not served: `https` (a 400); named ports (a 400: kube-apiserver does not
+//! With `https`, the pod is reached over TLS and its certificate is not
+//! verified, as kube-apiserver's proxy transport does not (see
+//! [`crate::unverified_tls`]).
+//!
+//! Not served: named ports (a 400: kube-apiserver does not
 //! resolve them either, it fails building the URL); upgrades (WebSocket);
 //! the rewriting of links inside HTML bodies; `X-Forwarded-For`.
 
@@ -312,11 +316,6 @@ pub async fn serve(
     if location.is_empty() && matches!(request.method, Method::GET | Method::HEAD) {
         return Ok(redirect(&format!("{prefix}/"), &request.raw_query));
     }
-    if asked.scheme == "https" {
-        return Err(ApiError::bad_request(format!(
-            "invalid pod request {id:?}: the sandbox proxies to pods over http only"
-        )));
-    }
     let port: u16 = port
         .parse()
         .map_err(|_| unreachable(format!("dial tcp: address {port}: invalid port")))?;
@@ -328,7 +327,7 @@ pub async fn serve(
         .unwrap_or_default()
         .to_owned();
     let outgoing = request_for_pod(request, address, &location, &prefix)?;
-    let answer = send(address, outgoing).await?;
+    let answer = send(address, outgoing, asked.scheme == "https").await?;
     Ok(relay(answer, |location| {
         rewrite_location(location, &prefix, &address.to_string(), &request_host)
     }))
@@ -396,12 +395,32 @@ fn dial_error(address: SocketAddr, error: &std::io::Error) -> ApiError {
 async fn send(
     address: SocketAddr,
     request: Request<Body>,
+    https: bool,
 ) -> Result<hyper::Response<Incoming>, ApiError> {
     let tcp = tokio::time::timeout(DIAL_TIMEOUT, TcpStream::connect(address))
         .await
         .map_err(|_| unreachable(format!("dial tcp {address}: i/o timeout")))?
         .map_err(|e| dial_error(address, &e))?;
-    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tcp))
+    if https {
+        let tls = tokio::time::timeout(
+            DIAL_TIMEOUT,
+            crate::unverified_tls::connect(tcp, address.ip()),
+        )
+        .await
+        .map_err(|_| unreachable(format!("tls: handshake with {address}: i/o timeout")))?
+        .map_err(|e| unreachable(format!("tls: handshake with {address}: {e}")))?;
+        exchange(TokioIo::new(tls), request).await
+    } else {
+        exchange(TokioIo::new(tcp), request).await
+    }
+}
+
+/// One request on an open connection.
+async fn exchange<T>(io: T, request: Request<Body>) -> Result<hyper::Response<Incoming>, ApiError>
+where
+    T: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(io)
         .await
         .map_err(unreachable)?;
     tokio::spawn(async move {

@@ -30,6 +30,8 @@ pub enum Check {
         address: SocketAddr,
         path: String,
         host_header: String,
+        /// Over TLS, the certificate not verified.
+        https: bool,
     },
     Tcp(SocketAddr),
 }
@@ -83,15 +85,12 @@ impl ProbePlan {
                 Err(message) => return Ok(Err(message)),
             }
         } else if let Some(action) = &probe.http_get {
-            if action
+            // Over HTTPS the certificate is not verified, as the kubelet
+            // does not ([`crate::unverified_tls`]).
+            let https = action
                 .scheme
                 .as_deref()
-                .is_some_and(|s| s.eq_ignore_ascii_case("https"))
-            {
-                return Ok(Err(
-                    "httpGet probes over HTTPS are not supported by the sandbox".into(),
-                ));
-            }
+                .is_some_and(|s| s.eq_ignore_ascii_case("https"));
             let port = port_number(&action.port, container)?;
             let ip = action
                 .host
@@ -102,6 +101,7 @@ impl ProbePlan {
                 address: SocketAddr::new(ip, port),
                 path: action.path.clone().unwrap_or_else(|| "/".into()),
                 host_header: format!("{ip}:{port}"),
+                https,
             }
         } else if let Some(action) = &probe.tcp_socket {
             let port = port_number(&action.port, container)?;
@@ -150,23 +150,43 @@ pub async fn run_check(check: &Check, timeout: Duration) -> Result<(), String> {
             address,
             path,
             host_header,
-        } => tokio::time::timeout(timeout, http_get(*address, path, host_header))
-            .await
-            .unwrap_or_else(|_| Err(format!("Get http://{address}{path}: timed out"))),
+            https,
+        } => {
+            let scheme = if *https { "https" } else { "http" };
+            let get = async {
+                let failed = |e: std::io::Error| format!("Get {scheme}://{address}{path}: {e}");
+                let tcp = TcpStream::connect(address).await.map_err(failed)?;
+                if *https {
+                    let tls = crate::unverified_tls::connect(tcp, address.ip())
+                        .await
+                        .map_err(failed)?;
+                    http_get(tls, path, host_header).await.map_err(failed)?
+                } else {
+                    http_get(tcp, path, host_header).await.map_err(failed)?
+                }
+                .map_err(|code| format!("HTTP probe failed with statuscode: {code}"))
+            };
+            tokio::time::timeout(timeout, get)
+                .await
+                .unwrap_or_else(|_| Err(format!("Get {scheme}://{address}{path}: timed out")))
+        }
     }
 }
 
-async fn http_get(address: SocketAddr, path: &str, host: &str) -> Result<(), String> {
-    let failed = |e: std::io::Error| format!("Get http://{address}{path}: {e}");
-    let mut stream = TcpStream::connect(address).await.map_err(failed)?;
+/// A probe's GET on an open connection: `Ok(Err(code))` for a status
+/// outside 200..400.
+async fn http_get<S>(mut stream: S, path: &str, host: &str) -> std::io::Result<Result<(), u16>>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
     let request = format!(
         "GET {path} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: kube-probe/1.33\r\nAccept: */*\r\nConnection: close\r\n\r\n"
     );
-    stream.write_all(request.as_bytes()).await.map_err(failed)?;
+    stream.write_all(request.as_bytes()).await?;
     let mut head = Vec::new();
     let mut buf = [0u8; 512];
     while !head.contains(&b'\n') {
-        let n = stream.read(&mut buf).await.map_err(failed)?;
+        let n = stream.read(&mut buf).await?;
         if n == 0 {
             break;
         }
@@ -177,12 +197,12 @@ async fn http_get(address: SocketAddr, path: &str, host: &str) -> Result<(), Str
         .split_whitespace()
         .nth(1)
         .and_then(|c| c.parse().ok())
-        .ok_or_else(|| format!("Get http://{address}{path}: malformed response"))?;
-    if (200..400).contains(&code) {
+        .ok_or_else(|| std::io::Error::other("malformed response"))?;
+    Ok(if (200..400).contains(&code) {
         Ok(())
     } else {
-        Err(format!("HTTP probe failed with statuscode: {code}"))
-    }
+        Err(code)
+    })
 }
 
 /// Turns a run of results into a verdict with the probe's thresholds.
@@ -272,12 +292,75 @@ mod tests {
             address,
             path: "/healthz".into(),
             host_header: address.to_string(),
+            https: false,
         };
         assert_eq!(run_check(&check, Duration::from_secs(2)).await, Ok(()));
         let failure = run_check(&check, Duration::from_secs(2))
             .await
             .expect_err("503 fails");
         assert!(failure.contains("503"), "{failure}");
+        server.await.expect("server");
+    }
+
+    /// Over HTTPS a certificate nobody could verify is accepted, as the
+    /// kubelet accepts it; a plain HTTP server fails the check.
+    #[tokio::test]
+    async fn https_checks_do_not_verify_the_certificate() {
+        let listener = TcpListener::bind((Ipv4Addr::new(127, 3, 0, 3), 0))
+            .await
+            .expect("bind");
+        let address = listener.local_addr().expect("addr");
+        let certified =
+            rcgen::generate_simple_self_signed(vec!["nobody.example".to_owned()]).expect("cert");
+        let key =
+            rustls::pki_types::PrivateKeyDer::Pkcs8(certified.signing_key.serialize_der().into());
+        let config = rustls::ServerConfig::builder_with_provider(std::sync::Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_no_client_auth()
+        .with_single_cert(vec![certified.cert.der().clone()], key)
+        .expect("config");
+        let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config));
+        let server = tokio::spawn(async move {
+            let (socket, _) = listener.accept().await.expect("accept");
+            let mut tls = acceptor.accept(socket).await.expect("handshake");
+            let mut buf = [0u8; 1024];
+            let _ = tls.read(&mut buf).await;
+            tls.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+                .await
+                .expect("write");
+            tls.shutdown().await.expect("close");
+        });
+        let mut check = Check::Http {
+            address,
+            path: "/readyz".into(),
+            host_header: address.to_string(),
+            https: true,
+        };
+        assert_eq!(run_check(&check, Duration::from_secs(2)).await, Ok(()));
+        server.await.expect("server");
+
+        let plain = TcpListener::bind((Ipv4Addr::new(127, 3, 0, 3), 0))
+            .await
+            .expect("bind");
+        let plain_address = plain.local_addr().expect("addr");
+        let server = tokio::spawn(async move {
+            let (mut socket, _) = plain.accept().await.expect("accept");
+            let mut buf = [0u8; 1024];
+            let _ = socket.read(&mut buf).await;
+            let _ = socket
+                .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+                .await;
+        });
+        if let Check::Http { address, .. } = &mut check {
+            *address = plain_address;
+        }
+        let failure = run_check(&check, Duration::from_secs(2))
+            .await
+            .expect_err("plain HTTP is not HTTPS");
+        assert!(failure.starts_with("Get https://"), "{failure}");
         server.await.expect("server");
     }
 

@@ -1,0 +1,200 @@
+//! The HTTP API over HTTPS (`TUSK_API_TLS=true`, which the operator sets
+//! on every pod it makes): the cluster's server certificate, and the token
+//! `/status` requires ([`tusk_api::instance::TOKEN_HEADER`]).
+//!
+//! Both come from the mounted Secrets, read again at most every
+//! [`RELOAD_CHECK`]: a certificate the operator renews is served from the
+//! next connection after the kubelet refreshed the volume, with no
+//! restart. Connections are accepted and their handshakes made one task
+//! each ([`serve`]), so a client that opens a connection and sends nothing
+//! holds nobody else's request, and a handshake that does not finish within
+//! [`HANDSHAKE_TIMEOUT`] is dropped.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use axum::Router;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::service::TowerToHyperService;
+use jsonwebtoken::{Algorithm, DecodingKey, Validation};
+use tokio_rustls::TlsAcceptor;
+use tusk_api::instance::{TokenClaims, token_audience};
+
+use crate::tls::{Mounted, TlsError};
+
+/// How often the mounted files are read again.
+pub const RELOAD_CHECK: Duration = Duration::from_secs(5);
+/// How long a client may take to finish its TLS handshake.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Why the API cannot serve over HTTPS, or refused a token.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiTlsError {
+    #[error(
+        "TUSK_API_TLS is true but no server certificate is mounted under {0} (server-tls): the pod was not made by the operator"
+    )]
+    NotMounted(PathBuf),
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+    #[error("the cluster's authority certificate cannot check tokens: {0}")]
+    Authority(jsonwebtoken::errors::Error),
+}
+
+/// Why `/status` refused a request.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum Refusal {
+    #[error(
+        "/status needs a token signed by the cluster's certificate authority in the {0} header"
+    )]
+    NoToken(&'static str),
+    #[error("the token in the {header} header is refused: {reason}")]
+    Invalid {
+        header: &'static str,
+        reason: String,
+    },
+    #[error("tokens cannot be checked now: {0}")]
+    Unavailable(String),
+}
+
+/// The mounted certificates as last read.
+struct Loaded {
+    checked: Instant,
+    mounted: Mounted,
+    acceptor: TlsAcceptor,
+    key: Arc<DecodingKey>,
+}
+
+/// The server certificate and the token check of one instance, reloaded
+/// when the mounted Secrets change.
+pub struct ApiTls {
+    secrets_dir: PathBuf,
+    audience: String,
+    loaded: Mutex<Option<Loaded>>,
+}
+
+impl ApiTls {
+    /// For the instance of `cluster` in `namespace` whose Secrets are
+    /// mounted under `secrets_dir`; fails when none is mounted, so that a
+    /// pod told to serve HTTPS without certificates fails at its start.
+    pub fn new(secrets_dir: PathBuf, namespace: &str, cluster: &str) -> Result<Self, ApiTlsError> {
+        let api = ApiTls {
+            secrets_dir,
+            audience: token_audience(namespace, cluster),
+            loaded: Mutex::new(None),
+        };
+        api.current()?;
+        Ok(api)
+    }
+
+    /// The acceptor and token key for now, read again when
+    /// [`RELOAD_CHECK`] has passed and rebuilt only when a file changed.
+    fn current(&self) -> Result<(TlsAcceptor, Arc<DecodingKey>), ApiTlsError> {
+        let mut loaded = self.loaded.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(now) = loaded
+            .as_ref()
+            .filter(|l| l.checked.elapsed() < RELOAD_CHECK)
+        {
+            return Ok((now.acceptor.clone(), now.key.clone()));
+        }
+        let mounted = Mounted::read(&self.secrets_dir)?
+            .ok_or_else(|| ApiTlsError::NotMounted(self.secrets_dir.clone()))?;
+        if let Some(same) = loaded.as_mut().filter(|l| l.mounted == mounted) {
+            same.checked = Instant::now();
+            return Ok((same.acceptor.clone(), same.key.clone()));
+        }
+        let acceptor = TlsAcceptor::from(Arc::new(mounted.api_server_config()?));
+        let key = DecodingKey::from_ec_pem(mounted.authority_pem().as_bytes())
+            .map_err(ApiTlsError::Authority)?;
+        let key = Arc::new(key);
+        *loaded = Some(Loaded {
+            checked: Instant::now(),
+            mounted,
+            acceptor: acceptor.clone(),
+            key: key.clone(),
+        });
+        Ok((acceptor, key))
+    }
+
+    /// Checks the token a request carried (the header's value, if any).
+    pub fn check(&self, token: Option<&str>) -> Result<TokenClaims, Refusal> {
+        const HEADER: &str = tusk_api::instance::TOKEN_HEADER;
+        let token = token.ok_or(Refusal::NoToken(HEADER))?;
+        let (_, key) = self
+            .current()
+            .map_err(|error| Refusal::Unavailable(error.to_string()))?;
+        let mut validation = Validation::new(Algorithm::ES256);
+        validation.set_audience(&[&self.audience]);
+        validation.set_required_spec_claims(&["exp", "aud", "sub"]);
+        let claims = jsonwebtoken::decode::<TokenClaims>(token, &key, &validation)
+            .map_err(|error| Refusal::Invalid {
+                header: HEADER,
+                reason: error.to_string(),
+            })?
+            .claims;
+        // A token valid far longer than the operator signs them is not one
+        // of its own.
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let longest = tusk_api::instance::TOKEN_LIFETIME_SECONDS + validation.leeway;
+        if claims.exp > now.saturating_add(longest) {
+            return Err(Refusal::Invalid {
+                header: HEADER,
+                reason: format!("it is valid for more than {longest} s"),
+            });
+        }
+        Ok(claims)
+    }
+}
+
+/// Serves `app` over HTTPS on `listener` until `shutdown` resolves.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    app: Router,
+    tls: Arc<ApiTls>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) {
+    let mut connections = tokio::task::JoinSet::new();
+    tokio::pin!(shutdown);
+    loop {
+        let accepted = tokio::select! {
+            () = &mut shutdown => break,
+            accepted = listener.accept() => accepted,
+        };
+        while connections.try_join_next().is_some() {}
+        let tcp = match accepted {
+            Ok((tcp, _)) => tcp,
+            Err(error) => {
+                // Out of file descriptors, most likely: let some close.
+                tracing::warn!(%error, "the HTTP API cannot accept a connection");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let acceptor = match tls.current() {
+            Ok((acceptor, _)) => acceptor,
+            Err(error) => {
+                tracing::warn!(%error, "the HTTP API has no usable certificate");
+                continue;
+            }
+        };
+        let app = app.clone();
+        connections.spawn(async move {
+            let stream = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+                Ok(Ok(stream)) => stream,
+                Ok(Err(error)) => {
+                    tracing::debug!(%error, "TLS handshake failed");
+                    return;
+                }
+                Err(_) => return,
+            };
+            let served = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+                .serve_connection(TokioIo::new(stream), TowerToHyperService::new(app))
+                .await;
+            if let Err(error) = served {
+                tracing::debug!(%error, "HTTP API connection ended with an error");
+            }
+        });
+    }
+}
