@@ -18,6 +18,17 @@ pub const READYZ_PATH: &str = "/readyz";
 /// Path of the Prometheus metrics endpoint.
 pub const METRICS_PATH: &str = "/metrics";
 
+/// Settings whose value on a hot standby must be at least its primary's
+/// (PostgreSQL's "Hot Standby" requirements): a standby with less pauses
+/// replay.
+pub const STANDBY_MINIMUMS: [&str; 5] = [
+    "max_connections",
+    "max_locks_per_transaction",
+    "max_prepared_transactions",
+    "max_wal_senders",
+    "max_worker_processes",
+];
+
 /// The header carrying the token `/status` requires when the API is served
 /// over HTTPS ([`crate::contract::InstanceEnv::API_TLS`]): a JWT (ES256)
 /// signed with the key of the cluster's certificate authority, which the
@@ -178,9 +189,17 @@ pub struct InstanceReport {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub upstream: Option<String>,
     /// Settings changed in the configuration that take effect only after a
-    /// restart; the manager restarts PostgreSQL to apply them.
+    /// restart. In a cluster the operator replaces the pods one at a time
+    /// to apply them (a rolling restart); a manager run on its own
+    /// restarts PostgreSQL itself.
     #[serde(default)]
     pub pending_restart: Vec<String>,
+    /// Of [`Self::pending_restart`], the settings a standby must hold at
+    /// least at its primary's value ([`STANDBY_MINIMUMS`]) that the pending
+    /// change lowers: lowered on a standby first, the standby could not
+    /// replay its primary's WAL, so the primary restarts first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pending_restart_lowered: Vec<String>,
     /// Standbys connected to this primary.
     #[serde(default)]
     pub standbys: Vec<StandbyReport>,
@@ -333,6 +352,7 @@ mod tests {
             streaming: Some(true),
             upstream: Some("10.0.0.2".into()),
             pending_restart: vec![],
+            pending_restart_lowered: vec![],
             standbys: vec![],
             crash_count: 0,
             last_error: None,

@@ -100,7 +100,7 @@ async fn create_archiving_cluster(
     world
         .create_cluster(
             name,
-            json!({"instances": 1, "postgres": {"version": 15, "parameters": {"shared_buffers": "16MB"}},
+            json!({"instances": 1, "postgres": {"version": 15, "parameters": {"shared_buffers": "16MB"}, "superuserAccess": true},
                    "storage": {"size": "1Gi"},
                    "backup": spec}),
         )
@@ -365,7 +365,7 @@ async fn backups_asked_for_and_scheduled_complete_and_a_cluster_without_a_destin
     world
         .create_cluster(
             "plain",
-            json!({"instances": 1, "postgres": {"version": 15}, "storage": {"size": "1Gi"}}),
+            json!({"instances": 1, "postgres": {"version": 15, "superuserAccess": true}, "storage": {"size": "1Gi"}}),
         )
         .await;
     let said = tusk_fails(
@@ -504,7 +504,7 @@ async fn restore_into(world: &World, server: &S3Server, ns: &str, name: &str, ta
     let cluster: PostgresCluster = serde_json::from_value(json!({
         "apiVersion": "postgres.tusk.dev/v1alpha1", "kind": "PostgresCluster",
         "metadata": {"name": name, "namespace": ns},
-        "spec": {"instances": 1, "postgres": {"version": 15, "parameters": {"shared_buffers": "16MB"}},
+        "spec": {"instances": 1, "postgres": {"version": 15, "parameters": {"shared_buffers": "16MB"}, "superuserAccess": true},
                  "storage": {"size": "1Gi"},
                  "bootstrap": {"recovery": {"cluster": "bk", "namespace": NS, "targetTime": target,
                                             "source": object_store(server, name)}},

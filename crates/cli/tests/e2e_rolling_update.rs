@@ -6,6 +6,9 @@
 //! replica, then the former primary; the cluster reports `Upgrading`
 //! meanwhile; no acknowledged write may be lost, and the longest time
 //! without an acknowledged write (the switchover's pause) is printed.
+//! Then settings that need a restart roll the same way (replicas first,
+//! never two instances down at once), and lowering `max_connections`
+//! restarts the primary first, in place; still no acknowledged write lost.
 
 mod common;
 
@@ -44,6 +47,145 @@ async fn uids(world: &World) -> BTreeMap<String, (String, String)> {
         .collect()
 }
 
+/// What following a rollout saw.
+struct Rolled {
+    /// Instances in the order their pods were replaced.
+    replaced: Vec<String>,
+    /// The steps `status.rollout` went through, with their reasons.
+    steps: Vec<String>,
+    upgrading: bool,
+    /// From the switchover's decision to the new primary serving.
+    switchover: (Option<Instant>, Option<Instant>),
+    /// The fewest ready instances seen at once (outside a switchover).
+    fewest_ready: i32,
+}
+
+/// Follows the rollout that began at `started` until `expected` pods of
+/// `before` were replaced and the cluster is Ready again, with its
+/// primary serving.
+async fn follow(
+    world: &World,
+    before: &BTreeMap<String, (String, String)>,
+    expected: usize,
+    old_primary: &str,
+    started: Instant,
+) -> Rolled {
+    let mut rolled = Rolled {
+        replaced: Vec::new(),
+        steps: Vec::new(),
+        upgrading: false,
+        switchover: (None, None),
+        fewest_ready: i32::MAX,
+    };
+    loop {
+        let now = uids(world).await;
+        for (name, (pod, _)) in &now {
+            if before.get(name).is_some_and(|(old, _)| old != pod)
+                && !rolled.replaced.contains(name)
+            {
+                rolled.replaced.push(name.clone());
+            }
+        }
+        let status = world.status(CLUSTER).await;
+        // A switchover has both primaries briefly not ready: counted
+        // apart, by the writer's pause.
+        let switching = match rolled.switchover {
+            (Some(_), None) => true,
+            // The new primary's pod turns ready a probe period after it
+            // serves.
+            (Some(_), Some(served)) => served.elapsed() < Duration::from_secs(5),
+            (None, _) => false,
+        };
+        if !switching {
+            rolled.fewest_ready = rolled.fewest_ready.min(status.ready_instances);
+        }
+        rolled.upgrading |= status.phase == Some(ClusterPhase::Upgrading);
+        let moved = status.target_primary.as_deref() != Some(old_primary);
+        if moved && rolled.switchover.0.is_none() {
+            rolled.switchover.0 = Some(Instant::now());
+        }
+        if moved && rolled.switchover.1.is_none() && status.current_primary == status.target_primary
+        {
+            rolled.switchover.1 = Some(Instant::now());
+        }
+        if let Some(rollout) = &status.rollout {
+            let step = format!(
+                "{} {} ({})",
+                rollout.step,
+                rollout.instance.as_deref().unwrap_or(""),
+                rollout.reason
+            );
+            if rolled.steps.last() != Some(&step) {
+                println!("{:>6.1?} {step}", started.elapsed());
+                rolled.steps.push(step);
+            }
+        }
+        if rolled.replaced.len() >= expected
+            && status.rollout.is_none()
+            && status.phase == Some(ClusterPhase::Ready)
+            && status.current_primary.is_some()
+            && status.current_primary == status.target_primary
+        {
+            return rolled;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(300),
+            "the rollout did not finish: replaced {:?}, status {status:#?}",
+            rolled.replaced
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// `SHOW name` on every instance, by pod address.
+async fn shown_everywhere(world: &World, name: &str) -> BTreeMap<String, String> {
+    let mut shown = BTreeMap::new();
+    for instance in uids(world).await.keys() {
+        let ip = common::pod_ip(world, instance)
+            .await
+            .expect("a pod address");
+        let (client, connection) = tokio_postgres::connect(
+            &world.conninfo_at(&ip, CLUSTER).await,
+            common::tls::encrypted(),
+        )
+        .await
+        .expect("a session on the instance");
+        tokio::spawn(connection);
+        let value: String = client
+            .query_one(&format!("SHOW {name}"), &[])
+            .await
+            .expect("SHOW")
+            .get(0);
+        shown.insert(instance.clone(), value);
+    }
+    shown
+}
+
+/// Changes `parameters` and follows the rolling restart it needs, until
+/// `expected` pods were replaced.
+async fn restart_for(
+    world: &World,
+    parameters: serde_json::Value,
+    expected: usize,
+) -> (Rolled, String) {
+    let before = uids(world).await;
+    let primary = world
+        .status(CLUSTER)
+        .await
+        .current_primary
+        .expect("a primary");
+    let started = Instant::now();
+    let patch = serde_json::json!({"spec": {"postgres": {"parameters": parameters}}});
+    world
+        .clusters()
+        .patch(CLUSTER, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("parameters changed");
+    let rolled = follow(world, &before, expected, &primary, started).await;
+    println!("restarted {:?} in {:?}", rolled.replaced, started.elapsed());
+    (rolled, primary)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_resources_change_rolls_every_instance_without_losing_a_write() {
     let world = World::start().await;
@@ -59,54 +201,12 @@ async fn a_resources_change_rolls_every_instance_without_losing_a_write() {
         .await
         .expect("spec changed");
 
-    // Follow the rollout until every pod was replaced and the cluster is
-    // Ready again; note the order in which instances were replaced.
-    let mut replaced: Vec<String> = Vec::new();
-    let mut steps: Vec<String> = Vec::new();
-    let mut upgrading = false;
-    // From the switchover's decision to the new primary serving.
-    let mut switchover: (Option<Instant>, Option<Instant>) = (None, None);
-    loop {
-        let now = uids(&world).await;
-        for (name, (pod, _)) in &now {
-            if before.get(name).is_some_and(|(old, _)| old != pod) && !replaced.contains(name) {
-                replaced.push(name.clone());
-            }
-        }
-        let status = world.status(CLUSTER).await;
-        upgrading |= status.phase == Some(ClusterPhase::Upgrading);
-        let moved = status.target_primary.as_deref() != Some(old_primary.as_str());
-        if moved && switchover.0.is_none() {
-            switchover.0 = Some(Instant::now());
-        }
-        if moved && switchover.1.is_none() && status.current_primary == status.target_primary {
-            switchover.1 = Some(Instant::now());
-        }
-        if let Some(rollout) = &status.rollout {
-            let step = format!(
-                "{} {}",
-                rollout.step,
-                rollout.instance.as_deref().unwrap_or("")
-            );
-            if steps.last() != Some(&step) {
-                println!("{:>6.1?} {step} ({})", started.elapsed(), rollout.reason);
-                steps.push(step);
-            }
-        }
-        if replaced.len() == 3
-            && status.rollout.is_none()
-            && status.phase == Some(ClusterPhase::Ready)
-            && status.current_primary.is_some()
-            && status.current_primary == status.target_primary
-        {
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(300),
-            "the rollout did not finish: replaced {replaced:?}, status {status:#?}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    let Rolled {
+        replaced,
+        upgrading,
+        switchover,
+        ..
+    } = follow(&world, &before, before.len(), &old_primary, started).await;
     println!("rolled {replaced:?} in {:?}", started.elapsed());
     assert!(
         upgrading,
@@ -152,6 +252,58 @@ async fn a_resources_change_rolls_every_instance_without_losing_a_write() {
         record.duration_seconds,
         writer.longest_pause_since(started)
     );
+
+    // A setting that needs a restart rolls the same way (never every
+    // instance at once): the replicas' pods replaced, then a switchover;
+    // the former primary restarts as a standby of the new one, which
+    // applies the setting with no replacement.
+    let (rolled, primary) =
+        restart_for(&world, serde_json::json!({"shared_buffers": "24MB"}), 2).await;
+    assert!(
+        rolled
+            .steps
+            .iter()
+            .all(|s| s.contains("settings that need a restart")),
+        "{:?}",
+        rolled.steps
+    );
+    assert!(!rolled.replaced.contains(&primary), "{:?}", rolled.replaced);
+    assert!(rolled.switchover.0.is_some(), "a switchover");
+    assert!(
+        rolled.fewest_ready >= 2,
+        "two instances down at once: {}",
+        rolled.fewest_ready
+    );
+    let shown = shown_everywhere(&world, "shared_buffers").await;
+    assert!(shown.values().all(|v| v == "24MB"), "{shown:?}");
+
+    // Lowering a standby minimum restarts the primary first, in place.
+    let (rolled, primary) =
+        restart_for(&world, serde_json::json!({"max_connections": "90"}), 3).await;
+    assert_eq!(
+        rolled.replaced.first(),
+        Some(&primary),
+        "{:?}",
+        rolled.replaced
+    );
+    assert!(
+        rolled
+            .steps
+            .first()
+            .is_some_and(|s| s.starts_with("RestartingPrimary")),
+        "{:?}",
+        rolled.steps
+    );
+    assert!(rolled.switchover.0.is_none(), "no switchover");
+    let shown = shown_everywhere(&world, "max_connections").await;
+    assert!(shown.values().all(|v| v == "90"), "{shown:?}");
+    world.wait_replicating(CLUSTER, 3).await;
+    writer.wait_for_more(20, Duration::from_secs(60)).await;
+    println!(
+        "over the rolling restarts: longest time without an acknowledged write {:?}",
+        writer.longest_pause_since(started)
+    );
+
     let acknowledged = writer.finish().await;
     let (missing, stored) = world.missing_from_ledger(CLUSTER, &acknowledged).await;
     println!(
@@ -172,7 +324,9 @@ async fn a_resources_change_rolls_every_instance_without_losing_a_write() {
         .patch(CLUSTER, &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .expect("version declared");
-    let replica = status
+    let replica = world
+        .status(CLUSTER)
+        .await
         .instances
         .iter()
         .find(|i| i.role == "replica")

@@ -56,6 +56,16 @@ async fn credential(secrets: &Api<Secret>, name: &str) -> (String, String) {
 async fn rotated_passwords_reach_postgres_without_a_restart_or_a_dropped_connection() {
     let world = World::start().await;
     let (writer, primary) = world.durable_cluster_with_writer(CLUSTER, 5).await;
+    // The superuser's new password is tried over the network.
+    world
+        .clusters()
+        .patch(
+            CLUSTER,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"spec": {"postgres": {"superuserAccess": true}}})),
+        )
+        .await
+        .expect("superuser access allowed");
     let secrets: Api<Secret> = Api::namespaced(world.client.clone(), NS);
     let rw = world.service_ip(&format!("{CLUSTER}-rw")).await;
 

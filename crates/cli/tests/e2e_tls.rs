@@ -6,7 +6,8 @@
 //! certificate issued again is served after a reload, with no restart and
 //! the open session still answering. The instance API is HTTPS with the
 //! same certificate, and `/status` answers only a token the cluster's
-//! authority signed.
+//! authority signed. The superuser logs in over the network only when
+//! `spec.postgres.superuserAccess` allows it.
 
 mod common;
 
@@ -165,9 +166,33 @@ async fn clients_verify_the_server_standbys_log_in_by_certificate_and_a_renewed_
         .expect_err("a plain connection");
     assert!(refused.contains("no encryption"), "{refused}");
 
+    // The superuser may not log in over the network, with the right
+    // password and a verified connection, until the cluster allows it;
+    // then it may, with no restart.
+    let privileged = as_user(&superuser, &service_name, "verify-full", &ca_file);
+    let refused = psql(&privileged, "select 1").expect_err("the superuser over the network");
+    assert!(
+        refused.contains("pg_hba.conf rejects connection"),
+        "{refused}"
+    );
+    let restarts = world.restarts(CLUSTER).await;
+    world
+        .clusters()
+        .patch(
+            CLUSTER,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"postgres": {"superuserAccess": true}}})),
+        )
+        .await
+        .expect("superuser access allowed");
+    wait_for("the superuser let in", Duration::from_secs(30), || async {
+        psql(&privileged, "select 1").is_ok()
+    })
+    .await;
+    assert_eq!(world.restarts(CLUSTER).await, restarts, "nothing restarted");
+
     // The standby streams over TLS, logged in by its certificate.
     // (What a walsender is, only a privileged role sees.)
-    let privileged = as_user(&superuser, &service_name, "verify-full", &ca_file);
     let mut streaming = Err(String::new());
     for _ in 0..40 {
         streaming = psql(

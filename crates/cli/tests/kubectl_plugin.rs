@@ -467,9 +467,10 @@ async fn connects_psql(world: &World, plugin: &Plugin) {
             .await,
     );
     assert_eq!(answer, "app 2 true\n");
-    let superuser = success(
-        "tusk psql --superuser",
-        &plugin
+    // The superuser logs in over the network only once the cluster allows
+    // it (a reload, no restart).
+    let as_superuser = || async {
+        plugin
             .tusk(&[
                 "psql",
                 CLUSTER,
@@ -478,8 +479,33 @@ async fn connects_psql(world: &World, plugin: &Plugin) {
                 "-tAc",
                 "select current_user, pg_is_in_recovery()",
             ])
-            .await,
+            .await
+    };
+    let refused = as_superuser().await;
+    let said = String::from_utf8_lossy(&refused.stderr).into_owned();
+    assert!(!refused.status.success(), "{said}");
+    assert!(
+        said.contains("spec.postgres.superuserAccess is false"),
+        "{said}"
     );
+    world
+        .clusters()
+        .patch(
+            CLUSTER,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"spec": {"postgres": {"superuserAccess": true}}})),
+        )
+        .await
+        .expect("superuser access allowed");
+    let mut allowed = as_superuser().await;
+    for _ in 0..60 {
+        if allowed.status.success() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        allowed = as_superuser().await;
+    }
+    let superuser = success("tusk psql --superuser", &allowed);
     assert_eq!(superuser, "postgres|f\n");
     // The printed line runs as it is (kubectl reads the password).
     let shell = success(

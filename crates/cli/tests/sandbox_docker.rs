@@ -146,14 +146,14 @@ fn psql(data_dir: &Path, service: &str, sql: &str) -> Result<String, String> {
             &[
                 "get",
                 "secret",
-                "trio-superuser",
+                "trio-app",
                 "-o",
                 &format!("go-template={{{{.data.{name} | base64decode}}}}"),
             ],
         )
     };
     let output = Command::new("psql")
-        .args(["-h", &address, "-U", &field("username"), "-d", "postgres"])
+        .args(["-h", &address, "-U", &field("username"), "-d", "app"])
         .args(["-X", "-q", "-A", "-t", "-c", sql])
         .env("PGPASSWORD", field("password"))
         .env("PGCONNECT_TIMEOUT", "5")

@@ -101,6 +101,9 @@ pub fn desired_from_cluster(
         lease_takeover: status.and_then(|s| s.primary_lease_takeover.clone()),
         database: initdb.database,
         owner: initdb.owner,
+        superuser_access: cluster.spec.postgres.superuser_access,
+        // The operator rolls restarts through the cluster (docs/operator.md).
+        restart_for_pending: false,
         archiving,
         backup: status
             .and_then(|s| s.backup.as_ref())

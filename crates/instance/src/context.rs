@@ -189,6 +189,7 @@ impl InstanceContext {
             &self.settings.credentials.superuser.username,
             &self.settings.credentials.replication.username,
             &[self.user.manager_name.as_str(), self.user.name.as_str()],
+            desired.superuser_access,
         )
     }
 

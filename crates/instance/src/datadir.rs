@@ -83,10 +83,16 @@ impl RenderedFiles {
         superuser: &str,
         replication_user: &str,
         os_users: &[&str],
+        remote_superuser: bool,
     ) -> Result<Self, DataDirError> {
         Ok(RenderedFiles {
             postgresql_conf: config::render_postgresql_conf(server)?,
-            pg_hba: config::render_pg_hba(superuser, replication_user, server.tls.is_some()),
+            pg_hba: config::render_pg_hba(
+                superuser,
+                replication_user,
+                server.tls.is_some(),
+                remote_superuser,
+            ),
             pg_ident: config::render_pg_ident(os_users, superuser),
         })
     }

@@ -39,6 +39,15 @@ pub struct DesiredState {
     /// Application database and its owner (`spec.bootstrap.initdb`).
     pub database: String,
     pub owner: String,
+    /// `spec.postgres.superuserAccess`: the superuser may log in over the
+    /// network.
+    pub superuser_access: bool,
+    /// When a changed setting needs a restart: restart PostgreSQL at once
+    /// (`true`: an instance on its own), or leave the setting pending and
+    /// list it on `/status` (`false`: an instance of a cluster, whose
+    /// operator restarts the instances one at a time by replacing their
+    /// pods, replicas first, so that they never all restart together).
+    pub restart_for_pending: bool,
     /// Where WAL is archived (`spec.backup` with `walArchiving`); `None`
     /// when it is not.
     pub archiving: Option<S3Repository>,
@@ -71,6 +80,8 @@ impl DesiredState {
             lease_takeover: None,
             database: tusk_postgres::roles::DEFAULT_APP.into(),
             owner: tusk_postgres::roles::DEFAULT_APP.into(),
+            superuser_access: false,
+            restart_for_pending: true,
             archiving: None,
             backup: None,
             restore: None,

@@ -220,6 +220,7 @@ mod tests {
             streaming: Some(true),
             upstream: None,
             pending_restart: vec![],
+            pending_restart_lowered: vec![],
             standbys: vec![],
             crash_count: 2,
             last_error: None,

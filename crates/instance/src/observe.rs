@@ -22,6 +22,8 @@ pub struct Observation {
     pub streaming: bool,
     pub upstream: Option<String>,
     pub pending_restart: Vec<String>,
+    /// Of `pending_restart`, the standby minimums the change lowers.
+    pub pending_restart_lowered: Vec<String>,
     pub standbys: Vec<StandbyReport>,
     /// PostgreSQL's archiver (a primary's; `None` on a standby).
     pub archiver: Option<ArchiverStats>,
@@ -68,7 +70,13 @@ SELECT pg_is_in_recovery(),
        (SELECT sender_host FROM pg_stat_wal_receiver),
        ARRAY(SELECT name FROM pg_settings WHERE pending_restart ORDER BY name),
        to_char(pg_last_xact_replay_timestamp() AT TIME ZONE 'UTC',
-               'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')";
+               'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'),
+       ARRAY(SELECT s.name FROM pg_settings s
+             WHERE s.pending_restart AND s.name = ANY($1)
+               AND (SELECT CASE WHEN f.setting ~ '^[0-9]+$' THEN f.setting::bigint END
+                    FROM pg_file_settings f WHERE f.name = s.name
+                    ORDER BY f.seqno DESC LIMIT 1) < s.setting::bigint
+             ORDER BY s.name)";
 
 const ARCHIVER_QUERY: &str = "
 SELECT archived_count, last_archived_wal,
@@ -92,7 +100,8 @@ fn lsn(text: Option<String>) -> Option<Lsn> {
 
 /// Observes PostgreSQL through `client`.
 pub async fn observe(client: &Client) -> Result<Observation, SqlError> {
-    let row = client.query_one(STATE_QUERY, &[]).await?;
+    let minimums: Vec<&str> = tusk_api::instance::STANDBY_MINIMUMS.to_vec();
+    let row = client.query_one(STATE_QUERY, &[&minimums]).await?;
     let in_recovery: bool = row.try_get(0)?;
     let timeline: Option<String> = row.try_get(6)?;
     let lag_seconds: Option<String> = row.try_get(7)?;
@@ -110,6 +119,7 @@ pub async fn observe(client: &Client) -> Result<Observation, SqlError> {
         streaming: receiver_status.as_deref() == Some("streaming"),
         upstream: row.try_get(9)?,
         pending_restart: row.try_get(10)?,
+        pending_restart_lowered: row.try_get(12)?,
         standbys: Vec::new(),
         archiver: None,
     };

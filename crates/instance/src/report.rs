@@ -62,6 +62,9 @@ pub fn build(
         pending_restart: observed
             .map(|o| o.pending_restart.clone())
             .unwrap_or_default(),
+        pending_restart_lowered: observed
+            .map(|o| o.pending_restart_lowered.clone())
+            .unwrap_or_default(),
         standbys: observed.map(|o| o.standbys.clone()).unwrap_or_default(),
         crash_count: state.crash_count,
         last_error: state.last_error.clone(),

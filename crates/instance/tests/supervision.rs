@@ -10,6 +10,7 @@ use common::{TestCluster, desired, init_logs};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use tusk_api::instance::{InstancePhase, InstanceRole};
+use tusk_instance::desired::DesiredState;
 use tusk_instance::settings::Password;
 
 const STARTUP: Duration = Duration::from_secs(60);
@@ -147,7 +148,49 @@ async fn fencing_and_parameter_changes_are_applied() {
         "no restart for a reload"
     );
 
-    // A parameter that needs a restart: applied by a controlled restart.
+    // In a cluster, settings that need a restart are left pending and
+    // listed, the lowered standby minimums apart: the operator restarts
+    // the instances one at a time.
+    let mut in_a_cluster = DesiredState {
+        restart_for_pending: false,
+        ..wanted.clone()
+    };
+    in_a_cluster
+        .parameters
+        .insert("max_connections".into(), "25".into());
+    in_a_cluster
+        .parameters
+        .insert("shared_buffers".into(), "24MB".into());
+    primary.set_desired(in_a_cluster.clone());
+    let report = primary
+        .wait_status("pending settings listed", Duration::from_secs(20), |r| {
+            r.pending_restart.len() == 2
+        })
+        .await;
+    assert_eq!(
+        report.pending_restart,
+        ["max_connections", "shared_buffers"]
+    );
+    assert_eq!(report.pending_restart_lowered, ["max_connections"]);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(primary.postmaster_pid(), Some(pid), "not restarted");
+    in_a_cluster
+        .parameters
+        .insert("max_connections".into(), "35".into());
+    primary.set_desired(in_a_cluster);
+    let report = primary
+        .wait_status("raised instead", Duration::from_secs(20), |r| {
+            r.pending_restart_lowered.is_empty()
+        })
+        .await;
+    assert_eq!(
+        report.pending_restart,
+        ["max_connections", "shared_buffers"]
+    );
+    assert_eq!(primary.postmaster_pid(), Some(pid), "still not restarted");
+
+    // On its own, a parameter that needs a restart is applied by a
+    // controlled restart.
     wanted
         .parameters
         .insert("max_connections".into(), "41".into());

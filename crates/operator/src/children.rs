@@ -19,6 +19,7 @@ use k8s_openapi::api::core::v1::{
     HTTPGetAction, PersistentVolumeClaim, PersistentVolumeClaimSpec, Pod, PodCondition, PodSpec,
     PodStatus, Probe, Secret, Service, ServiceAccount, VolumeResourceRequirements,
 };
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -50,6 +51,7 @@ pub struct Stores {
     pub roles: Store<Packed<Role>>,
     pub role_bindings: Store<Packed<RoleBinding>>,
     pub pdbs: Store<Packed<PodDisruptionBudget>>,
+    pub network_policies: Store<Packed<NetworkPolicy>>,
     /// Whether every cache above has listed once.
     pub synced: CacheSync,
 }
@@ -83,7 +85,8 @@ impl CacheSync {
                 && listed(&sync, &stores.service_accounts).await
                 && listed(&sync, &stores.roles).await
                 && listed(&sync, &stores.role_bindings).await
-                && listed(&sync, &stores.pdbs).await;
+                && listed(&sync, &stores.pdbs).await
+                && listed(&sync, &stores.network_policies).await;
             if listed {
                 sync.send_replace(None);
             }
@@ -129,6 +132,7 @@ pub struct Children {
     pub roles: Vec<Role>,
     pub role_bindings: Vec<RoleBinding>,
     pub pdbs: Vec<PodDisruptionBudget>,
+    pub network_policies: Vec<NetworkPolicy>,
 }
 
 impl Children {
@@ -157,6 +161,7 @@ impl Children {
             roles: select(&stores.roles, namespace, cluster)?,
             role_bindings: select(&stores.role_bindings, namespace, cluster)?,
             pdbs: select(&stores.pdbs, namespace, cluster)?,
+            network_policies: select(&stores.network_policies, namespace, cluster)?,
         })
     }
 }
@@ -367,6 +372,12 @@ impl Trim for PodDisruptionBudget {
     }
 }
 
+impl Trim for NetworkPolicy {
+    fn trim(&mut self) {
+        trim_meta(&mut self.metadata);
+    }
+}
+
 /// The object named `name` in `objects`.
 pub fn named<'a, K: ResourceExt>(objects: &'a [K], name: &str) -> Option<&'a K> {
     objects.iter().find(|o| o.name_any() == name)
@@ -411,6 +422,7 @@ mod tests {
         let (roles, mut role_writer) = reflector::store();
         let (role_bindings, mut binding_writer) = reflector::store();
         let (pdbs, mut pdb_writer) = reflector::store();
+        let (network_policies, mut policy_writer) = reflector::store();
         let stores = Stores {
             pods,
             volumes,
@@ -420,6 +432,7 @@ mod tests {
             roles,
             role_bindings,
             pdbs,
+            network_policies,
             synced: CacheSync::default(),
         };
         stores.synced.start(&stores);
@@ -443,6 +456,7 @@ mod tests {
         role_writer.apply_watcher_event(&watcher::Event::InitDone);
         binding_writer.apply_watcher_event(&watcher::Event::InitDone);
         pdb_writer.apply_watcher_event(&watcher::Event::InitDone);
+        policy_writer.apply_watcher_event(&watcher::Event::InitDone);
         for waiter in waiting {
             let done = tokio::time::timeout(Duration::from_secs(10), waiter).await;
             assert_eq!(

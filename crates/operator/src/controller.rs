@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use futures::{Stream, StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret, Service, ServiceAccount};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::runtime::controller::Config;
@@ -148,6 +149,7 @@ pub async fn run(
     let (roles, role_events) = child::<Role>(&client, ns);
     let (role_bindings, binding_events) = child::<RoleBinding>(&client, ns);
     let (pdbs, pdb_events) = child::<PodDisruptionBudget>(&client, ns);
+    let (network_policies, policy_events) = child::<NetworkPolicy>(&client, ns);
     let stores = Stores {
         pods,
         volumes,
@@ -157,6 +159,7 @@ pub async fn run(
         roles,
         role_bindings,
         pdbs,
+        network_policies,
         synced: CacheSync::default(),
     };
     stores.synced.start(&stores);
@@ -197,6 +200,7 @@ pub async fn run(
         .owns_stream(role_events)
         .owns_stream(binding_events)
         .owns_stream(pdb_events)
+        .owns_stream(policy_events)
         .watches_stream(quiet_leases, |lease| crate::primacy::cluster_of(&lease))
         .watches_stream(backup_events, |backup| crate::backups::cluster_of(&backup))
         .graceful_shutdown_on(shutdown)

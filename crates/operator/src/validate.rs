@@ -68,6 +68,8 @@ pub struct ValidatedCluster {
     pub verify_schedule: Option<croner::Cron>,
     pub deletion_policy: DeletionPolicy,
     pub pod_template: PodTemplate,
+    /// `spec.networkPolicy`: make the cluster's NetworkPolicy.
+    pub network_policy: Option<tusk_api::v1alpha1::NetworkPolicySpec>,
     pub paused: bool,
     /// Declared features this operator version does not act on yet. They
     /// are reported as an `Unsupported` condition, never silently ignored
@@ -150,6 +152,7 @@ pub fn validate(
         verify_schedule,
         deletion_policy: spec.deletion_policy,
         pod_template: spec.pod_template.clone().unwrap_or_default(),
+        network_policy: spec.network_policy.clone(),
         paused: spec.paused,
         unsupported,
     })

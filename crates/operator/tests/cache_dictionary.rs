@@ -82,6 +82,9 @@ fn content() -> Vec<u8> {
     add(cached(
         builders::replicas_pdb(&valid).expect("three instances have a replicas budget"),
     ));
+    add(cached(
+        builders::network_policy(&valid).expect("the example declares a network policy"),
+    ));
     add(cached(builders::instance_service_account(&valid)));
     add(cached(builders::instance_role(&valid)));
     add(cached(builders::instance_role_binding(&valid)));
@@ -145,6 +148,7 @@ fn example_spec() -> serde_json::Value {
         "postgres": {"version": 17, "parameters": {"shared_buffers": "128MB"}},
         "storage": {"size": "1Gi"},
         "replication": {"dataDurability": "required", "synchronous": {"method": "any", "number": 1}},
+        "networkPolicy": {"clients": [{"podSelector": {"matchLabels": {"app": "example"}}}]},
     })
 }
 

@@ -293,10 +293,23 @@ fn conninfo_value(value: &str) -> String {
 /// replication user's certificate, and every other remote login with a
 /// SCRAM password; without it every network connection authenticates with
 /// a SCRAM password.
-pub fn render_pg_hba(superuser: &str, replication_user: &str, tls: bool) -> String {
+pub fn render_pg_hba(
+    superuser: &str,
+    replication_user: &str,
+    tls: bool,
+    remote_superuser: bool,
+) -> String {
     let (host, replication_method) = match tls {
         true => ("hostssl", "cert"),
         false => ("host   ", "scram-sha-256"),
+    };
+    // Without remote access, the superuser is refused over the network
+    // before the rule that admits every user by password; `host` matches
+    // encrypted and plain connections alike.
+    let refused = if remote_superuser {
+        String::new()
+    } else {
+        format!("host    all          {superuser}  all  reject\n")
     };
     format!(
         "# Rendered by the Tusk instance manager; changes are overwritten.\n\
@@ -304,6 +317,7 @@ pub fn render_pg_hba(superuser: &str, replication_user: &str, tls: bool) -> Stri
          local   all          {superuser}  peer map=tusk\n\
          local   all          all   scram-sha-256\n\
          {host} replication  {replication_user}  all  {replication_method}\n\
+         {refused}\
          {host} all          all   all      scram-sha-256\n"
     )
 }
@@ -466,7 +480,7 @@ mod tests {
 
     #[test]
     fn with_certificates_remote_clients_must_use_tls_and_replication_a_certificate() {
-        let hba = render_pg_hba("postgres", "streaming_replica", true);
+        let hba = render_pg_hba("postgres", "streaming_replica", true, true);
         let rules: Vec<Vec<&str>> = hba
             .lines()
             .filter(|l| !l.starts_with('#'))
@@ -642,9 +656,39 @@ mod tests {
         }
     }
 
+    /// Without remote access the superuser is refused over the network,
+    /// before the rule admitting every user, whether or not the connection
+    /// is encrypted; inside the pod (the socket) it still logs in.
+    #[test]
+    fn the_superuser_is_refused_over_the_network_unless_allowed() {
+        for tls in [true, false] {
+            let hba = render_pg_hba("root_db", "streaming_replica", tls, false);
+            let rules: Vec<Vec<&str>> = hba
+                .lines()
+                .filter(|l| !l.starts_with('#'))
+                .map(|l| l.split_whitespace().collect())
+                .collect();
+            let refusal = rules
+                .iter()
+                .position(|r| r == &["host", "all", "root_db", "all", "reject"])
+                .unwrap_or_else(|| panic!("no refusal: {hba}"));
+            let everyone = rules
+                .iter()
+                .position(|r| r[0].starts_with("host") && r[1..3] == ["all", "all"])
+                .unwrap_or_else(|| panic!("no rule for clients: {hba}"));
+            assert!(refusal < everyone, "{hba}");
+            assert!(
+                rules.iter().any(|r| r[..3] == ["local", "all", "root_db"]),
+                "{hba}"
+            );
+            let allowed = render_pg_hba("root_db", "streaming_replica", tls, true);
+            assert!(!allowed.contains("reject"), "{allowed}");
+        }
+    }
+
     #[test]
     fn hba_admits_network_clients_only_with_passwords() {
-        let hba = render_pg_hba("postgres", "streaming_replica", false);
+        let hba = render_pg_hba("postgres", "streaming_replica", false, true);
         let rules: Vec<Vec<&str>> = hba
             .lines()
             .filter(|l| !l.starts_with('#'))

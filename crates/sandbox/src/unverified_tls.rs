@@ -16,15 +16,21 @@ use rustls::{DigitallySignedStruct, SignatureScheme};
 use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 
+/// A client configuration that encrypts without verifying the server.
+pub fn client_config() -> Result<rustls::ClientConfig, rustls::Error> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    Ok(
+        rustls::ClientConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()?
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(SkipVerify(provider)))
+            .with_no_client_auth(),
+    )
+}
+
 /// Opens TLS on `tcp` to the pod at `ip`.
 pub async fn connect(tcp: TcpStream, ip: IpAddr) -> std::io::Result<TlsStream<TcpStream>> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()
-        .map_err(std::io::Error::other)?
-        .dangerous()
-        .with_custom_certificate_verifier(Arc::new(SkipVerify(provider)))
-        .with_no_client_auth();
+    let config = client_config().map_err(std::io::Error::other)?;
     tokio_rustls::TlsConnector::from(Arc::new(config))
         .connect(ServerName::IpAddress(ip.into()), tcp)
         .await

@@ -11,6 +11,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Affinity, ResourceRequirements, Toleration};
+use k8s_openapi::api::networking::v1::NetworkPolicyPeer;
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -104,6 +105,14 @@ pub struct PostgresClusterSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod_template: Option<PodTemplate>,
 
+    /// A NetworkPolicy for the cluster's pods (named as the cluster),
+    /// admitting to PostgreSQL only the cluster's own instances and the
+    /// clients listed here. Absent: the operator makes none (and removes
+    /// the one it made), since NetworkPolicies add up: a policy admitting
+    /// everyone would undo a narrower one of your own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network_policy: Option<NetworkPolicySpec>,
+
     /// When true, the operator stops changing the cluster's children (it
     /// still reports status). Use it for manual maintenance.
     #[serde(default)]
@@ -144,6 +153,15 @@ pub struct PostgresSpec {
     #[x_kube(validation = rules::parameter_values_parse())]
     #[x_kube(validation = rules::preload_libraries_allowed())]
     pub parameters: BTreeMap<String, String>,
+
+    /// Whether the superuser (Secret `<cluster>-superuser`) may log in over
+    /// the network, with its password and over TLS. Off by default: the
+    /// superuser then logs in only inside the pod, over the unix socket,
+    /// and a leaked superuser password is no use from elsewhere.
+    /// Applications use the application owner (`<cluster>-app`). Turning it
+    /// on or off takes effect at once (a reload), with no restart.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub superuser_access: bool,
 }
 
 /// Persistent storage for each instance.
@@ -453,6 +471,22 @@ pub enum DeletionPolicy {
     Retain,
     /// Delete volumes and backups with the cluster.
     Delete,
+}
+
+/// Who may reach the cluster's pods over the network
+/// (`spec.networkPolicy`).
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct NetworkPolicySpec {
+    /// Who may connect to PostgreSQL (port 5432), in NetworkPolicy's terms
+    /// (a pod selector, a namespace selector, both, or an address block).
+    /// The cluster's own instances always may (replication). Empty: no
+    /// client from the network. The instance API (port 8000) stays open
+    /// to all: probes, the operator and `kubectl tusk plan` reach it, and
+    /// its `/status` answers only the cluster's authority.
+    #[serde(default)]
+    #[schemars(extend("maxItems" = 64))]
+    pub clients: Vec<NetworkPolicyPeer>,
 }
 
 /// Additions to the pods the operator creates (R14: the documented

@@ -174,6 +174,13 @@ pub async fn connection(
         .ok_or_else(|| {
             CommandError::Kubernetes(format!("Service {service_name} has no cluster IP"))
         })?;
+    if superuser && !spec.postgres.superuser_access {
+        return Err(CommandError::Kubernetes(format!(
+            "the superuser of {cluster} may not log in over the network \
+             (spec.postgres.superuserAccess is false); set it to true to allow it, \
+             or connect as the application owner without --superuser"
+        )));
+    }
     let credential = if superuser {
         Credential::Superuser
     } else {

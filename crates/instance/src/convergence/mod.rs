@@ -386,7 +386,7 @@ impl<S: DesiredStateSource> Manager<S> {
             // written, so a failed reload would otherwise be forgotten.
             self.reload_pending |= changed;
             if self.reload_pending {
-                self.reload().await?;
+                self.reload(desired.restart_for_pending).await?;
             }
             if self
                 .started_at
@@ -443,9 +443,12 @@ impl<S: DesiredStateSource> Manager<S> {
         Ok(())
     }
 
-    /// Signals a reload, then restarts PostgreSQL if a changed setting
-    /// takes effect only at restart (`pg_settings.pending_restart`).
-    async fn reload(&mut self) -> Result<(), ConvergenceError> {
+    /// Signals a reload, then, with `restart`, restarts PostgreSQL if a
+    /// changed setting takes effect only at restart
+    /// (`pg_settings.pending_restart`); without, the setting stays pending
+    /// and `/status` lists it (the operator restarts the cluster's
+    /// instances one at a time, see `DesiredState::restart_for_pending`).
+    async fn reload(&mut self, restart: bool) -> Result<(), ConvergenceError> {
         let client = sql::connect(&self.ctx.local_target(), "postgres").await?;
         client
             .query_one("SELECT pg_reload_conf()", &[])
@@ -466,7 +469,13 @@ impl<S: DesiredStateSource> Manager<S> {
             .collect();
         self.reload_pending = false;
         tracing::info!(?pending, "configuration reloaded");
-        if !pending.is_empty() {
+        if !pending.is_empty() && !restart {
+            tracing::info!(
+                ?pending,
+                "settings wait for a restart, which the operator makes one instance at a time"
+            );
+        }
+        if !pending.is_empty() && restart {
             self.state.set_phase(InstancePhase::Restarting);
             tracing::info!(?pending, "restarting to apply settings that need a restart");
             self.stop_postgres().await;

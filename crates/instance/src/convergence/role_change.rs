@@ -69,7 +69,7 @@ impl<S: DesiredStateSource> Manager<S> {
             .ctx
             .write_config(&pgdata, desired, ReplicationRole::Primary)?;
         if self.reload_pending {
-            self.reload().await?;
+            self.reload(desired.restart_for_pending).await?;
         }
         self.state.set_phase(InstancePhase::Running);
         Ok(())

@@ -379,6 +379,8 @@ pub fn desired(primary: &str, address: IpAddr) -> DesiredState {
     DesiredState {
         primary_address: Some(address),
         parameters: test_parameters(),
+        // These tests administer PostgreSQL over TCP, as the superuser.
+        superuser_access: true,
         ..DesiredState::new(Some(primary))
     }
 }

@@ -6,6 +6,7 @@
 pub mod certificates;
 pub(crate) mod container;
 mod disruption;
+mod network_policy;
 mod pod;
 mod rbac;
 mod rehearsal;
@@ -15,6 +16,7 @@ mod storage;
 mod template;
 
 pub use disruption::{primary_pdb, replicas_pdb};
+pub use network_policy::network_policy;
 pub use pod::{
     CONTROLLER_DIR, InstanceEnv, PGDATA, POSTGRES_PORT, SECRETS_DIR, instance_pod, pod_fingerprint,
 };

@@ -36,6 +36,7 @@ impl Children {
             roles: list.of().await?,
             role_bindings: list.of().await?,
             pdbs: list.of().await?,
+            network_policies: list.of().await?,
         })
     }
 }

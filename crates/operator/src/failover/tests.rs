@@ -131,6 +131,7 @@ fn standby(name: &str, received: &str, replayed: &str) -> InstanceReport {
         streaming: Some(false),
         upstream: None,
         pending_restart: vec![],
+        pending_restart_lowered: vec![],
         standbys: vec![],
         crash_count: 0,
         last_error: None,

@@ -140,6 +140,13 @@ fn companion_rules() -> Vec<Rule> {
             &[],
         ),
         rule(
+            "A cluster's NetworkPolicy (spec.networkPolicy) is cached, server-side applied, and deleted when the declaration is removed.",
+            &["networking.k8s.io"],
+            &["networkpolicies"],
+            &["list", "watch", "create", "patch", "delete"],
+            &[],
+        ),
+        rule(
             "Primary leases (<cluster>-primary, labelled with their cluster) are watched (list, watch: by that label) so that a primary whose renewals stop is noticed within a second and its last renewal dates the failure, and read (get) to tell whether a failed primary may still be acting as one before it is replaced; instance managers' Roles grant create, get and update, for the primary's manager to hold the lease, and list and watch by name, for standbys to stream only from a primary whose lease is renewed.",
             &["coordination.k8s.io"],
             &["leases"],

@@ -5,6 +5,7 @@
 //! is left as it is.
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret, Service, ServiceAccount};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
@@ -42,6 +43,7 @@ pub async fn apply(
     identity(ctx, valid, children).await?;
     services(ctx, valid, children).await?;
     budgets(ctx, valid, children).await?;
+    network_policy(ctx, valid, children).await?;
     let volumes: Api<PersistentVolumeClaim> = Api::namespaced(ctx.client.clone(), ns);
     claims::resize(&volumes, valid, children, &plan.resizes).await?;
     claims::set_owners(&volumes, valid, &plan.owners).await?;
@@ -144,6 +146,35 @@ async fn budgets(
         }
     }
     Ok(())
+}
+
+/// The NetworkPolicy `spec.networkPolicy` declares; the one made for the
+/// cluster is deleted once the declaration is removed (never one the
+/// cluster does not own).
+async fn network_policy(
+    ctx: &Context,
+    valid: &ValidatedCluster,
+    children: &Children,
+) -> Result<(), Error> {
+    let policies: Api<NetworkPolicy> = Api::namespaced(ctx.client.clone(), &valid.namespace);
+    let live = named(&children.network_policies, valid.name.as_str());
+    match builders::network_policy(valid) {
+        Some(policy) => apply_one(&policies, live, &policy).await.map(|_| ()),
+        None => match live {
+            Some(live) if owned(valid, live) => delete(&policies, valid.name.as_str()).await,
+            _ => Ok(()),
+        },
+    }
+}
+
+/// Whether `object` names the cluster as its owner.
+fn owned(valid: &ValidatedCluster, object: &impl Resource) -> bool {
+    object
+        .meta()
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.uid == valid.owner.uid)
 }
 
 async fn instance_step(

@@ -31,8 +31,17 @@ const RESYNC: Duration = Duration::from_secs(60);
 /// PostgresBackup only when the instance taking it is polled.
 const BACKING_UP: Duration = Duration::from_secs(5);
 
+/// After a spec change: the instance managers apply new parameters within
+/// a second or two, and one that needs a restart shows only in their next
+/// reports, which trigger no reconcile; the rolling restart then starts
+/// this soon rather than at the next resync.
+const SPEC_CHANGED: Duration = Duration::from_secs(5);
+
 pub fn after(status: &PostgresClusterStatus, plan: &Plan<'_>) -> Duration {
     let mut wait = delay(status, &plan.primary, &plan.instances.step);
+    if spec_changed(plan.status.previous, plan.status.generation) {
+        wait = wait.min(SPEC_CHANGED);
+    }
     if status.backup.as_ref().is_some_and(|b| b.running.is_some())
         || plan.backups.scheduled.is_some()
     {
@@ -52,6 +61,11 @@ pub fn after(status: &PostgresClusterStatus, plan: &Plan<'_>) -> Duration {
         wait = wait.min(left);
     }
     wait
+}
+
+/// Whether this pass is the first to see `generation` of the spec.
+fn spec_changed(previous: Option<&PostgresClusterStatus>, generation: Option<i64>) -> bool {
+    generation.is_some() && previous.and_then(|p| p.observed_generation) != generation
 }
 
 fn delay(status: &PostgresClusterStatus, primary: &FailoverCheck, step: &InstanceStep) -> Duration {
@@ -99,6 +113,18 @@ fn delay(status: &PostgresClusterStatus, primary: &FailoverCheck, step: &Instanc
 mod tests {
     use super::*;
     use crate::names::InstanceName;
+
+    #[test]
+    fn a_spec_change_is_looked_at_again_soon_once() {
+        let seen = |generation: i64| PostgresClusterStatus {
+            observed_generation: Some(generation),
+            ..PostgresClusterStatus::default()
+        };
+        assert!(spec_changed(Some(&seen(3)), Some(4)), "a new generation");
+        assert!(spec_changed(None, Some(1)), "a new cluster");
+        assert!(!spec_changed(Some(&seen(4)), Some(4)), "seen already");
+        assert!(!spec_changed(Some(&seen(4)), None));
+    }
 
     fn status(
         phase: ClusterPhase,

@@ -71,10 +71,18 @@ pub fn members(
                 named(&children.pods, &name).filter(|p| p.metadata.deletion_timestamp.is_none());
             let desired = pod_fingerprint(valid, config, &valid.name.instance(serial));
             // An instance without a pod gets one from the current template.
-            let reasons = pod.map_or_else(Vec::new, |pod| {
+            let mut reasons = pod.map_or_else(Vec::new, |pod| {
                 desired.reasons(Fingerprint::of_live(pod).as_ref())
             });
             let report = observed.reports.get(&name);
+            // Settings waiting for a restart: the managers of a cluster
+            // leave them to the rollout (`rollout::PENDING_RESTART`).
+            let pending = pod.is_some() && report.is_some_and(|r| !r.pending_restart.is_empty());
+            if pending && reasons.is_empty() {
+                reasons.push(crate::rollout::PENDING_RESTART);
+            }
+            let lowers_minimums =
+                pending && report.is_some_and(|r| !r.pending_restart_lowered.is_empty());
             let streaming = report.is_some_and(|r| match r.role {
                 InstanceRole::Primary => r.ready && !r.fenced,
                 _ => r.ready && r.streaming == Some(true) && primary_streams_to(observed, &name),
@@ -86,6 +94,7 @@ pub fn members(
             Member {
                 name,
                 reasons,
+                lowers_minimums,
                 ready: pod.is_some_and(pod_ready),
                 streaming,
                 position,

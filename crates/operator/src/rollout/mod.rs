@@ -17,6 +17,14 @@
 //! Rollouts caused by nothing but the operator's own version run for a
 //! limited number of clusters at once ([`slots`]), so a new operator
 //! version never restarts every cluster together.
+//!
+//! Settings that take effect only at a restart (`shared_buffers`, ...)
+//! roll the same way: an instance whose manager reports them pending
+//! ([`PENDING_RESTART`]) is replaced in turn, since the managers of a
+//! cluster never restart PostgreSQL for them on their own. A pending
+//! change that lowers a standby minimum (`max_connections`, ...) restarts
+//! the primary first, in place: a standby restarted first with less than
+//! its primary's value could not replay the primary's WAL.
 
 pub mod slots;
 
@@ -28,8 +36,13 @@ use crate::builders::OPERATOR_VERSION;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Member {
     pub name: String,
-    /// Why its pod is outdated; empty when it runs the declared template.
+    /// Why its pod is outdated; empty when it runs the declared template
+    /// and has no setting waiting for a restart.
     pub reasons: Vec<&'static str>,
+    /// A pending setting lowers a standby minimum
+    /// (`tusk_api::instance::STANDBY_MINIMUMS`): as the primary, it
+    /// restarts before the replicas.
+    pub lowers_minimums: bool,
     /// Its pod exists, is not being deleted, and is Ready.
     pub ready: bool,
     /// Its manager reports a replica streaming from the primary (for the
@@ -79,6 +92,10 @@ pub struct Rollout {
     pub action: Action,
     pub status: Option<RolloutStatus>,
 }
+
+/// Why an instance is restarted though its pod is up to date: its
+/// manager reports settings that take effect only at a restart.
+pub const PENDING_RESTART: &str = "settings that need a restart";
 
 /// Step names in `status.rollout.step`.
 pub mod step {
@@ -159,6 +176,15 @@ pub fn decide(input: &Input) -> Rollout {
     }
     if !input.settled {
         return wait(step::WAITING_FOR_REPLICA, None);
+    }
+    if let Some(primary) = outdated
+        .iter()
+        .find(|m| m.name == input.primary && m.lowers_minimums)
+    {
+        return Rollout {
+            action: Action::Replace(primary.name.clone()),
+            status: Some(status(step::RESTARTING_PRIMARY, Some(&primary.name))),
+        };
     }
     if let Some(replica) = outdated.iter().find(|m| m.name != input.primary) {
         return Rollout {

@@ -8,6 +8,7 @@ fn member(name: &str, outdated: bool) -> Member {
         } else {
             Vec::new()
         },
+        lowers_minimums: false,
         ready: true,
         streaming: true,
         position: Some(100),
@@ -228,4 +229,64 @@ fn the_last_pod_replaced_is_followed_until_it_serves_again() {
     );
     waiting.members[0].ready = true;
     assert_eq!(decide(&waiting).status, None, "done once it serves");
+}
+
+/// Settings waiting for a restart roll like a template change, replicas
+/// first; one that lowers a standby minimum restarts the primary first,
+/// in place, whatever the update method.
+#[test]
+fn pending_settings_roll_replicas_first_unless_a_standby_minimum_is_lowered() {
+    use Action::*;
+    let pending = |name: &str, lowers_minimums: bool| Member {
+        reasons: vec![PENDING_RESTART],
+        lowers_minimums,
+        ..member(name, true)
+    };
+    check(vec![
+        (
+            "raised: a replica first",
+            input(vec![
+                pending("db-1", false),
+                pending("db-2", false),
+                pending("db-3", false),
+            ]),
+            Replace("db-2".into()),
+            Some(("ReplacingReplica", Some("db-2"))),
+        ),
+        (
+            "lowered: the primary first, in place",
+            input(vec![
+                pending("db-1", true),
+                pending("db-2", true),
+                pending("db-3", true),
+            ]),
+            Replace("db-1".into()),
+            Some(("RestartingPrimary", Some("db-1"))),
+        ),
+        (
+            "lowered, the primary done: the replicas",
+            input(vec![
+                member("db-1", false),
+                pending("db-2", true),
+                pending("db-3", true),
+            ]),
+            Replace("db-2".into()),
+            Some(("ReplacingReplica", Some("db-2"))),
+        ),
+        (
+            "a lowering replica never jumps the queue",
+            input(vec![
+                pending("db-1", false),
+                pending("db-2", true),
+                member("db-3", false),
+            ]),
+            Replace("db-2".into()),
+            Some(("ReplacingReplica", Some("db-2"))),
+        ),
+    ]);
+    let rollout = decide(&input(vec![pending("db-1", false), pending("db-2", false)]));
+    assert_eq!(
+        rollout.status.expect("a rollout").reason,
+        "changed: settings that need a restart"
+    );
 }

@@ -465,3 +465,73 @@ async fn an_edited_authority_is_reported_not_used() {
     );
     operator.stop().await;
 }
+
+/// `spec.networkPolicy` makes the cluster's NetworkPolicy (owned by it,
+/// admitting the declared clients to PostgreSQL); removing the
+/// declaration removes the policy, and a policy of that name the cluster
+/// does not own is left alone.
+#[tokio::test]
+async fn a_declared_network_policy_is_made_and_removed_with_its_declaration() {
+    use k8s_openapi::api::networking::v1::NetworkPolicy;
+    let h = sandbox(true).await;
+    let operator = Operator::start(&h.client, None);
+    let mut spec = small();
+    spec["networkPolicy"] = json!({"clients": [{"podSelector": {"matchLabels": {"app": "shop"}}}]});
+    let created = create(&h.client, "fenced-in", spec).await;
+    wait_for("the NetworkPolicy", || async {
+        get::<NetworkPolicy>(&h.client, "fenced-in").await.is_some()
+    })
+    .await;
+    let policy: NetworkPolicy = get(&h.client, "fenced-in").await.expect("policy");
+    assert_eq!(
+        policy.owner_references()[0].uid,
+        created.uid().expect("uid")
+    );
+    let rules = policy.spec.and_then(|s| s.ingress).expect("rules");
+    let clients = serde_json::to_value(&rules[0].from).expect("json");
+    assert_eq!(
+        clients[1],
+        json!({"podSelector": {"matchLabels": {"app": "shop"}}})
+    );
+
+    let clusters: Api<PostgresCluster> = Api::namespaced(h.client.clone(), NS);
+    clusters
+        .patch(
+            "fenced-in",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"networkPolicy": null}})),
+        )
+        .await
+        .expect("declaration removed");
+    wait_for("the NetworkPolicy removed", || async {
+        get::<NetworkPolicy>(&h.client, "fenced-in").await.is_none()
+    })
+    .await;
+
+    // One the cluster does not own, under its name and label, stays.
+    let policies: Api<NetworkPolicy> = Api::namespaced(h.client.clone(), NS);
+    let foreign: NetworkPolicy = serde_json::from_value(json!({
+        "metadata": {"name": "fenced-in", "labels": {"tusk.dev/cluster": "fenced-in"}},
+        "spec": {"podSelector": {}, "policyTypes": ["Ingress"]}
+    }))
+    .expect("a policy");
+    policies
+        .create(&PostParams::default(), &foreign)
+        .await
+        .expect("created by someone else");
+    // A change of the cluster makes a pass.
+    clusters
+        .patch(
+            "fenced-in",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {"touched": "yes"}}})),
+        )
+        .await
+        .expect("touched");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(
+        get::<NetworkPolicy>(&h.client, "fenced-in").await.is_some(),
+        "a policy the cluster does not own is never deleted"
+    );
+    operator.stop().await;
+}

@@ -128,6 +128,7 @@ impl Resource {
                 self.kind.as_str(),
                 "CustomResourceDefinition"
                     | "PodDisruptionBudget"
+                    | "NetworkPolicy"
                     | "Pod"
                     | "Deployment"
                     | "ReplicaSet"
@@ -198,6 +199,15 @@ const BUILTINS: &[Builtin] = &[
         true,
         true,
         &["pdb"],
+    ),
+    b(
+        "networking.k8s.io",
+        "v1",
+        "networkpolicies",
+        "NetworkPolicy",
+        true,
+        false,
+        &["netpol"],
     ),
     b(
         "apps",

@@ -5,6 +5,7 @@
 //! published. Pure: built from the plan and what was observed.
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{Resource, ResourceExt};
@@ -182,6 +183,20 @@ fn children(
                 "delete",
                 object::<PodDisruptionBudget>(&valid.name.replicas_pdb()),
                 "no replicas to budget for",
+            ));
+        }
+        None => {}
+    }
+    match builders::network_policy(valid) {
+        Some(policy) => steps.extend(compared(
+            named(&children.network_policies, &policy.name_any()),
+            &policy,
+        )),
+        None if named(&children.network_policies, valid.name.as_str()).is_some() => {
+            steps.push(step(
+                "delete",
+                object::<NetworkPolicy>(valid.name.as_str()),
+                "spec.networkPolicy is not set",
             ));
         }
         None => {}
