@@ -124,6 +124,11 @@ impl TlsSecret {
     }
 }
 
+/// Directory under [`SECRETS_DIR`] of the owner's own server certificate
+/// (`spec.certificates.serverSecret`), when declared: PostgreSQL serves it
+/// in place of [`TlsSecret::Server`]'s.
+pub const POSTGRES_TLS_MOUNT: &str = "postgres-tls";
+
 /// The names the server certificate carries: each of the cluster's
 /// Services (`-rw`, `-ro`, `-r`) as a client in the namespace, in another
 /// namespace, and fully qualified may write it. The first is the one an

@@ -888,3 +888,30 @@ fn several_violations_are_all_reported() {
         "{fields:?}"
     );
 }
+
+#[test]
+fn the_owners_server_certificate_is_named_by_a_secret_name() {
+    let own = |name: &str| json!({"certificates": {"serverSecret": name}});
+    check(vec![
+        create("a name", own("orders-server-cert"), Expect::Valid),
+        create("dotted", own("orders.tls"), Expect::Valid),
+        create(
+            "spaces",
+            own("* * * * *"),
+            Expect::Invalid("spec.certificates.serverSecret", "the name of an object"),
+        ),
+        create(
+            "upper case",
+            own("Orders"),
+            Expect::Invalid("spec.certificates.serverSecret", "the name of an object"),
+        ),
+        create(
+            "missing",
+            json!({"certificates": {}}),
+            Expect::Invalid(
+                "spec.certificates",
+                "\"serverSecret\" is a required property",
+            ),
+        ),
+    ]);
+}

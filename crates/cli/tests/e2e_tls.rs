@@ -15,6 +15,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
+use common::tls::{first_certificate, presented, presented_by_api, psql, text};
 use common::{NS, World, pod_ip, wait_for};
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
@@ -22,65 +23,6 @@ use kube::api::{Patch, PatchParams};
 use serde_json::json;
 
 const CLUSTER: &str = "sealed";
-
-fn text(secret: &Secret, key: &str) -> String {
-    let data = secret.data.clone().unwrap_or_default();
-    String::from_utf8(
-        data.get(key)
-            .unwrap_or_else(|| panic!("key {key}"))
-            .0
-            .clone(),
-    )
-    .expect("UTF-8")
-}
-
-/// Runs `sql` with psql and the connection settings `conninfo`: its
-/// output, or what it printed on failure.
-fn psql(conninfo: &str, sql: &str) -> Result<String, String> {
-    let output = Command::new("psql")
-        .args([conninfo, "-XAtc", sql])
-        .env("PGCONNECT_TIMEOUT", "5")
-        .output()
-        .map_err(|e| format!("psql cannot run: {e}"))?;
-    if output.status.success() {
-        Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned())
-    } else {
-        Err(String::from_utf8_lossy(&output.stderr).into_owned())
-    }
-}
-
-/// The first certificate in `pem`, without line breaks.
-fn first_certificate(pem: &str) -> Option<String> {
-    let start = pem.find("-----BEGIN CERTIFICATE-----")?;
-    let end = pem[start..].find("-----END CERTIFICATE-----")? + start;
-    Some(pem[start..end].split_whitespace().collect())
-}
-
-/// The certificate the server at `address` presents, as `openssl
-/// s_client` receives it after PostgreSQL's SSL request.
-fn presented(address: &str) -> Option<String> {
-    presented_at(&[
-        "-starttls",
-        "postgres",
-        "-connect",
-        &format!("{address}:5432"),
-    ])
-}
-
-/// The certificate the instance API at `address` presents.
-fn presented_by_api(address: &str) -> Option<String> {
-    presented_at(&["-connect", &format!("{address}:8000")])
-}
-
-fn presented_at(args: &[&str]) -> Option<String> {
-    let output = Command::new("openssl")
-        .arg("s_client")
-        .args(args)
-        .stdin(std::process::Stdio::null())
-        .output()
-        .ok()?;
-    first_certificate(&String::from_utf8_lossy(&output.stdout))
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clients_verify_the_server_standbys_log_in_by_certificate_and_a_renewed_certificate_is_served_without_a_restart()

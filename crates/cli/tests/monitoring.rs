@@ -332,3 +332,22 @@ fn every_dashboard_panel_queries_exported_metrics() {
     assert!(queried >= 10, "only {queried} queries");
     assert!(problems.is_empty(), "{problems:#?}");
 }
+
+/// The instance managers serve `/metrics` over HTTPS (their probes and the
+/// operator do too): a PodMonitor scraping them in plain HTTP would report
+/// every instance down.
+#[test]
+fn the_instances_are_scraped_over_https() {
+    use serde::Deserialize;
+    let text = repo_file("deploy/monitoring/pod-monitors.yaml");
+    let monitors: Vec<Value> = serde_yaml_ng::Deserializer::from_str(&text)
+        .map(|doc| Value::deserialize(doc).expect("a YAML document"))
+        .collect();
+    let instances = monitors
+        .iter()
+        .find(|m| m["metadata"]["name"] == "tusk-postgres")
+        .expect("the instances' PodMonitor");
+    let endpoint = &instances["spec"]["podMetricsEndpoints"][0];
+    assert_eq!(endpoint["port"], "http");
+    assert_eq!(endpoint["scheme"], "https", "{endpoint}");
+}

@@ -11,6 +11,12 @@
 //! by the operator reaches the copies within the kubelet's refresh and
 //! PostgreSQL at its next reload, with no restart and no dropped session.
 //!
+//! With the owner's own server certificate mounted too
+//! (`spec.certificates.serverSecret`, under
+//! [`tusk_api::contract::POSTGRES_TLS_MOUNT`]), PostgreSQL serves that one
+//! and instances verify one another against its authority; client
+//! certificates (replication) and the instance API stay the cluster's.
+//!
 //! With no server certificate mounted (an instance manager run on its own,
 //! outside a pod), or a PostgreSQL built without SSL ([`build_has_ssl`]),
 //! TLS is off and connections are plain.
@@ -20,7 +26,7 @@ use std::sync::Arc;
 
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use tusk_api::contract::{CA_KEY, TLS_CERT_KEY, TLS_KEY_KEY, TlsSecret};
+use tusk_api::contract::{CA_KEY, POSTGRES_TLS_MOUNT, TLS_CERT_KEY, TLS_KEY_KEY, TlsSecret};
 use tusk_postgres::config::{ClientTls, ServerTls};
 
 use crate::process_user::{ProcessUser, ProcessUserError};
@@ -67,14 +73,22 @@ pub enum TlsError {
     Copy(#[from] ProcessUserError),
 }
 
-/// The files of the two mounted Secrets, as read.
+/// The files of the two mounted Secrets, as read, and of the owner's own
+/// server certificate when the pod mounts one.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Mounted {
+    /// The cluster's server certificate: PostgreSQL's unless the owner
+    /// gave one, and always the instance API's.
     server_cert: String,
     server_key: String,
+    /// The cluster's authority: client certificates (replication) and the
+    /// API's tokens are checked against it.
     ca: String,
     client_cert: String,
     client_key: String,
+    /// The owner's server certificate, key and authority
+    /// (`spec.certificates.serverSecret`).
+    own: Option<[String; 3]>,
 }
 
 impl std::fmt::Debug for Mounted {
@@ -104,7 +118,8 @@ impl Installed {
         self.path(name).display().to_string()
     }
 
-    /// The server's files, for `postgresql.conf`.
+    /// The server's files, for `postgresql.conf` (`ca.crt`: the cluster's
+    /// authority, which replication's client certificates chain to).
     pub fn server(&self) -> ServerTls {
         ServerTls {
             cert_file: self.text("server.crt"),
@@ -113,12 +128,14 @@ impl Installed {
         }
     }
 
-    /// The replication user's files, for libpq.
+    /// The replication user's files, for libpq; the server is verified
+    /// against the authority of the certificate PostgreSQL serves
+    /// (`server-ca.crt`: the owner's, or the cluster's).
     pub fn client(&self) -> ClientTls {
         ClientTls {
             cert_file: self.text("replication.crt"),
             key_file: self.text("replication.key"),
-            root_cert_file: self.text("ca.crt"),
+            root_cert_file: self.text("server-ca.crt"),
         }
     }
 
@@ -126,9 +143,11 @@ impl Installed {
     /// alone; true when any changed.
     pub fn install(&self, mounted: &Mounted, user: &ProcessUser) -> Result<bool, TlsError> {
         user.private_dir(&self.dir)?;
+        let [cert, key, server_ca] = mounted.postgres();
         Ok(user.private_files([
-            (self.path("server.crt"), mounted.server_cert.as_str()),
-            (self.path("server.key"), mounted.server_key.as_str()),
+            (self.path("server.crt"), cert),
+            (self.path("server.key"), key),
+            (self.path("server-ca.crt"), server_ca),
             (self.path("ca.crt"), mounted.ca.as_str()),
             (self.path("replication.crt"), mounted.client_cert.as_str()),
             (self.path("replication.key"), mounted.client_key.as_str()),
@@ -152,13 +171,33 @@ impl Mounted {
         let read = |path: PathBuf| {
             std::fs::read_to_string(&path).map_err(|source| TlsError::Read { path, source })
         };
+        let own = secrets_dir.join(POSTGRES_TLS_MOUNT);
+        let own = if own.join(TLS_CERT_KEY).exists() {
+            Some([
+                read(own.join(TLS_CERT_KEY))?,
+                read(own.join(TLS_KEY_KEY))?,
+                read(own.join(CA_KEY))?,
+            ])
+        } else {
+            None
+        };
         Ok(Some(Mounted {
             server_cert: read(server.join(TLS_CERT_KEY))?,
             server_key: read(server.join(TLS_KEY_KEY))?,
             ca: read(server.join(CA_KEY))?,
             client_cert: read(client.join(TLS_CERT_KEY))?,
             client_key: read(client.join(TLS_KEY_KEY))?,
+            own,
         }))
+    }
+
+    /// What PostgreSQL serves: certificate, key, and the authority it
+    /// chains to (the owner's when given, else the cluster's).
+    fn postgres(&self) -> [&str; 3] {
+        match &self.own {
+            Some([cert, key, ca]) => [cert, key, ca],
+            None => [&self.server_cert, &self.server_key, &self.ca],
+        }
     }
 
     /// The authority's certificate (PEM), which tokens for the HTTP API
@@ -184,12 +223,13 @@ impl Mounted {
     }
 
     /// A connector for the manager's connections to other instances: it
-    /// trusts the cluster's authority alone and logs in with the
-    /// replication user's certificate.
+    /// trusts the authority of the certificate PostgreSQL serves alone
+    /// and logs in with the replication user's certificate.
     pub fn connector(&self) -> Result<tokio_postgres_rustls::MakeRustlsConnect, TlsError> {
         let pem = pem_error;
         let mut roots = rustls::RootCertStore::empty();
-        for ca in CertificateDer::pem_slice_iter(self.ca.as_bytes()) {
+        let [_, _, server_ca] = self.postgres();
+        for ca in CertificateDer::pem_slice_iter(server_ca.as_bytes()) {
             let ca = ca.map_err(|e| pem(&e.to_string(), CA_KEY))?;
             roots.add(ca)?;
         }
@@ -236,6 +276,39 @@ mod tests {
         assert!(build_has_ssl(Path::new("/usr/lib/postgresql/15/bin")));
         assert!(!build_has_ssl(&bin(16)));
         assert!(build_has_ssl(&bin(17)));
+    }
+
+    /// The owner's certificate is what PostgreSQL serves and what other
+    /// instances verify against; the cluster's authority still checks
+    /// client certificates and tokens.
+    #[test]
+    fn the_owners_certificate_replaces_the_servers_alone() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let write = |sub: &str, files: [(&str, &str); 3]| {
+            let path = dir.path().join(sub);
+            std::fs::create_dir_all(&path).expect("dir");
+            for (name, text) in files {
+                std::fs::write(path.join(name), text).expect("write");
+            }
+        };
+        write(
+            "server-tls",
+            [(TLS_CERT_KEY, "S"), (TLS_KEY_KEY, "SK"), (CA_KEY, "C")],
+        );
+        write(
+            "replication-tls",
+            [(TLS_CERT_KEY, "R"), (TLS_KEY_KEY, "RK"), (CA_KEY, "C")],
+        );
+        let mounted = Mounted::read(dir.path()).expect("read").expect("mounted");
+        assert_eq!(mounted.postgres(), ["S", "SK", "C"]);
+        write(
+            POSTGRES_TLS_MOUNT,
+            [(TLS_CERT_KEY, "O"), (TLS_KEY_KEY, "OK"), (CA_KEY, "OC")],
+        );
+        let own = Mounted::read(dir.path()).expect("read").expect("mounted");
+        assert_eq!(own.postgres(), ["O", "OK", "OC"]);
+        assert_eq!(own.authority_pem(), "C");
+        assert_ne!(own, mounted, "a change to follow");
     }
 
     #[test]

@@ -151,11 +151,16 @@ pub fn compose(input: &StatusInput<'_>) -> PostgresClusterStatus {
                 .clone()
                 .filter(|p| Some(p) == input.target_primary.as_ref())
         });
+    // Provisioned once it was Ready; a failover or switchover happens only
+    // after that, and while one is under way the current primary is unset
+    // (a Degraded status without one would otherwise read as a first
+    // bootstrap, and the phase go back to Provisioning).
     let provisioned = matches!(
         previous.phase,
         Some(ClusterPhase::Ready | ClusterPhase::Scaling | ClusterPhase::Upgrading)
     ) || (previous.phase == Some(ClusterPhase::Degraded)
-        && previous.current_primary.is_some());
+        && previous.current_primary.is_some())
+        || previous.last_failover.is_some();
     let assessment = assess(&Observation {
         deleting: input.deleting,
         failure: input.failure.clone(),

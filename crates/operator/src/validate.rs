@@ -70,6 +70,9 @@ pub struct ValidatedCluster {
     pub pod_template: PodTemplate,
     /// `spec.networkPolicy`: make the cluster's NetworkPolicy.
     pub network_policy: Option<tusk_api::v1alpha1::NetworkPolicySpec>,
+    /// `spec.certificates.serverSecret`: PostgreSQL serves the owner's
+    /// certificate.
+    pub server_secret: Option<String>,
     pub paused: bool,
     /// Declared features this operator version does not act on yet. They
     /// are reported as an `Unsupported` condition, never silently ignored
@@ -153,6 +156,7 @@ pub fn validate(
         deletion_policy: spec.deletion_policy,
         pod_template: spec.pod_template.clone().unwrap_or_default(),
         network_policy: spec.network_policy.clone(),
+        server_secret: spec.certificates.as_ref().map(|c| c.server_secret.clone()),
         paused: spec.paused,
         unsupported,
     })

@@ -113,6 +113,11 @@ pub struct PostgresClusterSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network_policy: Option<NetworkPolicySpec>,
 
+    /// Certificates of your own issuer (cert-manager, say) in place of the
+    /// cluster's own authority's, where clients see them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub certificates: Option<CertificatesSpec>,
+
     /// When true, the operator stops changing the cluster's children (it
     /// still reports status). Use it for manual maintenance.
     #[serde(default)]
@@ -471,6 +476,25 @@ pub enum DeletionPolicy {
     Retain,
     /// Delete volumes and backups with the cluster.
     Delete,
+}
+
+/// Certificates of the owner's issuer (`spec.certificates`).
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct CertificatesSpec {
+    /// A Secret in the cluster's namespace holding PostgreSQL's server
+    /// certificate, as cert-manager writes one: `tls.crt` (the
+    /// certificate, with its chain), `tls.key` and `ca.crt` (the authority
+    /// clients verify it with). PostgreSQL serves it to every client in
+    /// place of the certificate the cluster's authority issues, and
+    /// reloads it when it is renewed, with no restart. It must carry the
+    /// name `<cluster>-rw` (instances verify one another by it) besides
+    /// the names clients connect to. Replication still logs in with the
+    /// cluster's own client certificate, and the instance API keeps the
+    /// cluster's own server certificate.
+    #[schemars(length(max = 253))]
+    #[x_kube(validation = rules::object_name())]
+    pub server_secret: String,
 }
 
 /// Who may reach the cluster's pods over the network

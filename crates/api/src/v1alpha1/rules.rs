@@ -289,6 +289,17 @@ pub fn http_endpoint() -> Rule {
         .message("must be an http:// or https:// URL, such as https://minio.example:9000")
 }
 
+/// Names of objects in the namespace (a DNS-1123 subdomain, as
+/// Kubernetes names Secrets).
+pub fn object_name() -> Rule {
+    Rule::new(
+        "self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",
+    )
+    .message(
+        "must be the name of an object: lower-case letters, digits, '-' and '.', starting and ending with a letter or digit",
+    )
+}
+
 /// RFC 3339 timestamps, like Kubernetes' own.
 pub fn rfc3339_time() -> Rule {
     Rule::new(

@@ -55,8 +55,19 @@ pub struct Connection {
     /// The Secret holding the password.
     pub secret: String,
     pub password: String,
-    /// The cluster's certificate authority (PEM), when it has one.
-    pub ca: Option<String>,
+    /// The authority the server's certificate chains to, when known.
+    pub ca: Option<ServerAuthority>,
+}
+
+/// The authority PostgreSQL's certificate chains to: the cluster's own
+/// (`<cluster>-ca`), or the owner's issuer's
+/// (`spec.certificates.serverSecret`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServerAuthority {
+    /// The Secret whose `ca.crt` holds it.
+    pub secret: String,
+    /// Its certificate (PEM).
+    pub pem: String,
 }
 
 impl Connection {
@@ -90,9 +101,9 @@ impl Connection {
     /// read by kubectl.
     pub fn command_line(&self, psql: &str, extra: &[String]) -> String {
         let authority = match &self.ca {
-            Some(_) => format!(
-                "mkdir -p \"$HOME/.cache/tusk\" && kubectl get secret {}-ca -n {} -o jsonpath='{{.data.ca\\.crt}}' | base64 -d > \"{file}\" && PGSSLROOTCERT=\"{file}\" ",
-                self.cluster,
+            Some(authority) => format!(
+                "mkdir -p \"$HOME/.cache/tusk\" && kubectl get secret {} -n {} -o jsonpath='{{.data.ca\\.crt}}' | base64 -d > \"{file}\" && PGSSLROOTCERT=\"{file}\" ",
+                authority.secret,
                 self.namespace,
                 file = self.ca_file("$HOME"),
             ),
@@ -198,13 +209,21 @@ pub async fn connection(
                 target.namespace
             ))
         })?;
+    let ca_secret = spec.certificates.as_ref().map_or_else(
+        || TlsSecret::Ca.secret_name(cluster),
+        |own| own.server_secret.clone(),
+    );
     let ca = target
         .api::<Secret>()
-        .get_opt(&TlsSecret::Ca.secret_name(cluster))
+        .get_opt(&ca_secret)
         .await
         .map_err(kubernetes)?
         .map(|secret| secret_field(&secret, CA_KEY))
-        .transpose()?;
+        .transpose()?
+        .map(|pem| ServerAuthority {
+            secret: ca_secret,
+            pem,
+        });
     Ok(Connection {
         namespace: target.namespace.clone(),
         cluster: cluster.to_owned(),
@@ -266,7 +285,7 @@ pub fn run(args: &Args) -> Result<ExitCode, CommandError> {
             if let Some(dir) = path.parent() {
                 std::fs::create_dir_all(dir)?;
             }
-            std::fs::write(path, ca)
+            std::fs::write(path, &ca.pem)
         };
         write(&file).map_err(|error| {
             CommandError::Kubernetes(format!(
@@ -304,7 +323,10 @@ mod tests {
     #[test]
     fn with_the_cluster_authority_the_server_is_verified_by_the_service_name() {
         let verified = Connection {
-            ca: Some("-----BEGIN CERTIFICATE-----".into()),
+            ca: Some(ServerAuthority {
+                secret: "db-ca".into(),
+                pem: "-----BEGIN CERTIFICATE-----".into(),
+            }),
             ..connection("app")
         };
         assert_eq!(

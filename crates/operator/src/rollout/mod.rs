@@ -166,7 +166,13 @@ pub fn decide(input: &Input) -> Rollout {
     if operator_upgrade && !input.slot {
         return wait(step::WAITING_FOR_SLOT, None);
     }
-    if let Some(busy) = input.members.iter().find(|m| !serves(m)) {
+    // The primary restarting in place is what is waited for, though its
+    // standbys stop streaming meanwhile too.
+    let not_serving = || input.members.iter().filter(|m| !serves(m));
+    let busy = not_serving()
+        .find(|m| restarting(input.previous.as_ref(), &m.name))
+        .or_else(|| not_serving().next());
+    if let Some(busy) = busy {
         let step = if restarting(input.previous.as_ref(), &busy.name) {
             step::RESTARTING_PRIMARY
         } else {

@@ -290,3 +290,29 @@ fn pending_settings_roll_replicas_first_unless_a_standby_minimum_is_lowered() {
         "changed: settings that need a restart"
     );
 }
+
+/// While the primary restarts in place its standbys stop streaming too:
+/// the status names the primary, not the first standby.
+#[test]
+fn a_primary_restarting_in_place_is_what_status_names() {
+    let previous = RolloutStatus {
+        step: "RestartingPrimary".to_owned(),
+        instance: Some("db-3".to_owned()),
+        reason: "changed: settings that need a restart".to_owned(),
+        outdated: vec!["db-1".to_owned(), "db-2".to_owned(), "db-3".to_owned()],
+        operator_upgrade: false,
+    };
+    let down = |name: &str| Member {
+        ready: false,
+        streaming: false,
+        reasons: vec![PENDING_RESTART],
+        lowers_minimums: true,
+        ..member(name, true)
+    };
+    let mut waiting = input(vec![down("db-1"), down("db-2"), down("db-3")]);
+    waiting.primary = "db-3".to_owned();
+    waiting.previous = Some(previous);
+    let rollout = decide(&waiting);
+    assert_eq!(rollout.action, Action::Wait);
+    assert_eq!(step_of(&rollout), Some(("RestartingPrimary", Some("db-3"))));
+}

@@ -260,3 +260,39 @@ fn base_backups_progress_reaches_status_backup_and_a_finished_one_clears_running
     let kept = compose(&input(Some(&second), &reports, at(1100)));
     assert_eq!(kept.backup, second.backup);
 }
+
+/// During a switchover or failover the current primary is unset and the
+/// cluster Degraded: a served cluster never goes back to Provisioning.
+#[test]
+fn a_cluster_that_failed_over_is_never_provisioning_again() {
+    let reports = BTreeMap::new();
+    let previous = PostgresClusterStatus {
+        phase: Some(ClusterPhase::Degraded),
+        current_primary: None,
+        last_failover: Some(tusk_api::v1alpha1::FailoverRecord {
+            time: at(100),
+            from: "orders-2".into(),
+            to: "orders-1".into(),
+            reason: "Switchover".into(),
+            lsn_gap_bytes: 0,
+            recovery_point: None,
+            abandoned: vec![],
+            duration_seconds: None,
+        }),
+        ..PostgresClusterStatus::default()
+    };
+    let mut pass = input(Some(&previous), &reports, at(101));
+    pass.volumes = 1;
+    assert_eq!(compose(&pass).phase, Some(ClusterPhase::Degraded));
+    let fresh = PostgresClusterStatus {
+        last_failover: None,
+        ..previous.clone()
+    };
+    let mut first = input(Some(&fresh), &reports, at(101));
+    first.volumes = 1;
+    assert_eq!(
+        compose(&first).phase,
+        Some(ClusterPhase::Provisioning),
+        "a first bootstrap still is"
+    );
+}

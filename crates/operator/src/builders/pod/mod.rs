@@ -28,7 +28,7 @@ use super::{Credential, child_meta};
 use crate::config::OperatorConfig;
 use crate::names::InstanceName;
 use crate::validate::{Bootstrap, ValidatedCluster};
-use tusk_api::contract::TlsSecret;
+use tusk_api::contract::{POSTGRES_TLS_MOUNT, TlsSecret};
 use tusk_api::v1alpha1::ObjectStore;
 
 pub use tusk_api::contract::{
@@ -150,6 +150,13 @@ fn postgres_mounts(cluster: &ValidatedCluster) -> Vec<VolumeMount> {
     }
     for name in TlsSecret::ALL.iter().filter_map(|s| s.mount_name()) {
         mounts.push(mount(name, &format!("{SECRETS_DIR}/{name}"), true));
+    }
+    if cluster.server_secret.is_some() {
+        mounts.push(mount(
+            POSTGRES_TLS_MOUNT,
+            &format!("{SECRETS_DIR}/{POSTGRES_TLS_MOUNT}"),
+            true,
+        ));
     }
     if backup_ca_secret(cluster).is_some() {
         mounts.push(mount(
@@ -356,6 +363,19 @@ fn volumes(cluster: &ValidatedCluster, instance: &InstanceName) -> Vec<Volume> {
             name: name.to_owned(),
             secret: Some(SecretVolumeSource {
                 secret_name: Some(secret.secret_name(cluster)),
+                default_mode: Some(0o440),
+                ..SecretVolumeSource::default()
+            }),
+            ..Volume::default()
+        });
+    }
+    // The owner's server certificate (it holds a key: readable by the
+    // pod's group alone, as the cluster's own).
+    if let Some(secret) = &cluster.server_secret {
+        volumes.push(Volume {
+            name: POSTGRES_TLS_MOUNT.to_owned(),
+            secret: Some(SecretVolumeSource {
+                secret_name: Some(secret.clone()),
                 default_mode: Some(0o440),
                 ..SecretVolumeSource::default()
             }),

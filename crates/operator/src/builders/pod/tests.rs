@@ -311,3 +311,40 @@ fn resources_come_from_the_spec() {
     let resources = container.resources.clone().expect("resources");
     assert_eq!(resources.limits.expect("limits")["memory"].0, "8Gi");
 }
+
+#[test]
+fn the_owners_server_certificate_is_mounted_beside_the_clusters() {
+    let mut spec = small();
+    spec["certificates"] = serde_json::json!({"serverSecret": "orders-server-cert"});
+    let pod_spec = pod(spec, None).spec.expect("spec");
+    let volume = pod_spec
+        .volumes
+        .iter()
+        .flatten()
+        .find(|v| v.name == POSTGRES_TLS_MOUNT)
+        .expect("the owner's certificate volume");
+    let secret = volume.secret.as_ref().expect("a Secret volume");
+    assert_eq!(secret.secret_name.as_deref(), Some("orders-server-cert"));
+    assert_eq!(secret.default_mode, Some(0o440), "it holds a key");
+    let mounted = pod_spec.containers[0]
+        .volume_mounts
+        .iter()
+        .flatten()
+        .any(|m| m.name == POSTGRES_TLS_MOUNT && m.mount_path == "/etc/tusk/secrets/postgres-tls");
+    assert!(mounted);
+    // The cluster's own stay: replication and the instance API use them.
+    for name in ["server-tls", "replication-tls"] {
+        assert!(
+            pod_spec.volumes.iter().flatten().any(|v| v.name == name),
+            "{name}"
+        );
+    }
+    let plain = pod(small(), None).spec.expect("spec");
+    assert!(
+        !plain
+            .volumes
+            .iter()
+            .flatten()
+            .any(|v| v.name == POSTGRES_TLS_MOUNT)
+    );
+}
