@@ -763,6 +763,27 @@ fn backup_schedule_and_destination_are_checked() {
             backup(json!({"destination": s3, "retentionDays": 0})),
             Expect::Invalid("spec.backup.retentionDays", "minimum of 1"),
         ),
+        create(
+            "Secrets by name",
+            backup(
+                json!({"destination": {"url": "s3://b", "credentialsSecret": "orders-s3",
+                "caSecret": "minio.ca"}}),
+            ),
+            Expect::Valid,
+        ),
+        create(
+            "a credentials Secret that cannot be named so",
+            backup(json!({"destination": {"url": "s3://b", "credentialsSecret": "* * * * *"}})),
+            Expect::Invalid(
+                "spec.backup.destination.credentialsSecret",
+                "the name of an object",
+            ),
+        ),
+        create(
+            "a CA Secret that cannot be named so",
+            backup(json!({"destination": {"url": "s3://b", "caSecret": "My_CA"}})),
+            Expect::Invalid("spec.backup.destination.caSecret", "the name of an object"),
+        ),
     ]);
 }
 

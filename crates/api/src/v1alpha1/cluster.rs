@@ -377,6 +377,8 @@ pub struct ObjectStore {
     /// (for S3: keys `ACCESS_KEY_ID` and `SECRET_ACCESS_KEY`). Omit to use
     /// the environment's ambient credentials.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 253))]
+    #[x_kube(validation = rules::object_name())]
     pub credentials_secret: Option<String>,
 
     /// Name of a Secret in the cluster's namespace whose key `ca.crt` holds
@@ -384,6 +386,7 @@ pub struct ObjectStore {
     /// certificate, for a service with a private CA. Omit for public CAs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 253))]
+    #[x_kube(validation = rules::object_name())]
     pub ca_secret: Option<String>,
 }
 
