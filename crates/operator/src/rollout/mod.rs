@@ -166,18 +166,8 @@ pub fn decide(input: &Input) -> Rollout {
     if operator_upgrade && !input.slot {
         return wait(step::WAITING_FOR_SLOT, None);
     }
-    // The primary restarting in place is what is waited for, though its
-    // standbys stop streaming meanwhile too.
-    let not_serving = || input.members.iter().filter(|m| !serves(m));
-    let busy = not_serving()
-        .find(|m| restarting(input.previous.as_ref(), &m.name))
-        .or_else(|| not_serving().next());
-    if let Some(busy) = busy {
-        let step = if restarting(input.previous.as_ref(), &busy.name) {
-            step::RESTARTING_PRIMARY
-        } else {
-            step::WAITING_FOR_REPLICA
-        };
+    if let Some(busy) = not_serving(input) {
+        let step = waiting_step(input.previous.as_ref(), &busy.name);
         return wait(step, Some(&busy.name));
     }
     if !input.settled {
@@ -216,6 +206,26 @@ pub fn decide(input: &Input) -> Rollout {
     }
 }
 
+/// The instance that does not serve, if any: the primary restarting in
+/// place first, though its standbys stop streaming meanwhile too.
+fn not_serving(input: &Input) -> Option<&Member> {
+    let mut not_serving = input.members.iter().filter(|m| !serves(m));
+    let previous = input.previous.as_ref();
+    not_serving
+        .clone()
+        .find(|m| restarting(previous, &m.name))
+        .or_else(|| not_serving.next())
+}
+
+/// What a rollout waiting for `instance` is doing.
+fn waiting_step(previous: Option<&RolloutStatus>, instance: &str) -> &'static str {
+    if restarting(previous, instance) {
+        step::RESTARTING_PRIMARY
+    } else {
+        step::WAITING_FOR_REPLICA
+    }
+}
+
 fn serves(member: &Member) -> bool {
     member.ready && member.streaming
 }
@@ -233,13 +243,8 @@ pub fn restarting(previous: Option<&RolloutStatus>, instance: &str) -> bool {
 fn last_replaced(input: &Input) -> Option<RolloutStatus> {
     let previous = input.previous.as_ref()?;
     let member = awaited(&input.members, Some(previous))?;
-    let step = if restarting(Some(previous), &member.name) {
-        step::RESTARTING_PRIMARY
-    } else {
-        step::WAITING_FOR_REPLICA
-    };
     Some(RolloutStatus {
-        step: step.to_owned(),
+        step: waiting_step(Some(previous), &member.name).to_owned(),
         outdated: Vec::new(),
         ..previous.clone()
     })
