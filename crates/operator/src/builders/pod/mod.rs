@@ -178,6 +178,11 @@ fn postgres_mounts(cluster: &ValidatedCluster) -> Vec<VolumeMount> {
     mounts
 }
 
+/// How often the startup probe runs, and how long it lets an instance
+/// start (a clone of a large database) before liveness takes over.
+const STARTUP_PERIOD_SECONDS: i32 = 1;
+const STARTUP_BUDGET_SECONDS: i32 = 3600;
+
 fn postgres_container(cluster: &ValidatedCluster) -> Container {
     // The API is served over HTTPS (`TUSK_API_TLS` in `environment`); the
     // kubelet does not verify a probe's certificate. The operator reads
@@ -206,11 +211,14 @@ fn postgres_container(cluster: &ValidatedCluster) -> Container {
         volume_mounts: Some(mounts),
         security_context: Some(restricted()),
         // Bootstrapping may clone a large database: allow an hour before
-        // liveness takes over.
+        // liveness takes over. Readiness is not probed until this probe
+        // passes, so it is tried every second: a restarted primary (a
+        // rolling update, a major upgrade) serves within a second of its
+        // manager answering, not at the next of 10 s periods.
         startup_probe: Some(Probe {
             http_get: Some(http(HEALTHZ_PATH)),
-            period_seconds: Some(10),
-            failure_threshold: Some(360),
+            period_seconds: Some(STARTUP_PERIOD_SECONDS),
+            failure_threshold: Some(STARTUP_BUDGET_SECONDS / STARTUP_PERIOD_SECONDS),
             ..Probe::default()
         }),
         liveness_probe: Some(Probe {
@@ -431,7 +439,7 @@ fn spread(cluster: &ValidatedCluster) -> Affinity {
     }
 }
 
-fn mount(name: &str, path: &str, read_only: bool) -> VolumeMount {
+pub(super) fn mount(name: &str, path: &str, read_only: bool) -> VolumeMount {
     VolumeMount {
         name: name.to_owned(),
         mount_path: path.to_owned(),
