@@ -9,6 +9,10 @@
 //! loses WAL; it is reported instead (`pg_stat_archiver`, pgBackRest's
 //! status files), so the disk does not fill silently.
 //!
+//! After a major upgrade the stanza records the old database, and
+//! `stanza-create` refuses it: the stanza is upgraded then, for the
+//! upgrade of the recorded database only (`pgbackrest::StanzaMismatch`).
+//!
 //! `stanza-create` talks to the object store (its timeouts are a minute),
 //! so it runs as a task beside the convergence loop, never blocking it;
 //! a failure is retried with a growing delay and reported meanwhile.
@@ -26,7 +30,8 @@ use crate::state::{ArchivingState, SharedState};
 use crate::supervisor::Backoff;
 use crate::task::take_finished;
 
-/// The longest a `stanza-create` may take before it is killed and retried.
+/// The longest a `stanza-create` (or `stanza-upgrade`, or the `info` that
+/// decides it) may take before it is killed and retried.
 const STANZA_CREATE_TIMEOUT: Duration = Duration::from_secs(180);
 
 /// Creating the stanza, on the primary, once per repository.
@@ -105,10 +110,47 @@ impl StanzaCreation {
 }
 
 /// `pgbackrest stanza-create`: idempotent, it succeeds when the stanza
-/// already exists for this database.
+/// already exists for this database. A stanza recording the database this
+/// data was upgraded from is upgraded instead ([`upgrade_stanza`]).
 async fn create_stanza(ctx: &InstanceContext) -> Result<(), String> {
-    let output = run(ctx, &["stanza-create"], STANZA_CREATE_TIMEOUT).await?;
-    tracing::debug!(%output, "stanza-create");
+    match run(ctx, &["stanza-create"], STANZA_CREATE_TIMEOUT).await {
+        Ok(output) => {
+            tracing::debug!(%output, "stanza-create");
+            Ok(())
+        }
+        Err(refusal) if pgbackrest::is_database_mismatch(&refusal) => {
+            upgrade_stanza(ctx, refusal).await
+        }
+        Err(error) => Err(error),
+    }
+}
+
+/// After `pg_upgrade` the stanza still records the old major and system
+/// identifier, and `stanza-create` refuses it (`refusal`): when the stanza
+/// records an older major than this data's, `stanza-upgrade` records the
+/// upgraded database in its history and archiving resumes. Any other
+/// database's stanza is left as it is, and the refusal kept, with why.
+async fn upgrade_stanza(ctx: &InstanceContext, refusal: String) -> Result<(), String> {
+    let kept = |why: String| format!("{refusal} ({why})");
+    let data_major = crate::datadir::data_major_version(&ctx.settings.pgdata)
+        .map_err(|e| kept(e.to_string()))?;
+    let info = run(ctx, &["info", "--output=json"], STANZA_CREATE_TIMEOUT)
+        .await
+        .map_err(kept)?;
+    let recorded =
+        pgbackrest::recorded_database(&info, &ctx.settings.cluster_name).map_err(kept)?;
+    let mismatch = pgbackrest::StanzaMismatch::of(recorded.as_ref(), data_major);
+    let pgbackrest::StanzaMismatch::Upgraded { from, to } = mismatch else {
+        return Err(kept(mismatch.kept_because()));
+    };
+    let output = run(ctx, &["stanza-upgrade"], STANZA_CREATE_TIMEOUT).await?;
+    tracing::debug!(%output, "stanza-upgrade");
+    tracing::info!(
+        stanza = %ctx.settings.cluster_name,
+        from_major = from,
+        to_major = to,
+        "pgBackRest stanza upgraded to the upgraded database"
+    );
     Ok(())
 }
 

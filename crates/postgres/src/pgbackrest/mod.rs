@@ -1,5 +1,6 @@
 //! pgBackRest, the engine behind continuous WAL archiving, backups
-//! ([`backup`]) and restores ([`restore`]): its configuration file for one
+//! ([`backup`]) and restores ([`restore`]), and whose stanza follows a
+//! major upgrade ([`stanza`]): its configuration file for one
 //! stanza, the `archive_command` that hands each finished WAL segment to
 //! it, and the reading of what it reports. Pure functions; the instance
 //! manager writes the files and runs the commands.
@@ -19,9 +20,11 @@ use std::fmt::Write as _;
 
 mod backup;
 mod restore;
+mod stanza;
 
 pub use backup::*;
 pub use restore::*;
+pub use stanza::*;
 
 /// Environment variable holding the S3 access key id.
 pub const S3_KEY_ENV: &str = "PGBACKREST_REPO1_S3_KEY";
