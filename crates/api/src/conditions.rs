@@ -23,6 +23,10 @@ pub const LAST_BACKUP_RECENT: &str = "LastBackupRecent";
 pub const RESTORE_REHEARSED: &str = "RestoreRehearsed";
 /// The spec asks for something this operator version does not support (R30).
 pub const UNSUPPORTED: &str = "Unsupported";
+/// A declared major-version upgrade: False while it waits for what it
+/// needs (a recent backup) or after it failed, naming the cause; True once
+/// it completed. Absent while no upgrade was declared.
+pub const MAJOR_UPGRADE: &str = "MajorUpgrade";
 
 /// `status` of a condition.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -22,6 +22,15 @@ pub const REHEARSAL: &str = "tusk.dev/rehearsal-of";
 /// Annotation on a cluster asking for a restore rehearsal now (any value;
 /// removed once the rehearsal starts).
 pub const REHEARSE: &str = "tusk.dev/rehearse";
+/// On a major upgrade's pod: the cluster it upgrades (not
+/// [`CLUSTER`], so no Service or budget selects it).
+pub const UPGRADE_OF: &str = "tusk.dev/upgrade-of";
+/// On a cluster: start the approved major upgrade to the version this
+/// annotation names although no backup is recent enough
+/// (`spec.upgrade.backupMaxAgeHours`). Naming the version keeps an old
+/// override from approving a later upgrade; the override is recorded in
+/// `status.upgrade.backupOverride`.
+pub const UPGRADE_WITHOUT_BACKUP: &str = "tusk.dev/upgrade-without-backup";
 /// Marks objects created and managed by the operator.
 pub const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
 /// Value of [`MANAGED_BY`].

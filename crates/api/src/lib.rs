@@ -29,6 +29,7 @@ pub mod primacy;
 pub mod quantity;
 pub mod rehearsal;
 pub mod time;
+pub mod upgrade;
 pub mod v1alpha1;
 
 pub use tusk_postgres::{lsn, parameters, pgbackrest};

@@ -306,10 +306,10 @@ async fn a_resources_change_rolls_every_instance_without_losing_a_write() {
     );
     assert!(missing.is_empty(), "acknowledged rows lost: {missing:?}");
 
-    // An approved major version this operator does not upgrade to is
-    // held: a pod re-created afterwards keeps running its data's major
-    // (before, it got the new major's binaries and crash-looped on
-    // `VersionMismatch`).
+    // An approved major version whose upgrade waits (here for a recent
+    // backup) is held: a pod re-created meanwhile keeps running its
+    // data's major (before, it got the new major's binaries and
+    // crash-looped on `VersionMismatch`).
     let patch = serde_json::json!({"spec": {"postgres": {"version": 16},
         "upgrade": {"approvedVersion": 16}}});
     world
@@ -345,15 +345,16 @@ async fn a_resources_change_rolls_every_instance_without_losing_a_write() {
     .await;
     let status = world.status(CLUSTER).await;
     assert_eq!(status.postgres_version, Some(15));
-    let unsupported = status
+    let waiting = status
         .conditions
         .iter()
-        .find(|c| c.type_ == "Unsupported" && c.status == "True")
-        .map(|c| c.message.clone())
-        .unwrap_or_default();
-    assert!(
-        unsupported.contains("spec.postgres.version 16"),
-        "{unsupported}"
+        .find(|c| c.type_ == tusk_api::conditions::MAJOR_UPGRADE)
+        .map(|c| (c.status.clone(), c.reason.clone()));
+    assert_eq!(
+        waiting,
+        Some(("False".to_owned(), "NoRecentBackup".to_owned())),
+        "{:?}",
+        status.conditions
     );
     world.shutdown().await;
 }

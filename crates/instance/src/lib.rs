@@ -14,6 +14,8 @@
 //! - [`bootstrap`], [`rewind`], [`supervisor`]: the mechanics.
 //! - [`archiving`]: continuous WAL archiving with pgBackRest (the stanza,
 //!   the archiver's health); [`backup`]: base backups the operator assigns.
+//! - [`major_upgrade`]: `pg_upgrade --link` of a volume in the operator's
+//!   upgrade pod, and the statistics the next primary gathers after it.
 //! - [`http`], [`report`], [`metrics`]: what the instance tells the world.
 
 pub mod api_tls;

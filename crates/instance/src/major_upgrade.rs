@@ -3,9 +3,9 @@
 //!
 //! 1. [`MajorUpgrade::prepare`]: an empty cluster of the new major beside
 //!    the old one on the same volume (so `--link` can hard-link), with the
-//!    old cluster's data checksums, encoding, locale and superuser, and
-//!    its `pg_hba.conf` and `pg_ident.conf`. A half-made new cluster from
-//!    an earlier attempt is removed first.
+//!    old cluster's data checksums, encoding, locale and superuser, the
+//!    local lines of its `pg_hba.conf` and its `pg_ident.conf`. A
+//!    half-made new cluster from an earlier attempt is removed first.
 //! 2. [`MajorUpgrade::check`]: `pg_upgrade --check`, which changes
 //!    neither cluster; a failure names the check and what it found (the
 //!    missing libraries, say), read from the report files `pg_upgrade`
@@ -19,6 +19,14 @@
 //!
 //! Both clusters must be stopped for steps 2 and 3. The temporary servers
 //! `pg_upgrade` starts listen on a socket in a private directory only.
+//!
+//! [`volume`] runs the steps on a volume in the operator's upgrade pod
+//! (`tusk instance upgrade`) and puts the new cluster in place;
+//! [`statistics`] is step 4 in the instance manager that next serves the
+//! data as primary.
+
+pub mod statistics;
+pub mod volume;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -43,6 +51,8 @@ pub enum UpgradeError {
     UnknownChecksums(PathBuf),
     #[error(transparent)]
     User(#[from] ProcessUserError),
+    #[error("cannot tell the version of the PostgreSQL programs in {0}: {1}")]
+    Version(PathBuf, tusk_postgres::version::VersionError),
 }
 
 /// One upgrade of a data directory to a newer major.
@@ -62,7 +72,8 @@ pub struct MajorUpgrade {
 
 /// The files of the old cluster that say who may connect; `pg_upgrade`
 /// carries over data, not configuration.
-const ACCESS_FILES: [&str; 2] = ["pg_hba.conf", "pg_ident.conf"];
+const ACCESS_FILES: [&str; 2] = [HBA_FILE, "pg_ident.conf"];
+const HBA_FILE: &str = "pg_hba.conf";
 
 impl MajorUpgrade {
     fn clusters(&self) -> Clusters<'_> {
@@ -100,11 +111,18 @@ impl MajorUpgrade {
         self.run(user, "initdb", &self.new_bin, args).await?;
         for name in ACCESS_FILES {
             let (from, to) = (self.old_data.join(name), self.new_data.join(name));
-            std::fs::copy(&from, &to).map_err(|source| UpgradeError::Io {
-                action: "copy",
+            let io = |action, source| UpgradeError::Io {
+                action,
                 path: from.clone(),
                 source,
-            })?;
+            };
+            let text = std::fs::read_to_string(&from).map_err(|e| io("read", e))?;
+            let text = if name == HBA_FILE {
+                upgrade::local_access(&text)
+            } else {
+                text
+            };
+            std::fs::write(&to, text).map_err(|e| io("write beside", e))?;
             user.give(&to)?;
         }
         Ok(())
@@ -165,6 +183,20 @@ pub async fn analyze(
         .map(drop)
 }
 
+/// The major version of the PostgreSQL programs in `bin_dir`, as
+/// `postgres --version` prints it.
+pub async fn installed_major(user: &ProcessUser, bin_dir: &Path) -> Result<u32, UpgradeError> {
+    let mut command = user.command(&bin_dir.join("postgres"));
+    command.arg("--version");
+    let (text, _) = crate::tools::output("postgres", &mut command).await?;
+    tusk_postgres::version::parse_version_output(&text)
+        .map(|version| version.major)
+        .map_err(|error| UpgradeError::Version(bin_dir.to_owned(), error))
+}
+
+/// How many lines of each file `pg_upgrade` names go into a failure.
+const REPORT_LINES: usize = 20;
+
 async fn run_in(
     user: &ProcessUser,
     program: &'static str,
@@ -181,7 +213,13 @@ async fn run_in(
     let (mut summary, files) = upgrade::failure_summary(&text);
     for file in files {
         if let Ok(report) = std::fs::read_to_string(&file) {
-            let lines: Vec<&str> = report.lines().map(str::trim).take(20).collect();
+            // A report's findings come first; a server log's cause last.
+            let all: Vec<&str> = report.lines().map(str::trim).collect();
+            let lines = if file.ends_with(".log") {
+                &all[all.len().saturating_sub(REPORT_LINES)..]
+            } else {
+                &all[..all.len().min(REPORT_LINES)]
+            };
             summary.push_str(&format!(" [{}]", lines.join(" ")));
         }
     }

@@ -13,10 +13,12 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::{BIN_DIR, TestInstance, desired, init_logs};
+use common::{
+    BIN_DIR, TestInstance, desired, init_logs, installed_bin_dir as installed,
+    postgres_user as user, stopped_primary_with,
+};
 use tokio_postgres::{Client, NoTls};
 use tusk_instance::major_upgrade::{MajorUpgrade, UpgradeError, analyze};
-use tusk_instance::process_user::ProcessUser;
 
 const STARTUP: Duration = Duration::from_secs(60);
 const ROWS: i64 = 20_000;
@@ -28,34 +30,6 @@ const DATA: &str = "create extension pg_trgm;
     insert into orders select i, 'order note ' || i from generate_series(1, 20000) i;
     create index orders_note on orders using gin (note gin_trgm_ops);
     create view late_orders as select * from orders where id > 15000;";
-
-fn installed(major: u32) -> PathBuf {
-    let dir = tusk_postgres::version::local_bin_dir(major);
-    assert!(
-        dir.join("pg_upgrade").is_file(),
-        "PostgreSQL {major} is not installed in {}: run scripts/setup",
-        dir.display()
-    );
-    dir
-}
-
-fn user() -> ProcessUser {
-    ProcessUser::detect("postgres").expect("the postgres user (scripts/setup)")
-}
-
-/// A primary the instance manager bootstrapped, holding `sql`'s data in
-/// the `app` database, then stopped.
-async fn stopped_primary_with(sql: &str) -> TestInstance {
-    let mut cluster = common::TestCluster::new();
-    let mut db = cluster.instance("db-1");
-    db.start(desired("db-1", db.address));
-    db.wait_status("a ready primary", STARTUP, |r| r.ready)
-        .await;
-    let app = superuser_in_app(&db).await;
-    app.batch_execute(sql).await.expect("data written");
-    db.stop(Duration::from_secs(30)).await;
-    db
-}
 
 /// The superuser in the application's database, where `DATA` lives.
 async fn superuser_in_app(db: &TestInstance) -> Client {

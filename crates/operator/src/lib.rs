@@ -44,4 +44,5 @@ pub mod run;
 pub mod server;
 pub mod status;
 pub mod switchover;
+pub mod upgrade;
 pub mod validate;

@@ -65,6 +65,11 @@ pub struct StatusInput<'a> {
     /// The `LastBackupRecent` condition while a backup schedule is
     /// declared; as `rehearsal_condition`.
     pub backup_condition: Option<Option<Judgement>>,
+    /// The major upgrade's record after this pass (`None`: as it was).
+    pub upgrade: Option<tusk_api::v1alpha1::UpgradeStatus>,
+    /// The `MajorUpgrade` condition: `Some(None)` removes it, `None`
+    /// leaves it as it was.
+    pub upgrade_condition: Option<Option<Judgement>>,
     pub now: Time,
 }
 
@@ -122,6 +127,8 @@ impl<'a> StatusInput<'a> {
             rehearsal: None,
             rehearsal_condition: None,
             backup_condition: None,
+            upgrade: None,
+            upgrade_condition: None,
             now,
         }
     }
@@ -198,7 +205,25 @@ pub fn compose(input: &StatusInput<'_>) -> PostgresClusterStatus {
     backups::set_archiving(&mut status, input);
     backups::set_backups(&mut status, input);
     backups::set_rehearsed(&mut status, input);
+    set_upgrade(&mut status, input);
     status
+}
+
+/// The major upgrade's record and condition; the phase is Upgrading while
+/// one is under way.
+fn set_upgrade(status: &mut PostgresClusterStatus, input: &StatusInput<'_>) {
+    if let Some(record) = &input.upgrade {
+        status.upgrade = Some(record.clone());
+    }
+    if crate::upgrade::under_way(status.upgrade.as_ref()) && !input.deleting {
+        status.phase = Some(ClusterPhase::Upgrading);
+    }
+    backups::set_judged(
+        status,
+        conditions::MAJOR_UPGRADE,
+        &input.upgrade_condition,
+        input,
+    );
 }
 
 /// The failover record: a decision this reconcile made, as it made it, or

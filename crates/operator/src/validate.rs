@@ -74,10 +74,21 @@ pub struct ValidatedCluster {
     /// certificate.
     pub server_secret: Option<String>,
     pub paused: bool,
+    /// A declared major newer than the data's: the upgrade's target (set
+    /// by the reconcile's validation, which knows the data's major; the
+    /// pods keep running the data's major until the upgrade moves it).
+    pub major_upgrade: Option<MajorTarget>,
     /// Declared features this operator version does not act on yet. They
     /// are reported as an `Unsupported` condition, never silently ignored
     /// (R30).
     pub unsupported: Vec<String>,
+}
+
+/// The major version and image a major upgrade moves the data to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MajorTarget {
+    pub version: u32,
+    pub image: String,
 }
 
 /// Validates `cluster` once for the rest of the reconcile.
@@ -158,6 +169,7 @@ pub fn validate(
         network_policy: spec.network_policy.clone(),
         server_secret: spec.certificates.as_ref().map(|c| c.server_secret.clone()),
         paused: spec.paused,
+        major_upgrade: None,
         unsupported,
     })
 }
@@ -378,14 +390,6 @@ fn unsupported(spec: &PostgresClusterSpec) -> Vec<String> {
                 "spec.backup without walArchiving (base backups need the WAL archived)".to_owned(),
             );
         }
-    }
-    if spec
-        .upgrade
-        .as_ref()
-        .and_then(|u| u.approved_version)
-        .is_some()
-    {
-        unsupported.push("spec.upgrade (major-version upgrades)".to_owned());
     }
     unsupported
 }

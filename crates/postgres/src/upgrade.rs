@@ -44,6 +44,27 @@ pub fn initdb_args(new_data: &Path, major: u32, checksums: bool, superuser: &str
     args
 }
 
+/// The lines of a `pg_hba.conf` the servers `pg_upgrade` starts need: the
+/// local ones (they listen on a private socket only). The network lines
+/// may name methods the new major's build lacks (`cert` in a build without
+/// SSL refuses to start); the instance manager writes the whole file again
+/// at the next start.
+pub fn local_access(hba: &str) -> String {
+    let mut kept: String = hba
+        .lines()
+        .filter(|line| {
+            let first = line.split_whitespace().next().unwrap_or("#");
+            first.starts_with('#') || first == "local"
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    kept.push('\n');
+    kept
+}
+
+/// What the old cluster's server runs with while `pg_upgrade` reads it.
+pub const OLD_SERVER_OPTIONS: &str = "-c ssl=off -c archive_mode=off";
+
 /// Where the two clusters and their programs are.
 #[derive(Clone, Debug)]
 pub struct Clusters<'a> {
@@ -85,6 +106,11 @@ pub fn pg_upgrade_args(clusters: &Clusters<'_>, mode: Mode) -> Vec<OsString> {
         clusters.socket_dir.into(),
         "--username".into(),
         clusters.superuser.into(),
+        // The old cluster's configuration is the instance manager's, which
+        // names TLS files and an archive command of the instance's pod:
+        // neither is there for `pg_upgrade`'s private server (the manager
+        // writes its configuration again at the next start).
+        format!("--old-options={OLD_SERVER_OPTIONS}").into(),
     ];
     args.push(match mode {
         Mode::Check => "--check".into(),
@@ -110,6 +136,13 @@ pub fn failure_summary(output: &str) -> (String, Vec<String>) {
         }
         if line.starts_with('/') && line.ends_with(".txt") {
             files.push((*line).to_owned());
+        }
+        // "Consult the last few lines of "/…/pg_upgrade_server.log" for the
+        // probable cause of the failure."
+        if let Some((_, rest)) = line.split_once("the last few lines of \"")
+            && let Some((path, _)) = rest.split_once('"')
+        {
+            files.push(path.to_owned());
         }
         summary.push(line.split_whitespace().collect::<Vec<_>>().join(" "));
     }
@@ -167,6 +200,47 @@ mod tests {
         assert_eq!(
             files,
             ["/data/pgdata.16/pg_upgrade_output.d/20261205T094500.123/loadable_libraries.txt"]
+        );
+    }
+
+    #[test]
+    fn only_the_local_lines_of_pg_hba_go_to_the_new_cluster() {
+        let hba = "# TYPE DATABASE USER ADDRESS METHOD\n\
+                   local   all  postgres  peer map=tusk\n\
+                   local   all  all   scram-sha-256\n\
+                   hostssl replication  streaming_replica  all  cert\n\
+                   host    all  postgres  all  reject\n";
+        assert_eq!(
+            local_access(hba),
+            "# TYPE DATABASE USER ADDRESS METHOD\n\
+             local   all  postgres  peer map=tusk\n\
+             local   all  all   scram-sha-256\n"
+        );
+    }
+
+    #[test]
+    fn an_old_server_that_does_not_start_points_at_its_log_and_runs_without_tls_or_archiving() {
+        let output = "Checking cluster versions ok
+
+*failure*
+            Consult the last few lines of \"/data/pgdata.16/log/pg_upgrade_server.log\" for
+            the probable cause of the failure.
+";
+        let (_, files) = failure_summary(output);
+        assert_eq!(files, ["/data/pgdata.16/log/pg_upgrade_server.log"]);
+        let clusters = Clusters {
+            old_bin: Path::new("/old/bin"),
+            new_bin: Path::new("/new/bin"),
+            old_data: Path::new("/data/pgdata"),
+            new_data: Path::new("/data/pgdata.16"),
+            socket_dir: Path::new("/run/upgrade"),
+            superuser: "postgres",
+        };
+        let args = pg_upgrade_args(&clusters, Mode::Check);
+        assert!(
+            args.iter()
+                .any(|a| a == "--old-options=-c ssl=off -c archive_mode=off"),
+            "{args:?}"
         );
     }
 }

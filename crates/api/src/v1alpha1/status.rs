@@ -292,7 +292,8 @@ pub struct RolloutStatus {
     pub operator_upgrade: bool,
 }
 
-/// Progress of an approved major-version upgrade (R27).
+/// Progress of an approved major-version upgrade (R27), a state machine
+/// whose every step is recorded with its time (see docs/upgrades.md).
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct UpgradeStatus {
@@ -300,8 +301,10 @@ pub struct UpgradeStatus {
     pub from_version: i32,
     /// Version being upgraded to.
     pub to_version: i32,
-    /// Current step: CheckingCompatibility, CheckingBackup, ReadOnly,
-    /// UpgradingReplicas, SwitchingPrimary, Completed or Failed.
+    /// Current step: WaitingForBackup (refused until a recent backup or
+    /// an override), StoppingInstances (writes fenced), Upgrading
+    /// (`pg_upgrade` on the primary's volume), StartingPrimary,
+    /// RecloningReplicas, then Completed or Failed.
     pub step: String,
     /// When the upgrade started.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -309,6 +312,30 @@ pub struct UpgradeStatus {
     /// What the current step is doing or why it stopped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// Every step taken, with the time it began.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<UpgradeStepRecord>,
+    /// The instance whose volume was upgraded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub primary: Option<String>,
+    /// Set when the upgrade started without a recent backup, by the
+    /// override annotation: what it said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup_override: Option<String>,
+    /// The cluster's generation a failed upgrade was tried at: it is tried
+    /// again only after the spec changes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generation: Option<i64>,
+}
+
+/// One step of a major upgrade and when it began.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct UpgradeStepRecord {
+    /// The step (as `step` names it).
+    pub step: String,
+    /// When it began.
+    pub time: Time,
 }
 
 /// Backups and WAL archiving as observed (R28).

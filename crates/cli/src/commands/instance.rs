@@ -3,18 +3,21 @@
 //! `tusk instance run` reads its identity from the environment (the pod
 //! spec fills it from the downward API), credentials from mounted Secret
 //! files and its desired state from its PostgresCluster, then runs until
-//! SIGTERM. `tusk instance rehearse` runs a restore rehearsal in the same
-//! environment (a rehearsal pod's entry point) and writes its outcome to
-//! the termination message file. `tusk instance status` prints another
+//! SIGTERM. In the same environment, two one-shot commands write their
+//! outcome to the termination message file: `tusk instance rehearse` runs
+//! a restore rehearsal (a rehearsal pod's entry point), and `tusk instance
+//! upgrade` upgrades the data volume to the image's major (the upgrade
+//! pod's, `tusk_api::upgrade`). `tusk instance status` prints another
 //! instance's `/status`.
 
 use std::net::{IpAddr, SocketAddr};
 use std::process::ExitCode;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tusk_api::contract::{EnvironmentError, HTTP_PORT, InstanceEnv, InstanceEnvironment};
 use tusk_api::instance::{InstanceReport, STATUS_PATH};
 use tusk_instance::context::InstanceContext;
+use tusk_instance::major_upgrade::{installed_major, volume::VolumeUpgrade};
 use tusk_instance::primacy::Primacy;
 use tusk_instance::settings::{Credentials, Settings};
 use tusk_instance::state::SharedState;
@@ -38,6 +41,12 @@ pub enum InstanceCommand {
     /// check it, and write the outcome to the file named by
     /// TUSK_REHEARSAL_RESULT (default /dev/termination-log).
     Rehearse(Box<RunArgs>),
+    /// Upgrade the data volume to the major of PG_BIN_DIR's PostgreSQL
+    /// with pg_upgrade --link, the old major's programs being in
+    /// TUSK_UPGRADE_OLD_BIN_DIR, and write the outcome to the file named
+    /// by TUSK_UPGRADE_RESULT (default /dev/termination-log). Exits 0 when
+    /// the data is upgraded, 1 when a step failed, 2 when it cannot run.
+    Upgrade(Box<RunArgs>),
     /// Print the `/status` report of an instance manager.
     Status(StatusArgs),
 }
@@ -146,15 +155,14 @@ pub fn run(args: &Args) -> Result<ExitCode, CommandError> {
         Ok(runtime) => runtime,
         Err(error) => return Ok(failed(&format!("cannot start the async runtime: {error}"))),
     };
+    let done = |outcome: Result<(), String>| outcome.map(|()| ExitCode::SUCCESS);
     let outcome = match &args.command {
-        InstanceCommand::Run(run_args) => runtime.block_on(run_manager(run_args)),
-        InstanceCommand::Rehearse(run_args) => runtime.block_on(rehearse(run_args)),
-        InstanceCommand::Status(status_args) => runtime.block_on(print_status(status_args)),
+        InstanceCommand::Run(run_args) => done(runtime.block_on(run_manager(run_args))),
+        InstanceCommand::Rehearse(run_args) => done(runtime.block_on(rehearse(run_args))),
+        InstanceCommand::Upgrade(run_args) => runtime.block_on(upgrade(run_args)),
+        InstanceCommand::Status(status_args) => done(runtime.block_on(print_status(status_args))),
     };
-    Ok(match outcome {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(message) => failed(&message),
-    })
+    Ok(outcome.unwrap_or_else(|message| failed(&message)))
 }
 
 /// Reports a failure through the logger once `run` installed it (so a JSON
@@ -168,7 +176,7 @@ fn failed(message: &str) -> ExitCode {
     ExitCode::from(2)
 }
 
-/// What both `run` and `rehearse` start from: the environment read, the
+/// What `run`, `rehearse` and `upgrade` start from: the environment read, the
 /// logger installed, the credentials read.
 struct Started {
     ctx: InstanceContext,
@@ -253,15 +261,7 @@ async fn run_manager(args: &RunArgs) -> Result<(), String> {
 /// rehearsal that ran exits 0 whatever it found; one that could not run
 /// writes why and exits 2.
 async fn rehearse(args: &RunArgs) -> Result<(), String> {
-    let result_file = std::env::var(tusk_api::rehearsal::RESULT_ENV)
-        .ok()
-        .filter(|p| !p.is_empty())
-        .unwrap_or_else(|| tusk_api::rehearsal::TERMINATION_MESSAGE_PATH.to_owned());
-    let write = |text: &str| {
-        if let Err(error) = std::fs::write(&result_file, text) {
-            tracing::error!(%error, file = %result_file, "cannot write the rehearsal's outcome");
-        }
-    };
+    let write = |text: &str| write_result(tusk_api::rehearsal::RESULT_ENV, "rehearsal", text);
     let outcome = async {
         let started = start(args)?;
         let client = kube::Client::try_default()
@@ -295,6 +295,86 @@ async fn rehearse(args: &RunArgs) -> Result<(), String> {
             Err(message)
         }
     }
+}
+
+/// Writes a one-shot command's outcome to the file named by `result_env`
+/// (the termination message file by default).
+fn write_result(result_env: &str, what: &str, text: &str) {
+    let file = std::env::var(result_env)
+        .ok()
+        .filter(|p| !p.is_empty())
+        .unwrap_or_else(|| tusk_api::rehearsal::TERMINATION_MESSAGE_PATH.to_owned());
+    if let Err(error) = std::fs::write(&file, text) {
+        tracing::error!(%error, %file, "cannot write the {what}'s outcome");
+    }
+}
+
+/// Upgrades the data volume (`tusk_api::upgrade`) and writes the outcome
+/// (JSON) to the result file: exit code 0 when the data is upgraded, 1
+/// when a step failed, 2 (with an outcome saying why) when the upgrade
+/// could not run.
+async fn upgrade(args: &RunArgs) -> Result<ExitCode, String> {
+    use tusk_api::upgrade::{Outcome, RESULT_ENV, Step};
+    let started = Instant::now();
+    let write = |outcome: &Outcome| write_result(RESULT_ENV, "upgrade", &outcome.to_message());
+    let (user, volume) = match upgrade_of_volume(args).await {
+        Ok(prepared) => prepared,
+        Err(message) => {
+            let pgdata = args.environment().ok().map(|env| env.pgdata);
+            write(&Outcome {
+                from_version: None,
+                data_version: pgdata
+                    .and_then(|p| tusk_instance::datadir::data_major_version(&p).ok()),
+                // Nothing was changed, as after a failed first step.
+                failed_step: Some(Step::Prepare),
+                message: message.clone(),
+                duration_seconds: started.elapsed().as_secs_f64(),
+            });
+            return Err(message);
+        }
+    };
+    tracing::info!(data = %volume.pgdata.display(), to = volume.new_major, "major upgrade starting");
+    let mut outcome = volume.run(&user).await;
+    outcome.duration_seconds = started.elapsed().as_secs_f64();
+    let failed_step = outcome.failed_step.map(|step| step.as_str());
+    tracing::info!(failed_step, message = %outcome.message, from = ?outcome.from_version, data = ?outcome.data_version, seconds = outcome.duration_seconds, "major upgrade finished");
+    write(&outcome);
+    Ok(match outcome.failed_step {
+        None => ExitCode::SUCCESS,
+        Some(_) => ExitCode::from(1),
+    })
+}
+
+/// The upgrade the pod's environment describes: to the major of
+/// `PG_BIN_DIR`, from the programs in `TUSK_UPGRADE_OLD_BIN_DIR`.
+async fn upgrade_of_volume(
+    args: &RunArgs,
+) -> Result<(tusk_instance::process_user::ProcessUser, VolumeUpgrade), String> {
+    use tusk_api::upgrade::OLD_BIN_DIR_ENV;
+    let Started { ctx, .. } = start(args)?;
+    let old_bin = std::env::var(OLD_BIN_DIR_ENV)
+        .ok()
+        .filter(|dir| !dir.is_empty())
+        .ok_or_else(|| {
+            format!("{OLD_BIN_DIR_ENV} names no directory of the old major's programs")
+        })?;
+    let settings = &ctx.settings;
+    let new_major = installed_major(&ctx.user, &settings.bin_dir)
+        .await
+        .map_err(|e| e.to_string())?;
+    // The PostgreSQL user must reach the work directory made inside it.
+    ctx.user
+        .private_dir(&settings.run_dir)
+        .map_err(|e| e.to_string())?;
+    let volume = VolumeUpgrade {
+        pgdata: settings.pgdata.clone(),
+        old_bin: old_bin.into(),
+        new_bin: settings.bin_dir.clone(),
+        new_major,
+        superuser: settings.credentials.superuser.username.clone(),
+        work_dir: settings.run_dir.join("upgrade"),
+    };
+    Ok((ctx.user.clone(), volume))
 }
 
 async fn print_status(args: &StatusArgs) -> Result<(), String> {

@@ -24,6 +24,7 @@ use crate::bootstrap::{self, BootstrapError};
 use crate::context::InstanceContext;
 use crate::datadir::{self, DataDirError};
 use crate::desired::{DesiredState, DesiredStateSource};
+use crate::major_upgrade::statistics::StatisticsAfterUpgrade;
 use crate::passwords;
 use crate::plan::{Action, LocalState, plan};
 use crate::postgres::config::ReplicationRole;
@@ -101,6 +102,8 @@ pub struct Manager<S> {
     stanza: StanzaCreation,
     /// The base backup the operator assigned, taken by the primary.
     backups: Backups,
+    /// Planner statistics, gathered once after a major upgrade.
+    statistics: StatisticsAfterUpgrade,
     /// Why the mounted credentials cannot be followed (logged once).
     credentials_problem: Option<String>,
     /// The last reason the mounted certificates could not be followed
@@ -127,6 +130,7 @@ impl<S: DesiredStateSource> Manager<S> {
             awaited_primary: None,
             stanza: StanzaCreation::default(),
             backups: Backups::default(),
+            statistics: StatisticsAfterUpgrade::default(),
             credentials_problem: None,
             certificates_problem: None,
         }
@@ -280,6 +284,7 @@ impl<S: DesiredStateSource> Manager<S> {
             .converge(&self.ctx, desired, &self.state, running_primary);
         self.backups
             .converge(&self.ctx, desired, &self.state, running_primary);
+        self.statistics.converge(&self.ctx, running_primary);
         match action {
             Action::Fence => {
                 self.stop_postgres().await;

@@ -401,6 +401,41 @@ where
     }
 }
 
+/// A primary the instance manager bootstrapped, holding `sql`'s data in
+/// the `app` database, then stopped.
+pub async fn stopped_primary_with(sql: &str) -> TestInstance {
+    let mut cluster = TestCluster::new();
+    let mut db = cluster.instance("db-1");
+    db.start(desired("db-1", db.address));
+    db.wait_status("a ready primary", Duration::from_secs(60), |r| r.ready)
+        .await;
+    let app = db
+        .connect("postgres", SUPERUSER_PASSWORD, "app")
+        .await
+        .expect("superuser in app");
+    app.batch_execute(sql).await.expect("data written");
+    db.stop(Duration::from_secs(30)).await;
+    db
+}
+
+/// Where the programs of `major` are: PostgreSQL 15's from Debian, the
+/// newer majors' from `scripts/setup` (`/opt/tusk/postgresql`).
+pub fn installed_bin_dir(major: u32) -> PathBuf {
+    let dir = tusk_postgres::version::local_bin_dir(major);
+    assert!(
+        dir.join("pg_upgrade").is_file(),
+        "PostgreSQL {major} is not installed in {}: run scripts/setup",
+        dir.display()
+    );
+    dir
+}
+
+/// The user PostgreSQL runs as.
+pub fn postgres_user() -> tusk_instance::process_user::ProcessUser {
+    tusk_instance::process_user::ProcessUser::detect("postgres")
+        .expect("the postgres user (scripts/setup)")
+}
+
 pub fn init_logs() {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(

@@ -14,6 +14,7 @@ mod secrets;
 mod services;
 mod storage;
 mod template;
+mod upgrade;
 
 pub use disruption::{primary_pdb, replicas_pdb};
 pub use network_policy::network_policy;
@@ -26,6 +27,7 @@ pub use secrets::{Credential, credentials_secret};
 pub use services::{r_service, ro_service, rw_service};
 pub use storage::{instance_pvc, owned_by_cluster};
 pub use template::{Fingerprint, OPERATOR_VERSION};
+pub use upgrade::upgrade_pod;
 
 use std::collections::BTreeMap;
 

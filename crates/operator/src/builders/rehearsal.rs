@@ -22,8 +22,29 @@ use crate::validate::ValidatedCluster;
 
 /// Labels of the rehearsal's objects.
 fn rehearsal_labels(cluster: &ValidatedCluster) -> BTreeMap<String, String> {
+    one_shot_labels(labels::REHEARSAL, cluster)
+}
+
+/// The rehearsal's pod.
+pub fn rehearsal_pod(cluster: &ValidatedCluster, config: &OperatorConfig) -> Pod {
+    let name = pod_name(cluster.name.as_str());
+    let mut pod = template_pod(cluster, config, &InstanceName::recorded(&name));
+    one_shot(
+        &mut pod,
+        child_meta(cluster, &name),
+        rehearsal_labels(cluster),
+        "rehearse",
+        RESULT_ENV,
+    );
+    pod
+}
+
+/// The labels of a one-shot pod of `cluster`: `key` names the cluster,
+/// never [`labels::CLUSTER`], so no Service, disruption budget or instance
+/// count selects it.
+pub(super) fn one_shot_labels(key: &str, cluster: &ValidatedCluster) -> BTreeMap<String, String> {
     BTreeMap::from([
-        (labels::REHEARSAL.to_owned(), cluster.name.to_string()),
+        (key.to_owned(), cluster.name.to_string()),
         (
             labels::MANAGED_BY.to_owned(),
             labels::MANAGED_BY_VALUE.to_owned(),
@@ -31,11 +52,18 @@ fn rehearsal_labels(cluster: &ValidatedCluster) -> BTreeMap<String, String> {
     ])
 }
 
-/// The rehearsal's pod.
-pub fn rehearsal_pod(cluster: &ValidatedCluster, config: &OperatorConfig) -> Pod {
-    let name = pod_name(cluster.name.as_str());
-    let mut pod = template_pod(cluster, config, &InstanceName::recorded(&name));
-    let mut metadata = child_meta(cluster, &name);
+/// Makes an instance's `pod` a pod that runs `tusk instance <command>`
+/// once (`restartPolicy: Never`), named and labelled by `metadata` and
+/// `own_labels` (besides the owner's template labels), serving no one, and
+/// reporting its outcome through the termination message file named in
+/// `result_env`.
+pub(super) fn one_shot(
+    pod: &mut Pod,
+    mut metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    own_labels: BTreeMap<String, String>,
+    command: &str,
+    result_env: &str,
+) {
     let mut pod_labels: BTreeMap<String, String> = pod
         .metadata
         .labels
@@ -44,7 +72,7 @@ pub fn rehearsal_pod(cluster: &ValidatedCluster, config: &OperatorConfig) -> Pod
         .into_iter()
         .filter(|(key, _)| !key.starts_with("tusk.dev/"))
         .collect();
-    pod_labels.extend(rehearsal_labels(cluster));
+    pod_labels.extend(own_labels);
     metadata.labels = Some(pod_labels);
     metadata.annotations = pod.metadata.annotations.take();
     pod.metadata = metadata;
@@ -54,7 +82,7 @@ pub fn rehearsal_pod(cluster: &ValidatedCluster, config: &OperatorConfig) -> Pod
             container.command = Some(vec![
                 format!("{CONTROLLER_DIR}/tusk"),
                 "instance".to_owned(),
-                "rehearse".to_owned(),
+                command.to_owned(),
             ]);
             container.startup_probe = None;
             container.liveness_probe = None;
@@ -64,10 +92,9 @@ pub fn rehearsal_pod(cluster: &ValidatedCluster, config: &OperatorConfig) -> Pod
             // A crash before the outcome is written shows the log's end.
             container.termination_message_policy = Some("FallbackToLogsOnError".to_owned());
             let env: &mut Vec<EnvVar> = container.env.get_or_insert_with(Vec::new);
-            env.push(value_env(RESULT_ENV, TERMINATION_MESSAGE_PATH.to_owned()));
+            env.push(value_env(result_env, TERMINATION_MESSAGE_PATH.to_owned()));
         }
     }
-    pod
 }
 
 /// The rehearsal's scratch volume: the cluster's size and class.

@@ -41,6 +41,8 @@ pub struct Observed {
     pub backups: Option<Vec<PostgresBackup>>,
     /// The restore rehearsal under way (its pod or scratch volume).
     pub rehearsal: Option<crate::rehearsal::Observed>,
+    /// The major upgrade's pod, while an upgrade is declared or on record.
+    pub upgrade: Option<crate::rehearsal::Observed>,
     /// An instance an earlier pass created that the caches do not show
     /// yet (see [`crate::expectations`]).
     pub awaited: Option<String>,
@@ -81,6 +83,7 @@ pub async fn fetch(cluster: &PostgresCluster, ctx: &Context) -> Result<Observed,
         .is_ok_and(|ready| ready.is_ok())
         .then(|| crate::backups::of_cluster(&ctx.backups, &namespace, &name));
     let rehearsal = super::rehearsal::fetch(cluster, &ctx.client).await?;
+    let upgrade = super::upgrade::fetch(cluster, &ctx.client).await?;
     let awaited = ctx.expectations.awaited(
         &cluster_key(cluster),
         |instance| {
@@ -96,6 +99,7 @@ pub async fn fetch(cluster: &PostgresCluster, ctx: &Context) -> Result<Observed,
         lease_quiet_since,
         backups,
         rehearsal,
+        upgrade,
         awaited,
     })
 }

@@ -23,6 +23,7 @@ mod roles;
 mod rollout;
 mod secrets;
 mod storage;
+mod upgrade;
 mod validate;
 
 use std::sync::Arc;
@@ -75,7 +76,13 @@ async fn converge(cluster: &PostgresCluster, ctx: &Context) -> Result<Action, Er
     let plan = plan::plan(cluster, &valid, &observed, &outdated, now);
     let applied = match apply::apply(ctx, &valid, &observed.children, &plan).await {
         Ok(()) => match backups::apply(ctx, &valid, &plan).await {
-            Ok(()) => rehearsal::apply(ctx, &valid, &plan).await,
+            Ok(()) => match rehearsal::apply(ctx, &valid, &plan).await {
+                Ok(()) => {
+                    let primary = &plan.instances.target_primary;
+                    upgrade::apply(ctx, &valid, &observed, &plan.upgrade, primary).await
+                }
+                failed => failed,
+            },
             failed => failed,
         },
         failed => failed,

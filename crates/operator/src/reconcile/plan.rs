@@ -51,6 +51,8 @@ pub struct Plan<'a> {
     pub backups: BackupDecisions,
     /// Restore rehearsals: start one, record and remove a finished one.
     pub rehearsal: crate::rehearsal::RehearsalPlan,
+    /// The major upgrade's step.
+    pub upgrade: crate::upgrade::UpgradePlan,
     /// What each certificate Secret needs: made, issued again, refused.
     pub certificates: Vec<(TlsSecret, Need)>,
     /// The status to write, given the apply outcome.
@@ -66,6 +68,16 @@ pub fn plan<'a>(
 ) -> Plan<'a> {
     let (mut step, latest_serial) = step_instances(cluster, valid, observed);
     let (mut check, mut events, mut clear) = move_primary(cluster, valid, observed, &step, now);
+    let mut upgrade =
+        super::upgrade::decide(cluster, valid, observed, &check, &step.target_primary, now);
+    if upgrade.holds_instances {
+        // The upgrade decides what runs: no failover (the primary is
+        // stopped on purpose), no scaling, no request acted on.
+        hold_for_upgrade(&mut step, &mut check, observed, &upgrade);
+        events.clear();
+        clear.clear();
+    }
+    events.append(&mut upgrade.events);
     let rollout = roll(
         cluster, valid, observed, outdated, &mut step, &mut check, now,
     );
@@ -100,7 +112,9 @@ pub fn plan<'a>(
         last_failover: check.record.clone(),
         lease_takeover: check.lease_takeover.clone(),
         rollout: rollout.status.clone(),
-        postgres_version: Some(valid.version),
+        postgres_version: Some(upgrade.data_version.unwrap_or(valid.version)),
+        upgrade: upgrade.record.clone(),
+        upgrade_condition: Some(upgrade.condition.clone()),
         archive: Some(valid.archive.clone()),
         backups: backups.progress(),
         rehearsal: rehearsal.record.clone(),
@@ -129,8 +143,35 @@ pub fn plan<'a>(
         rollout,
         backups,
         rehearsal,
+        upgrade,
         status,
     }
+}
+
+/// The instance step and primary judgement while an upgrade step is under
+/// way: the primary's pod is created when the upgrade starts it, nothing
+/// else; the primary counts as unavailable.
+fn hold_for_upgrade(
+    step: &mut InstancePlan,
+    check: &mut FailoverCheck,
+    observed: &Observed,
+    upgrade: &crate::upgrade::UpgradePlan,
+) {
+    let primary = step.target_primary.clone();
+    step.step = match upgrade.action {
+        crate::upgrade::Action::StartPrimary => {
+            if named(&observed.children.pods, primary.as_str()).is_some() {
+                InstanceStep::WaitForReady(primary)
+            } else {
+                InstanceStep::RecreatePod(primary)
+            }
+        }
+        _ => InstanceStep::Steady,
+    };
+    *check = FailoverCheck {
+        primary_available: Some(false),
+        ..FailoverCheck::default()
+    };
 }
 
 /// The instance step of the pass, and the highest serial handed out once

@@ -52,7 +52,7 @@ pub async fn fetch(
 }
 
 /// The rehearsal pod as the planner sees it.
-fn observe(pod: &Pod) -> Observed {
+pub(super) fn observe(pod: &Pod) -> Observed {
     let created = pod
         .meta()
         .creation_timestamp
@@ -183,7 +183,7 @@ pub async fn apply(ctx: &Context, valid: &ValidatedCluster, plan: &Plan<'_>) -> 
 
 /// A request's outcome, where the API's `done` code (404 for a deletion,
 /// 409 for a creation) means the object is already as wanted.
-fn settled(
+pub(super) fn settled(
     result: Result<(), kube::Error>,
     done: u16,
     action: impl FnOnce() -> String,

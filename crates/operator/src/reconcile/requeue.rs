@@ -47,7 +47,10 @@ pub fn after(status: &PostgresClusterStatus, plan: &Plan<'_>) -> Duration {
     {
         wait = wait.min(BACKING_UP);
     }
-    if let Some(poll) = plan.rehearsal.look_again {
+    for poll in [plan.rehearsal.look_again, plan.upgrade.look_again]
+        .into_iter()
+        .flatten()
+    {
         wait = wait.min(poll);
     }
     // The schedules' next slots, to the second.

@@ -12,7 +12,7 @@ use super::fetch::Observed;
 use super::storage::refuse_shrink;
 use crate::config::OperatorConfig;
 use crate::error::Error;
-use crate::validate::ValidatedCluster;
+use crate::validate::{MajorTarget, ValidatedCluster};
 
 pub fn validate(
     cluster: &PostgresCluster,
@@ -48,11 +48,12 @@ pub fn running_major(
     })
 }
 
-/// A declared major version the data does not have is a major upgrade,
-/// which this version does not perform: the pods keep the running
-/// version's binaries (an instance started with another major's refuses
-/// its data and never starts), and the declared version is reported as
-/// not acted on (R30).
+/// A declared major version the data does not have is a major upgrade
+/// ([`crate::upgrade`]): the pods keep the running version's binaries (an
+/// instance started with another major's refuses its data and never
+/// starts) until the upgrade moves the data, and the declared version and
+/// image become the upgrade's target. A declared version older than the
+/// data's (admission refuses the change) is not acted on (R30).
 fn hold_major_version(
     valid: &mut ValidatedCluster,
     config: &OperatorConfig,
@@ -62,11 +63,18 @@ fn hold_major_version(
     let Some(running) = running.filter(|r| *r != valid.version) else {
         return;
     };
+    let target = MajorTarget {
+        version: valid.version,
+        image: std::mem::replace(&mut valid.image, config.postgres_image(running)),
+    };
     valid.version = running;
-    valid.image = config.postgres_image(running);
-    valid.unsupported.push(format!(
-        "spec.postgres.version {declared} (a major upgrade from {running}: the instances keep \
-         running PostgreSQL {running} with the image {})",
-        valid.image
-    ));
+    if target.version > running {
+        valid.major_upgrade = Some(target);
+    } else {
+        valid.unsupported.push(format!(
+            "spec.postgres.version {declared} (older than the data's {running}: the instances \
+             keep running PostgreSQL {running} with the image {})",
+            valid.image
+        ));
+    }
 }

@@ -69,7 +69,7 @@ pub(super) fn set_archiving(status: &mut PostgresClusterStatus, input: &StatusIn
 
 /// Sets condition `type_` as judged, removes it when it no longer applies,
 /// or keeps it when the pass did not judge it.
-fn set_judged(
+pub(super) fn set_judged(
     status: &mut PostgresClusterStatus,
     type_: &str,
     judged: &Option<Option<super::Judgement>>,

@@ -33,6 +33,8 @@ fn input<'a>(
         rehearsal: None,
         rehearsal_condition: None,
         backup_condition: None,
+        upgrade: None,
+        upgrade_condition: None,
         now,
     }
 }

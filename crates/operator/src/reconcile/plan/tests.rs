@@ -282,9 +282,10 @@ fn a_pod_still_terminating_is_not_recreated_over() {
     );
 }
 
-/// A declared major version is an upgrade this version does not perform:
-/// a pod re-created after it (any restart) must keep the data's major,
-/// or its instance manager refuses the data (`VersionMismatch`) forever.
+/// A declared major version is an upgrade, which only the upgrade's steps
+/// carry out: a pod re-created meanwhile (any restart) must keep the
+/// data's major, or its instance manager refuses the data
+/// (`VersionMismatch`) forever.
 #[test]
 fn a_declared_major_version_is_held_so_a_recreated_pod_runs_its_data() {
     let mut declared = spec("preferred", false);
@@ -317,14 +318,21 @@ fn a_declared_major_version_is_held_so_a_recreated_pod_runs_its_data() {
         .find(|e| e.name == crate::builders::InstanceEnv::PG_BIN_DIR)
         .and_then(|e| e.value.clone());
     assert_eq!(bin_dir.as_deref(), Some("/usr/lib/postgresql/15/bin"));
-    assert!(
+    // The declared major is the upgrade's target, which waits here for a
+    // backup: nothing is stopped, and the instances go on with 15.
+    assert_eq!(
         valid
-            .unsupported
-            .iter()
-            .any(|u| u.starts_with("spec.postgres.version 16")),
-        "{:?}",
-        valid.unsupported
+            .major_upgrade
+            .as_ref()
+            .map(|t| (t.version, t.image.as_str())),
+        Some((16, "postgres:16"))
     );
+    assert!(valid.unsupported.is_empty(), "{:?}", valid.unsupported);
+    assert_eq!(
+        plan.upgrade.record.as_ref().map(|r| r.step.as_str()),
+        Some(crate::upgrade::WAITING_FOR_BACKUP)
+    );
+    assert!(!plan.upgrade.holds_instances);
     assert_eq!(plan.status.postgres_version, Some(15));
 
     // A cluster from before the record: its instances say what they run.

@@ -90,6 +90,7 @@ pub fn steps(valid: &ValidatedCluster, observed: &Observed, plan: &Plan<'_>) -> 
     }));
     steps.extend(primary(&plan.primary));
     steps.extend(data_protection(valid, plan));
+    steps.extend(major_upgrade(valid, observed, plan));
     let cluster = format!("PostgresCluster/{}", valid.name.as_str());
     steps.extend(plan.clear.iter().map(|key| {
         step(
@@ -423,6 +424,73 @@ fn data_protection(valid: &ValidatedCluster, plan: &Plan<'_>) -> Vec<Step> {
         ));
     }
     steps
+}
+
+/// The major upgrade's action (the primary's pod it starts is the
+/// instance step's).
+fn major_upgrade(valid: &ValidatedCluster, observed: &Observed, plan: &Plan<'_>) -> Vec<Step> {
+    use crate::upgrade::Action;
+    let upgrade = &plan.upgrade;
+    let name = tusk_api::upgrade::pod_name(valid.name.as_str());
+    let step_now = upgrade.record.as_ref().map_or("", |r| r.step.as_str());
+    let why = |what: &str| format!("major upgrade ({step_now}): {what}");
+    let primary = plan.instances.target_primary.as_str();
+    let live = |items: &[(String, bool)]| -> Vec<String> {
+        items
+            .iter()
+            .filter(|(_, deleting)| !deleting)
+            .map(|(n, _)| n.clone())
+            .collect()
+    };
+    match upgrade.action {
+        Action::None | Action::StartPrimary => Vec::new(),
+        Action::StopInstances => {
+            let pods: Vec<(String, bool)> = observed
+                .children
+                .pods
+                .iter()
+                .map(|p| (p.name_any(), p.metadata.deletion_timestamp.is_some()))
+                .collect();
+            live(&pods)
+                .into_iter()
+                .map(|pod| step("delete", object::<Pod>(&pod), why("every instance stops")))
+                .collect()
+        }
+        Action::CreatePod => vec![step(
+            "create",
+            object::<Pod>(&name),
+            why(&format!("pg_upgrade on the volume of {primary}")),
+        )],
+        Action::RemovePod => vec![step(
+            "delete",
+            object::<Pod>(&name),
+            why("its outcome is recorded"),
+        )],
+        Action::RemoveReplicaVolumes => {
+            let volumes: Vec<(String, bool)> = observed
+                .children
+                .volumes
+                .iter()
+                .filter(|v| v.name_any() != primary)
+                .map(|v| (v.name_any(), v.metadata.deletion_timestamp.is_some()))
+                .collect();
+            let action = if valid.deletion_policy == tusk_api::v1alpha1::DeletionPolicy::Delete {
+                "delete"
+            } else {
+                "release"
+            };
+            live(&volumes)
+                .into_iter()
+                .map(|volume| {
+                    step(
+                        action,
+                        object::<PersistentVolumeClaim>(&volume),
+                        why("it holds the old major's data; the replica is cloned again"),
+                    )
+                })
+                .collect()
+        }
+    }
 }
 
 /// The status fields a user reads that would change.

@@ -186,6 +186,7 @@ async fn observe(
         .filter(|b| b.spec.cluster == name)
         .collect();
     let rehearsal = super::rehearsal::fetch(cluster, client).await?;
+    let upgrade = super::upgrade::fetch(cluster, client).await?;
     let observed = Observed {
         children,
         reports,
@@ -193,6 +194,7 @@ async fn observe(
         lease_quiet_since: None,
         backups: Some(backups),
         rehearsal,
+        upgrade,
         awaited: None,
     };
     Ok((observed, unreached))

@@ -1,0 +1,161 @@
+//! The major upgrade's pod (see [`crate::upgrade`] and
+//! [`tusk_api::upgrade`]): the primary's pod as the new major would run
+//! it (image, `PG_BIN_DIR`, security context, credentials, the primary's
+//! volume), running `tusk instance upgrade` once, with an init container
+//! of the old major's image that copies that major's installation into
+//! the pod's `/run` scratch volume (`pg_upgrade` needs both majors'
+//! programs; an image carries one). Labelled [`labels::UPGRADE_OF`], never
+//! [`labels::CLUSTER`]. Owned by the cluster.
+
+use k8s_openapi::api::core::v1::{Container, Pod};
+use tusk_api::labels;
+use tusk_api::upgrade::{OLD_BIN_DIR_ENV, OLD_INSTALL_DIR, RESULT_ENV, old_bin_dir, pod_name};
+
+use super::child_meta;
+use super::container::{restricted, value_env};
+use super::pod::{mount, template_pod};
+use super::rehearsal::{one_shot, one_shot_labels};
+use crate::config::OperatorConfig;
+use crate::names::InstanceName;
+use crate::validate::{MajorTarget, ValidatedCluster};
+
+/// The upgrade pod for moving the data of `primary` (the cluster's running
+/// major, `cluster.version` and `cluster.image`) to `target`.
+pub fn upgrade_pod(
+    cluster: &ValidatedCluster,
+    config: &OperatorConfig,
+    primary: &InstanceName,
+    target: &MajorTarget,
+) -> Pod {
+    let mut upgraded = cluster.clone();
+    upgraded.version = target.version;
+    upgraded.image.clone_from(&target.image);
+    let mut pod = template_pod(&upgraded, config, primary);
+    let name = pod_name(cluster.name.as_str());
+    one_shot(
+        &mut pod,
+        child_meta(cluster, &name),
+        one_shot_labels(labels::UPGRADE_OF, cluster),
+        "upgrade",
+        RESULT_ENV,
+    );
+    if let Some(spec) = pod.spec.as_mut() {
+        spec.init_containers
+            .get_or_insert_with(Vec::new)
+            .push(copy_old_major(cluster));
+        for container in &mut spec.containers {
+            container
+                .env
+                .get_or_insert_with(Vec::new)
+                .push(value_env(OLD_BIN_DIR_ENV, old_bin_dir(cluster.version)));
+        }
+    }
+    pod
+}
+
+/// The init container that copies the old major's programs, libraries
+/// and shared files, keeping their relative layout (PostgreSQL's programs
+/// find the rest of their installation relative to themselves).
+fn copy_old_major(cluster: &ValidatedCluster) -> Container {
+    let major = cluster.version;
+    let script = format!(
+        "set -e; rm -rf {OLD_INSTALL_DIR}; \
+         mkdir -p {OLD_INSTALL_DIR}/usr/lib/postgresql {OLD_INSTALL_DIR}/usr/share/postgresql; \
+         cp -a /usr/lib/postgresql/{major} {OLD_INSTALL_DIR}/usr/lib/postgresql/; \
+         cp -a /usr/share/postgresql/{major} {OLD_INSTALL_DIR}/usr/share/postgresql/"
+    );
+    Container {
+        name: "copy-old-postgres".to_owned(),
+        image: Some(cluster.image.clone()),
+        command: Some(vec!["sh".to_owned(), "-c".to_owned(), script]),
+        volume_mounts: Some(vec![mount("run", "/run", false)]),
+        security_context: Some(restricted()),
+        ..Container::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::builders::validated;
+    use tusk_api::contract::InstanceEnv;
+
+    #[test]
+    fn the_upgrade_pod_runs_the_new_major_on_the_primarys_volume_with_the_old_one_copied_beside() {
+        let cluster = validated(serde_json::json!({
+            "instances": 3, "postgres": {"version": 15},
+            "storage": {"size": "2Gi"},
+        }));
+        let target = MajorTarget {
+            version: 16,
+            image: "postgres:16".to_owned(),
+        };
+        let config = OperatorConfig::default();
+        let pod = upgrade_pod(
+            &cluster,
+            &config,
+            &InstanceName::recorded("orders-2"),
+            &target,
+        );
+        assert_eq!(pod.metadata.name.as_deref(), Some("orders-upgrade"));
+        let labels = pod.metadata.labels.clone().expect("labels");
+        assert_eq!(
+            labels.get(labels::UPGRADE_OF).map(String::as_str),
+            Some("orders")
+        );
+        assert!(!labels.contains_key(labels::CLUSTER), "{labels:?}");
+        let spec = pod.spec.expect("spec");
+        assert_eq!(spec.restart_policy.as_deref(), Some("Never"));
+        let container = &spec.containers[0];
+        assert_eq!(container.image.as_deref(), Some("postgres:16"));
+        assert_eq!(container.command.as_ref().expect("command")[2], "upgrade");
+        assert!(container.readiness_probe.is_none() && container.ports.is_none());
+        let env = |name: &str| {
+            container
+                .env
+                .iter()
+                .flatten()
+                .find(|e| e.name == name)
+                .and_then(|e| e.value.clone())
+        };
+        assert_eq!(
+            env(InstanceEnv::PG_BIN_DIR).as_deref(),
+            Some("/usr/lib/postgresql/16/bin")
+        );
+        assert_eq!(
+            env(OLD_BIN_DIR_ENV).as_deref(),
+            Some("/run/tusk-upgrade/old/usr/lib/postgresql/15/bin")
+        );
+        let claims: Vec<&str> = spec
+            .volumes
+            .iter()
+            .flatten()
+            .filter_map(|v| v.persistent_volume_claim.as_ref())
+            .map(|c| c.claim_name.as_str())
+            .collect();
+        assert_eq!(claims, ["orders-2"]);
+        let init = spec.init_containers.expect("init containers");
+        let copy = init.last().expect("the copy");
+        assert_eq!(copy.image.as_deref(), Some("postgres:15"));
+        let script = &copy.command.as_ref().expect("command")[2];
+        assert!(script.contains("cp -a /usr/lib/postgresql/15 "), "{script}");
+        assert!(
+            script.contains("cp -a /usr/share/postgresql/15 "),
+            "{script}"
+        );
+        // The copy lands where the main container's /run is.
+        let main_run = container
+            .volume_mounts
+            .iter()
+            .flatten()
+            .find(|m| m.mount_path == "/run")
+            .map(|m| m.name.clone());
+        let copy_run = copy
+            .volume_mounts
+            .iter()
+            .flatten()
+            .find(|m| m.mount_path == "/run")
+            .map(|m| m.name.clone());
+        assert!(main_run.is_some() && main_run == copy_run);
+    }
+}
