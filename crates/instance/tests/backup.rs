@@ -230,18 +230,7 @@ async fn a_restore_to_a_time_has_every_row_committed_before_it_and_none_after() 
         .batch_execute("INSERT INTO t SELECT generate_series(201, 300)")
         .await
         .expect("after the target");
-    let segment: String = client
-        .query_one("SELECT pg_walfile_name(pg_switch_wal())", &[])
-        .await
-        .expect("switch")
-        .get(0);
-    db.wait_status(&format!("{segment} archived"), WAIT, |r| {
-        r.archiving
-            .as_ref()
-            .and_then(|a| a.last_archived_wal.clone())
-            .is_some_and(|archived| archived >= segment)
-    })
-    .await;
+    db.switch_wal_until_archived(&client, WAIT).await;
     assert_eq!(rows(&db).await, (300, Some(300)));
 
     // A new cluster restored from db's repository to the target.

@@ -115,18 +115,7 @@ async fn a_switched_segment_is_archived(db: &TestInstance, client: &tokio_postgr
         .batch_execute("create table if not exists t (v int); insert into t values (1)")
         .await
         .expect("a write");
-    let segment: String = client
-        .query_one("select pg_walfile_name(pg_switch_wal())", &[])
-        .await
-        .expect("switch")
-        .get(0);
-    db.wait_status(&format!("{segment} archived"), WAIT, |r| {
-        r.archiving
-            .as_ref()
-            .and_then(|a| a.last_archived_wal.clone())
-            .is_some_and(|archived| archived >= segment)
-    })
-    .await;
+    db.switch_wal_until_archived(client, WAIT).await;
     let ctx = InstanceContext::new(db.settings.clone()).expect("context");
     tusk_instance::archiving::run(&ctx, &["check"], WAIT)
         .await

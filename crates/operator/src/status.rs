@@ -67,6 +67,8 @@ pub struct StatusInput<'a> {
     pub backup_condition: Option<Option<Judgement>>,
     /// The major upgrade's record after this pass (`None`: as it was).
     pub upgrade: Option<tusk_api::v1alpha1::UpgradeStatus>,
+    /// A major upgrade step is under way: the phase is Upgrading.
+    pub upgrading: bool,
     /// The `MajorUpgrade` condition: `Some(None)` removes it, `None`
     /// leaves it as it was.
     pub upgrade_condition: Option<Option<Judgement>>,
@@ -128,6 +130,7 @@ impl<'a> StatusInput<'a> {
             rehearsal_condition: None,
             backup_condition: None,
             upgrade: None,
+            upgrading: false,
             upgrade_condition: None,
             now,
         }
@@ -215,7 +218,7 @@ fn set_upgrade(status: &mut PostgresClusterStatus, input: &StatusInput<'_>) {
     if let Some(record) = &input.upgrade {
         status.upgrade = Some(record.clone());
     }
-    if crate::upgrade::under_way(status.upgrade.as_ref()) && !input.deleting {
+    if input.upgrading && !input.deleting {
         status.phase = Some(ClusterPhase::Upgrading);
     }
     backups::set_judged(

@@ -287,6 +287,28 @@ impl TestInstance {
         serde_json::from_str(&body).expect("a status report")
     }
 
+    /// Switches WAL through `client` and waits, at most `timeout`, until
+    /// this instance reports the segment it ended archived; its name.
+    pub async fn switch_wal_until_archived(
+        &self,
+        client: &tokio_postgres::Client,
+        timeout: Duration,
+    ) -> String {
+        let segment: String = client
+            .query_one("SELECT pg_walfile_name(pg_switch_wal())", &[])
+            .await
+            .expect("switch")
+            .get(0);
+        self.wait_status(&format!("{segment} archived"), timeout, |r| {
+            r.archiving
+                .as_ref()
+                .and_then(|a| a.last_archived_wal.clone())
+                .is_some_and(|archived| archived >= segment)
+        })
+        .await;
+        segment
+    }
+
     /// Polls `/status` until `check` holds, at most `timeout`.
     pub async fn wait_status(
         &self,

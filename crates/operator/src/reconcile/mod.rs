@@ -79,7 +79,8 @@ async fn converge(cluster: &PostgresCluster, ctx: &Context) -> Result<Action, Er
             Ok(()) => match rehearsal::apply(ctx, &valid, &plan).await {
                 Ok(()) => {
                     let primary = &plan.instances.target_primary;
-                    upgrade::apply(ctx, &valid, &observed, &plan.upgrade, primary).await
+                    let children = &observed.children;
+                    upgrade::apply(ctx, &valid, children, &plan.upgrade, primary).await
                 }
                 failed => failed,
             },

@@ -68,16 +68,8 @@ pub fn plan<'a>(
 ) -> Plan<'a> {
     let (mut step, latest_serial) = step_instances(cluster, valid, observed);
     let (mut check, mut events, mut clear) = move_primary(cluster, valid, observed, &step, now);
-    let mut upgrade =
-        super::upgrade::decide(cluster, valid, observed, &check, &step.target_primary, now);
-    if upgrade.holds_instances {
-        // The upgrade decides what runs: no failover (the primary is
-        // stopped on purpose), no scaling, no request acted on.
-        hold_for_upgrade(&mut step, &mut check, observed, &upgrade);
-        events.clear();
-        clear.clear();
-    }
-    events.append(&mut upgrade.events);
+    let upgrade = decide_upgrade(cluster, valid, observed, now, &mut step, &mut check)
+        .also_held(&mut events, &mut clear);
     let rollout = roll(
         cluster, valid, observed, outdated, &mut step, &mut check, now,
     );
@@ -114,6 +106,12 @@ pub fn plan<'a>(
         rollout: rollout.status.clone(),
         postgres_version: Some(upgrade.data_version.unwrap_or(valid.version)),
         upgrade: upgrade.record.clone(),
+        upgrading: crate::upgrade::under_way(
+            upgrade
+                .record
+                .as_ref()
+                .or_else(|| cluster.status.as_ref().and_then(|s| s.upgrade.as_ref())),
+        ),
         upgrade_condition: Some(upgrade.condition.clone()),
         archive: Some(valid.archive.clone()),
         backups: backups.progress(),
@@ -146,6 +144,28 @@ pub fn plan<'a>(
         upgrade,
         status,
     }
+}
+
+/// The major upgrade's decision; while a step is under way, the instance
+/// step and the primary's judgement are the upgrade's.
+fn decide_upgrade(
+    cluster: &PostgresCluster,
+    valid: &ValidatedCluster,
+    observed: &Observed,
+    now: Timestamp,
+    step: &mut InstancePlan,
+    check: &mut FailoverCheck,
+) -> crate::upgrade::UpgradePlan {
+    let seen = super::upgrade::UpgradeObserved {
+        children: &observed.children,
+        reports: &observed.reports,
+        pod: observed.upgrade.as_ref(),
+    };
+    let upgrade = super::upgrade::decide(cluster, valid, &seen, check, &step.target_primary, now);
+    if upgrade.holds_instances {
+        hold_for_upgrade(step, check, observed, &upgrade);
+    }
+    upgrade
 }
 
 /// The instance step and primary judgement while an upgrade step is under

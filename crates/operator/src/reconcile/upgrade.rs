@@ -4,18 +4,20 @@
 //! and only then); apply stops the instances, creates or removes the
 //! upgrade pod, and removes the replicas' old-major volumes.
 
+use std::collections::BTreeMap;
+
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, PostParams};
 use kube::{Resource, ResourceExt};
+use tusk_api::instance::InstanceReport;
 use tusk_api::labels;
 use tusk_api::upgrade::pod_name;
 use tusk_api::v1alpha1::{DeletionPolicy, PostgresCluster};
 
-use super::fetch::Observed;
 use super::rehearsal::{observe, settled};
 use crate::builders::upgrade_pod;
-use crate::children::{named, pod_ready};
+use crate::children::{Children, named, pod_ready};
 use crate::context::Context;
 use crate::error::Error;
 use crate::failover::FailoverCheck;
@@ -49,30 +51,33 @@ pub async fn fetch(
     Ok(pod.as_ref().map(observe))
 }
 
+/// What a pass observed that the upgrade decides on.
+pub struct UpgradeObserved<'a> {
+    pub children: &'a Children,
+    pub reports: &'a BTreeMap<String, InstanceReport>,
+    /// The upgrade pod.
+    pub pod: Option<&'a PodObserved>,
+}
+
 /// The pass's upgrade decisions.
 pub fn decide(
     cluster: &PostgresCluster,
     valid: &ValidatedCluster,
-    observed: &Observed,
+    observed: &UpgradeObserved<'_>,
     check: &FailoverCheck,
     primary: &InstanceName,
     now: Timestamp,
 ) -> UpgradePlan {
     let status = cluster.status.as_ref();
-    let pods: Vec<String> = observed
-        .children
-        .pods
-        .iter()
-        .map(ResourceExt::name_any)
-        .collect();
-    let replica_volumes: Vec<String> = observed
-        .children
+    let children = observed.children;
+    let pods: Vec<String> = children.pods.iter().map(ResourceExt::name_any).collect();
+    let replica_volumes: Vec<String> = children
         .volumes
         .iter()
         .map(ResourceExt::name_any)
         .filter(|name| name != primary.as_str())
         .collect();
-    let primary_major = named(&observed.children.pods, primary.as_str())
+    let primary_major = named(&children.pods, primary.as_str())
         .filter(|pod| pod_ready(pod) && pod.meta().deletion_timestamp.is_none())
         .and_then(|_| observed.reports.get(primary.as_str()))
         .filter(|report| report.role == tusk_api::instance::InstanceRole::Primary && report.ready)
@@ -96,7 +101,7 @@ pub fn decide(
         primary_major,
         pods: &pods,
         replica_volumes: &replica_volumes,
-        pod: observed.upgrade.as_ref(),
+        pod: observed.pod,
         last_backup: status
             .and_then(|s| s.backup.as_ref())
             .and_then(|b| b.last_successful_backup_time.as_ref())
@@ -118,7 +123,7 @@ pub fn decide(
 pub async fn apply(
     ctx: &Context,
     valid: &ValidatedCluster,
-    observed: &Observed,
+    children: &Children,
     plan: &UpgradePlan,
     primary: &InstanceName,
 ) -> Result<(), Error> {
@@ -130,7 +135,7 @@ pub async fn apply(
     match &plan.action {
         Action::None | Action::StartPrimary => Ok(()),
         Action::StopInstances => {
-            for pod in &observed.children.pods {
+            for pod in &children.pods {
                 if pod.meta().deletion_timestamp.is_none() {
                     let pod_name = pod.name_any();
                     let deleted = pods.delete(&pod_name, &DeleteParams::default()).await;
@@ -157,7 +162,7 @@ pub async fn apply(
                 format!("delete the upgrade pod {name}")
             })
         }
-        Action::RemoveReplicaVolumes => remove_replica_volumes(ctx, valid, observed, primary).await,
+        Action::RemoveReplicaVolumes => remove_replica_volumes(ctx, valid, children, primary).await,
     }
 }
 
@@ -166,11 +171,11 @@ pub async fn apply(
 async fn remove_replica_volumes(
     ctx: &Context,
     valid: &ValidatedCluster,
-    observed: &Observed,
+    children: &Children,
     primary: &InstanceName,
 ) -> Result<(), Error> {
     let volumes: Api<PersistentVolumeClaim> = Api::namespaced(ctx.client.clone(), &valid.namespace);
-    for volume in &observed.children.volumes {
+    for volume in &children.volumes {
         let name = volume.name_any();
         if name == primary.as_str() || volume.meta().deletion_timestamp.is_some() {
             continue;

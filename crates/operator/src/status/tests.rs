@@ -34,6 +34,7 @@ fn input<'a>(
         rehearsal_condition: None,
         backup_condition: None,
         upgrade: None,
+        upgrading: false,
         upgrade_condition: None,
         now,
     }

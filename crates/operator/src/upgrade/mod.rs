@@ -474,6 +474,20 @@ fn complete(input: &UpgradeInput<'_>, record: &mut UpgradeStatus, plan: &mut Upg
     plan.look_again = None;
 }
 
+impl UpgradePlan {
+    /// Adds the plan's events to the pass's `events`; while it holds the
+    /// instances, the pass's other events and acted-on requests are
+    /// dropped (no failover, scaling or request is acted on meanwhile).
+    pub fn also_held(mut self, events: &mut Vec<Note>, clear: &mut Vec<&'static str>) -> Self {
+        if self.holds_instances {
+            events.clear();
+            clear.clear();
+        }
+        events.append(&mut self.events);
+        self
+    }
+}
+
 /// Whether `record` is an upgrade under way (the cluster's phase is
 /// Upgrading meanwhile).
 pub fn under_way(record: Option<&UpgradeStatus>) -> bool {

@@ -49,15 +49,21 @@ impl BackupInfo {
     }
 }
 
+/// What `pgbackrest info --output=json` says of `stanza`; `None` when it
+/// does not list it.
+pub(super) fn stanza_info(json: &str, stanza: &str) -> Result<Option<serde_json::Value>, String> {
+    let stanzas: serde_json::Value =
+        serde_json::from_str(json).map_err(|e| format!("pgbackrest info is not JSON: {e}"))?;
+    Ok(stanzas
+        .as_array()
+        .and_then(|all| all.iter().find(|s| s["name"] == stanza))
+        .cloned())
+}
+
 /// The backups of `stanza` listed by `pgbackrest info --output=json`,
 /// oldest first.
 pub fn parse_info(json: &str, stanza: &str) -> Result<Vec<BackupInfo>, String> {
-    let stanzas: serde_json::Value =
-        serde_json::from_str(json).map_err(|e| format!("pgbackrest info is not JSON: {e}"))?;
-    let Some(entry) = stanzas
-        .as_array()
-        .and_then(|all| all.iter().find(|s| s["name"] == stanza))
-    else {
+    let Some(entry) = stanza_info(json, stanza)? else {
         return Ok(Vec::new());
     };
     let text = |v: &serde_json::Value| v.as_str().map(str::to_owned);

@@ -33,12 +33,7 @@ pub struct RecordedDatabase {
 /// The database `stanza` records now, from `pgbackrest info
 /// --output=json`; `None` when the stanza is not listed or records none.
 pub fn recorded_database(json: &str, stanza: &str) -> Result<Option<RecordedDatabase>, String> {
-    let stanzas: serde_json::Value =
-        serde_json::from_str(json).map_err(|e| format!("pgbackrest info is not JSON: {e}"))?;
-    let Some(entry) = stanzas
-        .as_array()
-        .and_then(|all| all.iter().find(|s| s["name"] == stanza))
-    else {
+    let Some(entry) = super::backup::stanza_info(json, stanza)? else {
         return Ok(None);
     };
     let newest = entry["db"]
