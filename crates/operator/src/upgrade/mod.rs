@@ -66,6 +66,10 @@ const UNDER_WAY: [&str; 4] = [
 /// watched, and pods that go away end a step).
 const POLL: Duration = Duration::from_secs(2);
 
+/// How often the running upgrade pod is read: its end is the next step's
+/// start, and writes are stopped meanwhile.
+const POD_POLL: Duration = Duration::from_millis(500);
+
 /// The longest the upgrade pod may run before it is failed and removed (a
 /// pod that cannot be scheduled, a `pg_upgrade` that hangs).
 pub const TIMEOUT: SignedDuration = SignedDuration::from_hours(6);
@@ -323,6 +327,7 @@ fn continue_step(input: &UpgradeInput<'_>, recorded: &UpgradeStatus) -> UpgradeP
     match recorded.step.as_str() {
         STOPPING_INSTANCES if input.pods.is_empty() => {
             to_upgrading(input, &mut record, &mut plan);
+            plan.look_again = Some(POD_POLL);
         }
         STOPPING_INSTANCES => plan.action = Action::StopInstances,
         UPGRADING => upgrading(input, &mut record, &mut plan),
@@ -365,7 +370,7 @@ fn upgrading(input: &UpgradeInput<'_>, record: &mut UpgradeStatus, plan: &mut Up
                 ),
             );
         }
-        Some(Observed::Running { .. } | Observed::Removing) => {}
+        Some(Observed::Running { .. } | Observed::Removing) => plan.look_again = Some(POD_POLL),
         Some(Observed::Finished {
             exit_code, message, ..
         }) => {

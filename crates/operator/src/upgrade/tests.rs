@@ -187,7 +187,13 @@ fn once_every_pod_is_gone_the_upgrade_pod_runs_and_a_restart_of_the_operator_res
         ..input()
     });
     assert_eq!(polled.action, Action::None);
-    assert!(polled.holds_instances && polled.look_again.is_some());
+    // The pod is not watched: its end is looked for twice a second.
+    assert!(polled.holds_instances);
+    assert!(
+        polled
+            .look_again
+            .is_some_and(|d| d <= std::time::Duration::from_millis(500))
+    );
 }
 
 #[test]
