@@ -3,8 +3,9 @@
 //!
 //! - `tusk approve CLUSTER` lists it: a failover `dataDurability:
 //!   required` blocked (its identity, the failed primary, the standby an
-//!   approval promotes and the bytes it may lose) and the major version
-//!   approved for an upgrade.
+//!   approval promotes and the bytes it may lose), the major version
+//!   approved for an upgrade, and an upgrade waiting for a recent backup
+//!   (with the command for one and the override).
 //! - `tusk approve CLUSTER failover ID` approves the blocked failover
 //!   whose identity is ID, as `tusk promote TO --accept-data-loss` does,
 //!   then waits for the promotion. Any other ID is refused, naming the
@@ -83,7 +84,24 @@ pub fn pending(cluster: &PostgresCluster) -> Vec<String> {
         )),
         _ => {}
     }
+    lines.extend(waiting_for_backup(cluster));
     lines
+}
+
+/// A started upgrade that waits for a recent backup, with both ways on.
+fn waiting_for_backup(cluster: &PostgresCluster) -> Option<String> {
+    let name = cluster.metadata.name.as_deref().unwrap_or_default();
+    let upgrade = cluster.status.as_ref()?.upgrade.as_ref()?;
+    if upgrade.step != "WaitingForBackup" || upgrade.to_version != cluster.spec.postgres.version {
+        return None;
+    }
+    let version = upgrade.to_version;
+    Some(format!(
+        "upgrade to PostgreSQL {version}: waits for a base backup newer than \
+         spec.upgrade.backupMaxAgeHours; take one with: kubectl tusk backup {name}; or upgrade \
+         without one with: kubectl annotate pgc {name} {}={version}",
+        tusk_api::labels::UPGRADE_WITHOUT_BACKUP
+    ))
 }
 
 /// The blocked failover `id` approves: its decision, or why it approves
@@ -256,6 +274,28 @@ mod tests {
             "{lines:?}"
         );
         assert!(lines[1].contains("PostgreSQL 16: approved"), "{lines:?}");
+    }
+
+    #[test]
+    fn an_upgrade_waiting_for_a_backup_is_listed_with_both_ways_on() {
+        let mut waiting = cluster(
+            json!({"upgrade": {"fromVersion": 15, "toVersion": 16, "step": "WaitingForBackup"}}),
+            Some(16),
+        );
+        waiting.spec.postgres.version = 16;
+        let lines = pending(&waiting);
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(lines[0].contains("kubectl tusk backup db"), "{lines:?}");
+        assert!(
+            lines[0].ends_with("kubectl annotate pgc db tusk.dev/upgrade-without-backup=16"),
+            "{lines:?}"
+        );
+        let mut started = cluster(
+            json!({"upgrade": {"fromVersion": 15, "toVersion": 16, "step": "Upgrading"}}),
+            Some(16),
+        );
+        started.spec.postgres.version = 16;
+        assert!(pending(&started).is_empty());
     }
 
     #[test]
