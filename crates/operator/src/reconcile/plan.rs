@@ -106,12 +106,7 @@ pub fn plan<'a>(
         rollout: rollout.status.clone(),
         postgres_version: Some(upgrade.data_version.unwrap_or(valid.version)),
         upgrade: upgrade.record.clone(),
-        upgrading: crate::upgrade::under_way(
-            upgrade
-                .record
-                .as_ref()
-                .or_else(|| cluster.status.as_ref().and_then(|s| s.upgrade.as_ref())),
-        ),
+        upgrading: upgrade.under_way,
         upgrade_condition: Some(upgrade.condition.clone()),
         archive: Some(valid.archive.clone()),
         backups: backups.progress(),

@@ -134,6 +134,9 @@ pub struct UpgradePlan {
     pub data_version: Option<u32>,
     pub events: Vec<Note>,
     pub look_again: Option<Duration>,
+    /// A step is under way after this pass (the cluster's phase is
+    /// Upgrading).
+    pub under_way: bool,
     /// The `MajorUpgrade` condition (`None`: no upgrade declared or on
     /// record, the condition is removed).
     pub condition: Option<Judgement>,
@@ -149,9 +152,11 @@ pub fn decide(input: &UpgradeInput<'_>) -> UpgradePlan {
         _ if input.declared > input.running => start(input, recorded),
         _ => UpgradePlan::default(),
     };
+    let record = plan.record.as_ref().or(input.recorded);
     if plan.condition.is_none() {
-        plan.condition = condition(plan.record.as_ref().or(input.recorded), input.running);
+        plan.condition = condition(record, input.running);
     }
+    plan.under_way = under_way(record);
     plan
 }
 
