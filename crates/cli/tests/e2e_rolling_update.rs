@@ -87,6 +87,17 @@ async fn follow(
             }
         }
         let status = world.status(CLUSTER).await;
+        // Judged after this status's own news of a switchover: the poll
+        // may first see one in a status where it already took the
+        // instances down.
+        let moved = status.target_primary.as_deref() != Some(old_primary);
+        if moved && rolled.switchover.0.is_none() {
+            rolled.switchover.0 = Some(Instant::now());
+        }
+        if moved && rolled.switchover.1.is_none() && status.current_primary == status.target_primary
+        {
+            rolled.switchover.1 = Some(Instant::now());
+        }
         // A switchover has both primaries briefly not ready: counted
         // apart, by the writer's pause.
         let switching = match rolled.switchover {
@@ -96,18 +107,20 @@ async fn follow(
             (Some(_), Some(served)) => served.elapsed() < Duration::from_secs(5),
             (None, _) => false,
         };
-        if !switching {
-            rolled.fewest_ready = rolled.fewest_ready.min(status.ready_instances);
+        if !switching && status.ready_instances < rolled.fewest_ready {
+            rolled.fewest_ready = status.ready_instances;
+            let shown: Vec<String> = status
+                .instances
+                .iter()
+                .map(|i| format!("{} {} ready={}", i.name, i.role, i.ready))
+                .collect();
+            println!(
+                "{:>6.1?} {} ready: {shown:?}",
+                started.elapsed(),
+                status.ready_instances
+            );
         }
         rolled.upgrading |= status.phase == Some(ClusterPhase::Upgrading);
-        let moved = status.target_primary.as_deref() != Some(old_primary);
-        if moved && rolled.switchover.0.is_none() {
-            rolled.switchover.0 = Some(Instant::now());
-        }
-        if moved && rolled.switchover.1.is_none() && status.current_primary == status.target_primary
-        {
-            rolled.switchover.1 = Some(Instant::now());
-        }
         if let Some(rollout) = &status.rollout {
             let step = format!(
                 "{} {} ({})",
