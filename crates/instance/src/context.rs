@@ -31,6 +31,9 @@ pub struct InstanceContext {
     pub user: ProcessUser,
     /// Whether the PostgreSQL build can serve TLS ([`crate::tls::build_has_ssl`]).
     ssl_build: bool,
+    /// The standby minimums of the data directory's control file
+    /// ([`crate::standby_floor`]).
+    floor: crate::standby_floor::FloorCache,
 }
 
 impl InstanceContext {
@@ -47,6 +50,7 @@ impl InstanceContext {
             settings,
             user,
             ssl_build,
+            floor: Default::default(),
         })
     }
 
@@ -167,6 +171,13 @@ impl InstanceContext {
         desired: &DesiredState,
         role: ReplicationRole,
     ) -> Result<RenderedFiles, DataDirError> {
+        // A standby starts only with its primary's minimums or more.
+        let parameters = if role.is_standby() {
+            let floor = self.floor.read(&self.settings.bin_dir, pgdata);
+            crate::standby_floor::raise(&desired.parameters, &floor)
+        } else {
+            desired.parameters.clone()
+        };
         let server = ServerConfig {
             instance_name: self.settings.pod_name.clone(),
             listen_address: self.settings.pod_ip,
@@ -174,7 +185,7 @@ impl InstanceContext {
             socket_dir: config::socket_dir_setting(&self.settings.run_dir),
             role,
             synchronous: desired.synchronous.clone(),
-            parameters: desired.parameters.clone(),
+            parameters,
             major: crate::datadir::data_major_version(pgdata).ok(),
             archive_command: desired.archiving.as_ref().map(|_| {
                 pgbackrest::archive_command(

@@ -45,6 +45,7 @@ pub mod run;
 pub mod sentinel;
 pub mod settings;
 pub mod sql;
+pub mod standby_floor;
 pub mod state;
 pub mod supervisor;
 pub mod task;

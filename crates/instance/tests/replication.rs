@@ -519,3 +519,63 @@ async fn an_instance_pointed_at_another_clusters_primary_keeps_its_data() {
         instance.stop(Duration::from_secs(30)).await;
     }
 }
+
+/// `SHOW name` on `instance`, if it is up.
+async fn shown(instance: &common::TestInstance, name: &str) -> Option<String> {
+    let client = instance.superuser_if_up().await?;
+    let row = client.query_one(&format!("SHOW {name}"), &[]).await.ok()?;
+    row.try_get(0).ok()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standby_restarted_with_a_lowered_minimum_starts_at_its_primarys_value() {
+    init_logs();
+    let mut cluster = TestCluster::new();
+    let mut a = cluster.instance("db-1");
+    let mut b = cluster.instance("db-2");
+    let mut on_a = desired("db-1", a.address);
+    on_a.parameters
+        .insert("max_connections".into(), "120".into());
+    a.start(on_a.clone());
+    a.wait_status("a ready primary", STARTUP, |r| r.ready).await;
+    b.start(on_a.clone());
+    b.wait_status("a streaming replica", STARTUP, |r| r.ready)
+        .await;
+    b.stop(Duration::from_secs(30)).await;
+
+    // The standby restarts with the lowered value first, as a rollout
+    // does that sees it pending: PostgreSQL refuses to run a hot standby
+    // below its primary's 120.
+    let mut lowered = on_a.clone();
+    lowered
+        .parameters
+        .insert("max_connections".into(), "90".into());
+    // As in a cluster: a pending setting waits for the operator.
+    let mut on_b = lowered.clone();
+    on_b.restart_for_pending = false;
+    b.start(on_b);
+    let report = b
+        .wait_status("the standby streaming again", STARTUP, |r| r.ready)
+        .await;
+    assert_eq!(report.role, InstanceRole::Replica);
+    assert_eq!(shown(&b, "max_connections").await.as_deref(), Some("120"));
+    assert!(report.pending_restart.is_empty(), "{report:#?}");
+
+    // The primary restarts with 90 and writes that to its WAL; the
+    // standby's floor drops with it, and 90 waits for its restart.
+    a.set_desired(lowered);
+    a.wait_status("the primary at 90", STARTUP, |r| r.ready)
+        .await;
+    common::eventually("the primary at 90", STARTUP, || async {
+        (shown(&a, "max_connections").await.as_deref() == Some("90")).then_some(())
+    })
+    .await;
+    let report = b
+        .wait_status("90 pending on the standby", STARTUP, |r| {
+            r.pending_restart.iter().any(|p| p == "max_connections")
+        })
+        .await;
+    assert!(report.ready, "{report:#?}");
+    a.stop(Duration::from_secs(30)).await;
+    b.stop(Duration::from_secs(30)).await;
+}
