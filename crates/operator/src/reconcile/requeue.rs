@@ -39,7 +39,9 @@ const SPEC_CHANGED: Duration = Duration::from_secs(5);
 
 pub fn after(status: &PostgresClusterStatus, plan: &Plan<'_>) -> Duration {
     let mut wait = delay(status, &plan.primary, &plan.instances.step);
-    if spec_changed(plan.status.previous, plan.status.generation) {
+    if spec_changed(plan.status.previous, plan.status.generation)
+        || rollout_ended(plan.status.previous, status)
+    {
         wait = wait.min(SPEC_CHANGED);
     }
     if status.backup.as_ref().is_some_and(|b| b.running.is_some())
@@ -69,6 +71,16 @@ pub fn after(status: &PostgresClusterStatus, plan: &Plan<'_>) -> Duration {
 /// Whether this pass is the first to see `generation` of the spec.
 fn spec_changed(previous: Option<&PostgresClusterStatus>, generation: Option<i64>) -> bool {
     generation.is_some() && previous.and_then(|p| p.observed_generation) != generation
+}
+
+/// Whether this pass ended a rollout. Its restarts may have more to
+/// follow that only the instance managers' next reports show: a primary
+/// restarted with a lowered standby minimum writes it to its WAL, and each
+/// standby reports the setting pending once it replayed that (until then
+/// its manager holds it at the primary's former value); the rollout goes
+/// on this soon rather than at the next resync.
+fn rollout_ended(previous: Option<&PostgresClusterStatus>, status: &PostgresClusterStatus) -> bool {
+    previous.is_some_and(|p| p.rollout.is_some()) && status.rollout.is_none()
 }
 
 fn delay(status: &PostgresClusterStatus, primary: &FailoverCheck, step: &InstanceStep) -> Duration {
@@ -165,6 +177,20 @@ mod tests {
             delay_left: left_ms.map(Duration::from_millis),
             ..FailoverCheck::default()
         }
+    }
+
+    #[test]
+    fn the_pass_that_ends_a_rollout_looks_again_soon() {
+        let rolling: PostgresClusterStatus = serde_json::from_value(serde_json::json!({
+            "rollout": {"step": "RestartingPrimary", "instance": "db-1",
+                        "reason": "changed: settings that need a restart"},
+        }))
+        .expect("a status");
+        let done = PostgresClusterStatus::default();
+        assert!(rollout_ended(Some(&rolling), &done));
+        assert!(!rollout_ended(Some(&rolling), &rolling), "still rolling");
+        assert!(!rollout_ended(Some(&done), &done), "nothing rolled");
+        assert!(!rollout_ended(None, &done));
     }
 
     #[test]

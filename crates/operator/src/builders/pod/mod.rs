@@ -180,7 +180,7 @@ fn postgres_mounts(cluster: &ValidatedCluster) -> Vec<VolumeMount> {
 
 /// How often the startup probe runs, and how long it lets an instance
 /// start (a clone of a large database) before liveness takes over.
-const STARTUP_PERIOD_SECONDS: i32 = 10;
+const STARTUP_PERIOD_SECONDS: i32 = 1;
 const STARTUP_BUDGET_SECONDS: i32 = 3600;
 
 fn postgres_container(cluster: &ValidatedCluster) -> Container {
