@@ -213,8 +213,9 @@ fn postgres_container(cluster: &ValidatedCluster) -> Container {
         // Bootstrapping may clone a large database: allow an hour before
         // liveness takes over. Readiness is not probed until this probe
         // passes: a restarted pod joins its Service up to one period after
-        // it serves. A period of 1 s was measured to take that wait away,
-        // and made the rolling-update test flaky (docs/benchmarks.md).
+        // it serves, so the period is a second (a 10 s period made every
+        // rollout step and a major upgrade's downtime 10 s longer;
+        // docs/benchmarks.md).
         startup_probe: Some(Probe {
             http_get: Some(http(HEALTHZ_PATH)),
             period_seconds: Some(STARTUP_PERIOD_SECONDS),
