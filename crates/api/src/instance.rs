@@ -197,7 +197,9 @@ pub struct InstanceReport {
     /// Of [`Self::pending_restart`], the settings a standby must hold at
     /// least at its primary's value ([`STANDBY_MINIMUMS`]) that the pending
     /// change lowers: lowered on a standby first, the standby could not
-    /// replay its primary's WAL, so the primary restarts first.
+    /// replay its primary's WAL, so the primary restarts first. A setting
+    /// removed from the configuration goes back to PostgreSQL's default,
+    /// and lowers it when that is below the running value.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pending_restart_lowered: Vec<String>,
     /// Standbys connected to this primary.

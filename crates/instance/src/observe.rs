@@ -73,9 +73,12 @@ SELECT pg_is_in_recovery(),
                'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'),
        ARRAY(SELECT s.name FROM pg_settings s
              WHERE s.pending_restart AND s.name = ANY($1)
-               AND (SELECT CASE WHEN f.setting ~ '^[0-9]+$' THEN f.setting::bigint END
-                    FROM pg_file_settings f WHERE f.name = s.name
-                    ORDER BY f.seqno DESC LIMIT 1) < s.setting::bigint
+               AND COALESCE(
+                     (SELECT CASE WHEN f.setting ~ '^[0-9]+$' THEN f.setting::bigint END
+                      FROM pg_file_settings f WHERE f.name = s.name
+                      ORDER BY f.seqno DESC LIMIT 1),
+                     CASE WHEN s.boot_val ~ '^[0-9]+$' THEN s.boot_val::bigint END
+                   ) < s.setting::bigint
              ORDER BY s.name)";
 
 const ARCHIVER_QUERY: &str = "

@@ -336,3 +336,34 @@ async fn a_restarted_manager_keeps_its_data_and_applies_rotated_passwords() {
     assert_eq!(count, 1);
     primary.stop(Duration::from_secs(30)).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_raised_minimum_removed_from_the_spec_is_reported_as_lowered() {
+    init_logs();
+    let mut cluster = TestCluster::new();
+    let mut primary = cluster.instance("db-1");
+    let mut raised = desired("db-1", primary.address);
+    raised
+        .parameters
+        .insert("max_connections".into(), "120".into());
+    primary.start(raised.clone());
+    primary.wait_status("ready", STARTUP, |r| r.ready).await;
+
+    // Back to PostgreSQL's default (100), below the running 120: a
+    // standby restarted first with it could not replay this primary's
+    // WAL, so it is a lowering like an explicit smaller value.
+    let mut removed = DesiredState {
+        restart_for_pending: false,
+        ..raised
+    };
+    removed.parameters.remove("max_connections");
+    primary.set_desired(removed);
+    let report = primary
+        .wait_status("the removal pending", Duration::from_secs(20), |r| {
+            !r.pending_restart.is_empty()
+        })
+        .await;
+    assert_eq!(report.pending_restart, ["max_connections"]);
+    assert_eq!(report.pending_restart_lowered, ["max_connections"]);
+    primary.stop(Duration::from_secs(30)).await;
+}
