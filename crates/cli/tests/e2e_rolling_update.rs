@@ -60,6 +60,31 @@ struct Rolled {
     fewest_ready: i32,
 }
 
+impl Rolled {
+    /// Keeps the fewest ready instances, printing each new low with the
+    /// instances' roles and readiness.
+    fn count_ready(
+        &mut self,
+        status: &tusk_api::v1alpha1::PostgresClusterStatus,
+        started: Instant,
+    ) {
+        if status.ready_instances >= self.fewest_ready {
+            return;
+        }
+        self.fewest_ready = status.ready_instances;
+        let shown: Vec<String> = status
+            .instances
+            .iter()
+            .map(|i| format!("{} {} ready={}", i.name, i.role, i.ready))
+            .collect();
+        println!(
+            "{:>6.1?} {} ready: {shown:?}",
+            started.elapsed(),
+            status.ready_instances
+        );
+    }
+}
+
 /// Follows the rollout that began at `started` until `expected` pods of
 /// `before` were replaced and the cluster is Ready again, with its
 /// primary serving.
@@ -107,18 +132,8 @@ async fn follow(
             (Some(_), Some(served)) => served.elapsed() < Duration::from_secs(5),
             (None, _) => false,
         };
-        if !switching && status.ready_instances < rolled.fewest_ready {
-            rolled.fewest_ready = status.ready_instances;
-            let shown: Vec<String> = status
-                .instances
-                .iter()
-                .map(|i| format!("{} {} ready={}", i.name, i.role, i.ready))
-                .collect();
-            println!(
-                "{:>6.1?} {} ready: {shown:?}",
-                started.elapsed(),
-                status.ready_instances
-            );
+        if !switching {
+            rolled.count_ready(&status, started);
         }
         rolled.upgrading |= status.phase == Some(ClusterPhase::Upgrading);
         if let Some(rollout) = &status.rollout {
