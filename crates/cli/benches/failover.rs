@@ -125,11 +125,7 @@ async fn repetition(world: &World, writer: &Writer) -> Repetition {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
-    // `cargo bench` passes `--bench`; the figures are positional.
-    let numbers: Vec<u64> = std::env::args()
-        .skip(1)
-        .filter_map(|a| a.parse().ok())
-        .collect();
+    let numbers = common::bench_numbers();
     let repetitions = numbers.first().copied().unwrap_or(10).max(1);
     let delay = numbers.get(1).copied().unwrap_or(5);
     let world = World::start().await;

@@ -31,11 +31,7 @@ const ROW_BYTES: u64 = 270;
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
-    // `cargo bench` passes `--bench`; the figures are positional.
-    let numbers: Vec<u64> = std::env::args()
-        .skip(1)
-        .filter_map(|a| a.parse().ok())
-        .collect();
+    let numbers = common::bench_numbers();
     let mib = numbers.first().copied().unwrap_or(1024).max(1);
     let major = numbers.get(1).copied().unwrap_or(17);
     let world = World::start().await;

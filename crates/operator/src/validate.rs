@@ -91,11 +91,9 @@ pub struct MajorTarget {
     pub image: String,
 }
 
-/// Validates `cluster` once for the rest of the reconcile.
-pub fn validate(
-    cluster: &PostgresCluster,
-    config: &OperatorConfig,
-) -> Result<ValidatedCluster, SpecError> {
+/// The cluster's name, namespace and the owner reference its children
+/// carry.
+fn identity(cluster: &PostgresCluster) -> Result<(ClusterName, String, OwnerReference), SpecError> {
     let meta = &cluster.metadata;
     let raw_name = meta.name.as_deref().unwrap_or_default();
     let name = ClusterName::new(raw_name).ok_or_else(|| {
@@ -112,6 +110,16 @@ pub fn validate(
     let owner = cluster
         .controller_owner_ref(&())
         .ok_or_else(|| spec_error("metadata.uid", "the cluster has no uid yet"))?;
+    Ok((name, namespace, owner))
+}
+
+/// Validates `cluster` once for the rest of the reconcile.
+pub fn validate(
+    cluster: &PostgresCluster,
+    config: &OperatorConfig,
+) -> Result<ValidatedCluster, SpecError> {
+    let meta = &cluster.metadata;
+    let (name, namespace, owner) = identity(cluster)?;
     let spec = &cluster.spec;
 
     let instances = u32::try_from(spec.instances)

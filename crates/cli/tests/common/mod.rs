@@ -602,3 +602,13 @@ pub async fn rejoins_without_accepting_a_write(world: &World, cluster: &str, nam
     }
     println!("{name} rejoined as a standby; {tries} direct writes on it were refused");
 }
+
+/// The numbers a benchmark was given after its name (`cargo bench --bench
+/// failover -- 10 5`); `cargo bench` also passes `--bench`, and whatever is
+/// not a number is skipped.
+pub fn bench_numbers() -> Vec<u64> {
+    std::env::args()
+        .skip(1)
+        .filter_map(|a| a.parse().ok())
+        .collect()
+}

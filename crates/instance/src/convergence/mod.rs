@@ -260,21 +260,7 @@ impl<S: DesiredStateSource> Manager<S> {
             state.target_primary = desired.target_primary.clone();
             state.desired_state_errors.clone_from(&desired.problems);
         }
-        let me = self.ctx.settings.pod_name.clone();
-        let mut action = plan(&me, desired, self.local_state());
-        if let Action::Initdb | Action::Clone(_) = action {
-            self.state.set_phase(InstancePhase::Bootstrapping);
-            match action {
-                Action::Clone(address) => {
-                    bootstrap::clone_from(&self.ctx, desired, address).await?
-                }
-                _ => match &desired.restore {
-                    Some(source) => bootstrap::restore(&self.ctx, desired, source).await?,
-                    None => bootstrap::initdb(&self.ctx, desired).await?,
-                },
-            }
-            action = plan(&me, desired, self.local_state());
-        }
+        let action = self.bootstrapped(desired).await?;
         self.want_lease(desired, action);
         let running_primary = matches!(action, Action::RunPrimary)
             && self.primacy.held()
@@ -326,6 +312,25 @@ impl<S: DesiredStateSource> Manager<S> {
             Action::Demote(address) => self.demote(desired, address).await,
             Action::RunStandby(address) => self.run_standby(desired, address).await,
         }
+    }
+
+    /// What to do now: the plan, once the data directory the plan asks for
+    /// (`initdb`, a restore or a clone) exists.
+    async fn bootstrapped(&self, desired: &DesiredState) -> Result<Action, ConvergenceError> {
+        let me = &self.ctx.settings.pod_name;
+        let action = plan(me, desired, self.local_state());
+        if !matches!(action, Action::Initdb | Action::Clone(_)) {
+            return Ok(action);
+        }
+        self.state.set_phase(InstancePhase::Bootstrapping);
+        match action {
+            Action::Clone(address) => bootstrap::clone_from(&self.ctx, desired, address).await?,
+            _ => match &desired.restore {
+                Some(source) => bootstrap::restore(&self.ctx, desired, source).await?,
+                None => bootstrap::initdb(&self.ctx, desired).await?,
+            },
+        }
+        Ok(plan(me, desired, self.local_state()))
     }
 
     /// Asks for the primary lease while this instance is, or is about to

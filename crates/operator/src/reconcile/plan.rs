@@ -74,15 +74,8 @@ pub fn plan<'a>(
         cluster, valid, observed, outdated, &mut step, &mut check, now,
     );
     events.extend(rollout_note(&rollout, step.target_primary.as_str()));
-    let target = check.record.as_ref().map_or_else(
-        || step.target_primary.clone(),
-        |r| InstanceName::recorded(&r.to),
-    );
     let new_pod_role = new_pod_role(observed, &step);
-    let instances = InstancePlan {
-        target_primary: target,
-        ..step
-    };
+    let instances = retargeted(step, &check);
     let roles = roles(valid, observed, &instances);
     let (backups, rehearsal) = protect_data(
         cluster,
@@ -138,6 +131,19 @@ pub fn plan<'a>(
         rehearsal,
         upgrade,
         status,
+    }
+}
+
+/// The instance step with the target primary this pass leaves: the one a
+/// failover or switchover it decided records, else the step's.
+fn retargeted(step: InstancePlan, check: &FailoverCheck) -> InstancePlan {
+    let target_primary = check.record.as_ref().map_or_else(
+        || step.target_primary.clone(),
+        |r| InstanceName::recorded(&r.to),
+    );
+    InstancePlan {
+        target_primary,
+        ..step
     }
 }
 
