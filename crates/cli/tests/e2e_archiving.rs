@@ -11,16 +11,21 @@
 //! and cleaned up; and a backup or a rehearsal of a cluster that declares
 //! no destination fails saying so.
 
+#[path = "common/archive.rs"]
+#[allow(dead_code)]
+mod archive;
 mod common;
 #[path = "../../instance/tests/common/s3.rs"]
 #[allow(dead_code)]
 mod s3;
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
+use archive::{
+    create_archiving_cluster, create_s3_secrets, object_store, superuser, tusk, tusk_ok,
+};
 use common::{NS, World, wait_for};
-use k8s_openapi::api::core::v1::{Namespace, Secret, Service};
+use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, PostParams};
 use s3::S3Server;
 use serde_json::json;
@@ -32,110 +37,6 @@ use tusk_api::v1alpha1::{
 /// Generous: the pod starts, bootstraps, then the stanza is created over
 /// HTTPS; under load on two cores this takes tens of seconds.
 const ARCHIVING_WAIT: Duration = Duration::from_secs(240);
-
-async fn create_secret(world: &World, ns: &str, name: &str, data: BTreeMap<String, String>) {
-    let secret: Secret = serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "Secret",
-        "metadata": {"name": name, "namespace": ns},
-        "stringData": data,
-    }))
-    .expect("a secret");
-    Api::<Secret>::namespaced(world.client.clone(), ns)
-        .create(&PostParams::default(), &secret)
-        .await
-        .expect("secret created");
-}
-
-/// Creates, in `ns`, the Secrets holding `server`'s keys and CA for
-/// cluster `name`: `<name>-s3` and `<name>-s3-ca`.
-async fn create_s3_secrets(world: &World, server: &S3Server, ns: &str, name: &str) {
-    let keys = server.keys();
-    create_secret(
-        world,
-        ns,
-        &format!("{name}-s3"),
-        BTreeMap::from([
-            ("ACCESS_KEY_ID".to_owned(), keys.access_key_id.clone()),
-            (
-                "SECRET_ACCESS_KEY".to_owned(),
-                keys.secret_access_key.clone(),
-            ),
-        ]),
-    )
-    .await;
-    let ca = std::fs::read_to_string(&server.served.ca_file).expect("the CA");
-    create_secret(
-        world,
-        ns,
-        &format!("{name}-s3-ca"),
-        BTreeMap::from([("ca.crt".to_owned(), ca)]),
-    )
-    .await;
-}
-
-/// `server`'s bucket `wal` as an object store, with the Secrets
-/// [`create_s3_secrets`] made for `name`.
-fn object_store(server: &S3Server, name: &str) -> serde_json::Value {
-    json!({
-        "url": "s3://wal/e2e",
-        "endpoint": format!("https://{}:{}", server.served.host, server.served.port),
-        "region": server.served.region,
-        "credentialsSecret": format!("{name}-s3"),
-        "caSecret": format!("{name}-s3-ca")})
-}
-
-/// Creates the cluster `name` (one instance) archiving to `server`'s
-/// bucket `wal`, with `backup` merged into its `spec.backup`.
-async fn create_archiving_cluster(
-    world: &World,
-    server: &S3Server,
-    name: &str,
-    backup: serde_json::Value,
-) {
-    create_s3_secrets(world, server, NS, name).await;
-    let mut spec = json!({"destination": object_store(server, name)});
-    for (key, value) in backup.as_object().cloned().unwrap_or_default() {
-        spec[key] = value;
-    }
-    world
-        .create_cluster(
-            name,
-            json!({"instances": 1, "postgres": {"version": 15, "parameters": {"shared_buffers": "16MB"}, "superuserAccess": true},
-                   "storage": {"size": "1Gi"},
-                   "backup": spec}),
-        )
-        .await;
-}
-
-/// A superuser session on the primary of `cluster` in `ns` (switching WAL
-/// is a superuser's).
-async fn superuser(world: &World, ns: &str, cluster: &str) -> tokio_postgres::Client {
-    let secret = Api::<Secret>::namespaced(world.client.clone(), ns)
-        .get(&format!("{cluster}-superuser"))
-        .await
-        .expect("superuser secret");
-    let field = |key: &str| {
-        let data = secret.data.clone().unwrap_or_default();
-        String::from_utf8(data.get(key).expect("key").0.clone()).expect("UTF-8")
-    };
-    let host = Api::<Service>::namespaced(world.client.clone(), ns)
-        .get(&format!("{cluster}-rw"))
-        .await
-        .expect("the -rw Service")
-        .spec
-        .and_then(|s| s.cluster_ip)
-        .expect("a cluster IP");
-    let config = format!(
-        "host={host} port=5432 user={} password={} dbname=postgres connect_timeout=5",
-        field("username"),
-        field("password")
-    );
-    let (client, connection) = tokio_postgres::connect(&config, common::tls::encrypted())
-        .await
-        .expect("superuser connection");
-    tokio::spawn(connection);
-    client
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_archives_its_wal_and_says_so() {
@@ -194,31 +95,6 @@ async fn a_cluster_archives_its_wal_and_says_so() {
     assert_eq!((state.as_str(), reason.as_str()), ("True", "Archiving"));
     assert!(message.contains("s3://wal/e2e"), "{message}");
     world.shutdown().await;
-}
-
-/// `tusk args` against the world, killed after `limit`.
-async fn tusk(world: &World, args: &[&str], limit: Duration) -> std::process::Output {
-    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_tusk"));
-    command
-        .args(args)
-        .env("KUBECONFIG", world.kubeconfig())
-        .kill_on_drop(true);
-    tokio::time::timeout(limit, command.output())
-        .await
-        .unwrap_or_else(|_| panic!("tusk {args:?} did not finish within {limit:?}"))
-        .unwrap_or_else(|e| panic!("tusk {args:?} cannot run: {e}"))
-}
-
-/// Runs `tusk` with `args`, which must succeed; what it printed.
-async fn tusk_ok(world: &World, args: &[&str], limit: Duration) -> String {
-    let output = tusk(world, args, limit).await;
-    let said = String::from_utf8_lossy(&output.stdout).into_owned();
-    assert!(
-        output.status.success(),
-        "tusk {args:?}: {said}{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    said
 }
 
 /// Runs `tusk` with `args` (at most 150 s), which must exit 1 (it ran and
