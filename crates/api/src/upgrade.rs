@@ -27,6 +27,14 @@
 //! reports success. The [`Outcome`] is written as JSON to the termination
 //! message file ([`crate::rehearsal::TERMINATION_MESSAGE_PATH`]), where the
 //! operator reads it.
+//!
+//! Before any instance stops, when the cluster has a backup to restore,
+//! a pre-check pod ([`check_pod_name`]) of the same shape, on a scratch
+//! volume of the cluster's size instead of the primary's, runs `tusk
+//! instance upgrade-check`: the newest backup restored and recovered by
+//! the old major, then steps 1 and 2 on that copy. Its [`Outcome`] names
+//! [`Step::Restore`], [`Step::Prepare`] or [`Step::Check`] when one failed;
+//! the upgrade is then failed with every instance still serving.
 
 use serde::{Deserialize, Serialize};
 
@@ -48,6 +56,11 @@ pub fn pod_name(cluster: &str) -> String {
     format!("{cluster}-upgrade")
 }
 
+/// The name of a cluster's pre-check pod and of its scratch volume.
+pub fn check_pod_name(cluster: &str) -> String {
+    format!("{cluster}-upgrade-check")
+}
+
 /// Where the new cluster of `major` is made.
 pub fn new_data_dir(major: u32) -> String {
     format!("{NEW_DATA_DIR_PREFIX}{major}")
@@ -62,6 +75,9 @@ pub fn old_bin_dir(major: u32) -> String {
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub enum Step {
+    /// Restoring the newest backup for the pre-check (the pre-check pod
+    /// only).
+    Restore,
     /// Making the new cluster (`initdb` of the new major).
     Prepare,
     /// `pg_upgrade --check`.
@@ -75,6 +91,7 @@ pub enum Step {
 impl Step {
     pub fn as_str(self) -> &'static str {
         match self {
+            Step::Restore => "restore",
             Step::Prepare => "prepare",
             Step::Check => "check",
             Step::Link => "link",

@@ -20,11 +20,14 @@
 //! Both clusters must be stopped for steps 2 and 3. The temporary servers
 //! `pg_upgrade` starts listen on a socket in a private directory only.
 //!
+//! [`precheck`] runs steps 1 and 2 on a restore of the newest backup
+//! before anything is stopped (`tusk instance upgrade-check`);
 //! [`volume`] runs the steps on a volume in the operator's upgrade pod
 //! (`tusk instance upgrade`) and puts the new cluster in place;
 //! [`statistics`] is step 4 in the instance manager that next serves the
 //! data as primary.
 
+pub mod precheck;
 pub mod statistics;
 pub mod volume;
 

@@ -31,7 +31,7 @@ use crate::{sentinel, tools};
 const INFO_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// A check that failed, and why.
-type Failure = (Check, String);
+pub(crate) type Failure = (Check, String);
 
 /// What the rehearsal learned on its way, reported whatever the outcome.
 #[derive(Default)]
@@ -69,6 +69,34 @@ async fn restore_and_check(
     desired: &DesiredState,
     found: &mut Found,
 ) -> Result<String, Failure> {
+    let (staging, annotation) = restore_newest(ctx, desired, &mut found.backup).await?;
+    ctx.write_config(&staging, desired, ReplicationRole::Primary)
+        .map_err(|e| (Check::Recovery, e.to_string()))?;
+    let postmaster = start_private(ctx, &staging, &ctx.pgbackrest_env())
+        .map_err(|e| (Check::Recovery, e.to_string()))?;
+    let checked = check_recovered(
+        ctx,
+        &staging,
+        postmaster.pid(),
+        annotation.as_deref(),
+        found,
+    )
+    .await;
+    postmaster.stop(ctx.settings.stop_timeout).await;
+    checked
+}
+
+/// Restores the newest backup of this cluster's repository into a fresh
+/// staging directory ([`crate::settings::Settings::staging_dir`]), set to
+/// recover to the end of the archived WAL once started (with
+/// [`InstanceContext::pgbackrest_env`]); returns it with the backup's
+/// annotation, and records the backup in `backup`. Shared by the
+/// rehearsal and the major upgrade's pre-check.
+pub(crate) async fn restore_newest(
+    ctx: &InstanceContext,
+    desired: &DesiredState,
+    backup: &mut Option<BackupInfo>,
+) -> Result<(std::path::PathBuf, Option<String>), Failure> {
     let repository = desired.archiving.clone().ok_or((
         Check::Backup,
         "the cluster archives nowhere (spec.backup with walArchiving): there is nothing to restore"
@@ -88,25 +116,12 @@ async fn restore_and_check(
         stanza: &source.cluster,
         env: ctx.pgbackrest_env(),
     };
-    let backup = newest_backup(ctx, &invocation).await?;
-    let label = backup.label.clone();
-    let annotation = backup.annotation.clone();
-    found.backup = Some(backup);
+    let newest = newest_backup(ctx, &invocation).await?;
+    let label = newest.label.clone();
+    let annotation = newest.annotation.clone();
+    *backup = Some(newest);
     let staging = restore(ctx, &invocation, &label).await?;
-    ctx.write_config(&staging, desired, ReplicationRole::Primary)
-        .map_err(|e| (Check::Recovery, e.to_string()))?;
-    let postmaster = start_private(ctx, &staging, &invocation.env)
-        .map_err(|e| (Check::Recovery, e.to_string()))?;
-    let checked = check_recovered(
-        ctx,
-        &staging,
-        postmaster.pid(),
-        annotation.as_deref(),
-        found,
-    )
-    .await;
-    postmaster.stop(ctx.settings.stop_timeout).await;
-    checked
+    Ok((staging, annotation))
 }
 
 /// The newest backup the repository lists.

@@ -302,7 +302,9 @@ pub struct UpgradeStatus {
     /// Version being upgraded to.
     pub to_version: i32,
     /// Current step: WaitingForBackup (refused until a recent backup or
-    /// an override), StoppingInstances (writes fenced), Upgrading
+    /// an override), PreChecking (`pg_upgrade --check` on a restore of the
+    /// newest backup, every instance serving), StoppingInstances (writes
+    /// fenced), Upgrading
     /// (`pg_upgrade` on the primary's volume), StartingPrimary,
     /// RecloningReplicas, then Completed or Failed.
     pub step: String,

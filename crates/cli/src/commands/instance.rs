@@ -7,7 +7,9 @@
 //! outcome to the termination message file: `tusk instance rehearse` runs
 //! a restore rehearsal (a rehearsal pod's entry point), and `tusk instance
 //! upgrade` upgrades the data volume to the image's major (the upgrade
-//! pod's, `tusk_api::upgrade`). `tusk instance status` prints another
+//! pod's, `tusk_api::upgrade`), and `tusk instance upgrade-check` runs
+//! `pg_upgrade --check` on a restore of the newest backup before an
+//! upgrade stops anything (the pre-check pod's). `tusk instance status` prints another
 //! instance's `/status`.
 
 use std::net::{IpAddr, SocketAddr};
@@ -17,7 +19,7 @@ use std::time::{Duration, Instant};
 use tusk_api::contract::{EnvironmentError, HTTP_PORT, InstanceEnv, InstanceEnvironment};
 use tusk_api::instance::{InstanceReport, STATUS_PATH};
 use tusk_instance::context::InstanceContext;
-use tusk_instance::major_upgrade::{installed_major, volume::VolumeUpgrade};
+use tusk_instance::major_upgrade::{installed_major, precheck::PreCheck, volume::VolumeUpgrade};
 use tusk_instance::primacy::Primacy;
 use tusk_instance::settings::{Credentials, Settings};
 use tusk_instance::state::SharedState;
@@ -47,6 +49,13 @@ pub enum InstanceCommand {
     /// by TUSK_UPGRADE_RESULT (default /dev/termination-log). Exits 0 when
     /// the data is upgraded, 1 when a step failed, 2 when it cannot run.
     Upgrade(Box<RunArgs>),
+    /// Before a major upgrade stops anything: restore the cluster's newest
+    /// backup into this pod's scratch volume with the old major's programs
+    /// (in TUSK_UPGRADE_OLD_BIN_DIR), run pg_upgrade --check on it to the
+    /// major of PG_BIN_DIR, and write the outcome to the file named by
+    /// TUSK_UPGRADE_RESULT. Exits 0 when the check passed, 1 when a step
+    /// failed, 2 when it cannot run.
+    UpgradeCheck(Box<RunArgs>),
     /// Print the `/status` report of an instance manager.
     Status(StatusArgs),
 }
@@ -160,6 +169,7 @@ pub fn run(args: &Args) -> Result<ExitCode, CommandError> {
         InstanceCommand::Run(run_args) => done(runtime.block_on(run_manager(run_args))),
         InstanceCommand::Rehearse(run_args) => done(runtime.block_on(rehearse(run_args))),
         InstanceCommand::Upgrade(run_args) => runtime.block_on(upgrade(run_args)),
+        InstanceCommand::UpgradeCheck(run_args) => runtime.block_on(upgrade_check(run_args)),
         InstanceCommand::Status(status_args) => done(runtime.block_on(print_status(status_args))),
     };
     Ok(outcome.unwrap_or_else(|message| failed(&message)))
@@ -264,22 +274,7 @@ async fn rehearse(args: &RunArgs) -> Result<(), String> {
     let write = |text: &str| write_result(tusk_api::rehearsal::RESULT_ENV, "rehearsal", text);
     let outcome = async {
         let started = start(args)?;
-        let client = kube::Client::try_default()
-            .await
-            .map_err(|e| format!("cannot build a Kubernetes client: {e}"))?;
-        let clusters: kube::Api<tusk_api::v1alpha1::PostgresCluster> =
-            kube::Api::namespaced(client, &started.namespace);
-        let cluster = clusters
-            .get(&started.cluster)
-            .await
-            .map_err(|e| format!("cannot read PostgresCluster {}: {e}", started.cluster))?;
-        let desired = tusk_instance::cluster_watch::desired_from_cluster(
-            &cluster,
-            &started.secrets_dir,
-            &started.me,
-            None,
-            None,
-        );
+        let desired = desired_once(&started).await?;
         tracing::info!(cluster = %started.cluster, "restore rehearsal starting");
         Ok::<_, String>(tusk_instance::rehearsal::rehearse(&started.ctx, &desired).await)
     }
@@ -295,6 +290,26 @@ async fn rehearse(args: &RunArgs) -> Result<(), String> {
             Err(message)
         }
     }
+}
+
+/// The cluster's declared state for this one-shot pod, read once.
+async fn desired_once(started: &Started) -> Result<tusk_instance::desired::DesiredState, String> {
+    let client = kube::Client::try_default()
+        .await
+        .map_err(|e| format!("cannot build a Kubernetes client: {e}"))?;
+    let clusters: kube::Api<tusk_api::v1alpha1::PostgresCluster> =
+        kube::Api::namespaced(client, &started.namespace);
+    let cluster = clusters
+        .get(&started.cluster)
+        .await
+        .map_err(|e| format!("cannot read PostgresCluster {}: {e}", started.cluster))?;
+    Ok(tusk_instance::cluster_watch::desired_from_cluster(
+        &cluster,
+        &started.secrets_dir,
+        &started.me,
+        None,
+        None,
+    ))
 }
 
 /// Writes a one-shot command's outcome to the file named by `result_env`
@@ -345,30 +360,81 @@ async fn upgrade(args: &RunArgs) -> Result<ExitCode, String> {
     })
 }
 
-/// The upgrade the pod's environment describes: to the major of
-/// `PG_BIN_DIR`, from the programs in `TUSK_UPGRADE_OLD_BIN_DIR`.
-async fn upgrade_of_volume(
-    args: &RunArgs,
-) -> Result<(tusk_instance::process_user::ProcessUser, VolumeUpgrade), String> {
+/// The pre-check (`tusk_api::upgrade`): `pg_upgrade --check` on a restore
+/// of the newest backup; the outcome (JSON) goes to the result file, and
+/// the exit code is as `upgrade`'s.
+async fn upgrade_check(args: &RunArgs) -> Result<ExitCode, String> {
+    use tusk_api::upgrade::{Outcome, RESULT_ENV, Step};
+    let started_at = Instant::now();
+    let write = |outcome: &Outcome| write_result(RESULT_ENV, "pre-check", &outcome.to_message());
+    let prepared = async {
+        let started = start(args)?;
+        let (old_bin, new_major) = upgrade_programs(&started.ctx).await?;
+        let desired = desired_once(&started).await?;
+        let check = PreCheck {
+            old_bin,
+            new_bin: started.ctx.settings.bin_dir.clone(),
+            new_major,
+            work_dir: started.ctx.settings.run_dir.join("upgrade"),
+        };
+        Ok::<_, String>((started.ctx, desired, check))
+    };
+    let (ctx, desired, check) = match prepared.await {
+        Ok(prepared) => prepared,
+        Err(message) => {
+            write(&Outcome {
+                from_version: None,
+                data_version: None,
+                failed_step: Some(Step::Restore),
+                message: message.clone(),
+                duration_seconds: started_at.elapsed().as_secs_f64(),
+            });
+            return Err(message);
+        }
+    };
+    tracing::info!(to = check.new_major, "major upgrade pre-check starting");
+    let mut outcome = check.run(&ctx, &desired).await;
+    outcome.duration_seconds = started_at.elapsed().as_secs_f64();
+    let failed_step = outcome.failed_step.map(|step| step.as_str());
+    tracing::info!(failed_step, message = %outcome.message, from = ?outcome.from_version, seconds = outcome.duration_seconds, "major upgrade pre-check finished");
+    write(&outcome);
+    Ok(match outcome.failed_step {
+        None => ExitCode::SUCCESS,
+        Some(_) => ExitCode::from(1),
+    })
+}
+
+/// The old major's programs (`TUSK_UPGRADE_OLD_BIN_DIR`) and the major
+/// of `PG_BIN_DIR`'s, with the run directory made reachable for the
+/// PostgreSQL user (the work directory is made inside it).
+async fn upgrade_programs(ctx: &InstanceContext) -> Result<(std::path::PathBuf, u32), String> {
     use tusk_api::upgrade::OLD_BIN_DIR_ENV;
-    let Started { ctx, .. } = start(args)?;
     let old_bin = std::env::var(OLD_BIN_DIR_ENV)
         .ok()
         .filter(|dir| !dir.is_empty())
         .ok_or_else(|| {
             format!("{OLD_BIN_DIR_ENV} names no directory of the old major's programs")
         })?;
-    let settings = &ctx.settings;
-    let new_major = installed_major(&ctx.user, &settings.bin_dir)
+    let new_major = installed_major(&ctx.user, &ctx.settings.bin_dir)
         .await
         .map_err(|e| e.to_string())?;
-    // The PostgreSQL user must reach the work directory made inside it.
     ctx.user
-        .private_dir(&settings.run_dir)
+        .private_dir(&ctx.settings.run_dir)
         .map_err(|e| e.to_string())?;
+    Ok((old_bin.into(), new_major))
+}
+
+/// The upgrade the pod's environment describes: to the major of
+/// `PG_BIN_DIR`, from the programs in `TUSK_UPGRADE_OLD_BIN_DIR`.
+async fn upgrade_of_volume(
+    args: &RunArgs,
+) -> Result<(tusk_instance::process_user::ProcessUser, VolumeUpgrade), String> {
+    let Started { ctx, .. } = start(args)?;
+    let (old_bin, new_major) = upgrade_programs(&ctx).await?;
+    let settings = &ctx.settings;
     let volume = VolumeUpgrade {
         pgdata: settings.pgdata.clone(),
-        old_bin: old_bin.into(),
+        old_bin,
         new_bin: settings.bin_dir.clone(),
         new_major,
         superuser: settings.credentials.superuser.username.clone(),

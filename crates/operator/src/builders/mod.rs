@@ -27,7 +27,7 @@ pub use secrets::{Credential, credentials_secret};
 pub use services::{r_service, ro_service, rw_service};
 pub use storage::{instance_pvc, owned_by_cluster};
 pub use template::{Fingerprint, OPERATOR_VERSION};
-pub use upgrade::upgrade_pod;
+pub use upgrade::{upgrade_check_pod, upgrade_check_pvc, upgrade_pod};
 
 use std::collections::BTreeMap;
 

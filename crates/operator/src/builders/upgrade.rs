@@ -6,15 +6,22 @@
 //! the pod's `/run` scratch volume (`pg_upgrade` needs both majors'
 //! programs; an image carries one). Labelled [`labels::UPGRADE_OF`], never
 //! [`labels::CLUSTER`]. Owned by the cluster.
+//!
+//! The pre-check pod has the same shape on a scratch volume of the
+//! cluster's size and class ([`upgrade_check_pvc`]) and runs `tusk
+//! instance upgrade-check` (see [`crate::upgrade`]).
 
-use k8s_openapi::api::core::v1::{Container, Pod};
+use k8s_openapi::api::core::v1::{Container, PersistentVolumeClaim, Pod};
 use tusk_api::labels;
-use tusk_api::upgrade::{OLD_BIN_DIR_ENV, OLD_INSTALL_DIR, RESULT_ENV, old_bin_dir, pod_name};
+use tusk_api::upgrade::{
+    OLD_BIN_DIR_ENV, OLD_INSTALL_DIR, RESULT_ENV, check_pod_name, old_bin_dir, pod_name,
+};
 
 use super::child_meta;
 use super::container::{restricted, value_env};
 use super::pod::{mount, template_pod};
 use super::rehearsal::{one_shot, one_shot_labels};
+use super::storage::instance_pvc;
 use crate::config::OperatorConfig;
 use crate::names::InstanceName;
 use crate::validate::{MajorTarget, ValidatedCluster};
@@ -27,16 +34,51 @@ pub fn upgrade_pod(
     primary: &InstanceName,
     target: &MajorTarget,
 ) -> Pod {
+    let name = pod_name(cluster.name.as_str());
+    with_both_majors(cluster, config, primary, target, (&name, "upgrade"))
+}
+
+/// The pre-check pod: `pg_upgrade --check` to `target` on a restore of
+/// the newest backup, on its own scratch volume.
+pub fn upgrade_check_pod(
+    cluster: &ValidatedCluster,
+    config: &OperatorConfig,
+    target: &MajorTarget,
+) -> Pod {
+    let name = check_pod_name(cluster.name.as_str());
+    let volume = InstanceName::recorded(&name);
+    with_both_majors(cluster, config, &volume, target, (&name, "upgrade-check"))
+}
+
+/// The pre-check's scratch volume: the cluster's size and class.
+pub fn upgrade_check_pvc(cluster: &ValidatedCluster) -> PersistentVolumeClaim {
+    let name = check_pod_name(cluster.name.as_str());
+    let mut pvc = instance_pvc(cluster, &InstanceName::recorded(&name));
+    let mut metadata = child_meta(cluster, &name);
+    metadata.labels = Some(one_shot_labels(labels::UPGRADE_OF, cluster));
+    pvc.metadata = metadata;
+    pvc
+}
+
+/// A one-shot pod `name` running `tusk instance <command>` with the
+/// programs of `target` on the volume of `volume`, the cluster's running
+/// major's installation copied beside by an init container.
+fn with_both_majors(
+    cluster: &ValidatedCluster,
+    config: &OperatorConfig,
+    volume: &InstanceName,
+    target: &MajorTarget,
+    (name, command): (&str, &str),
+) -> Pod {
     let mut upgraded = cluster.clone();
     upgraded.version = target.version;
     upgraded.image.clone_from(&target.image);
-    let mut pod = template_pod(&upgraded, config, primary);
-    let name = pod_name(cluster.name.as_str());
+    let mut pod = template_pod(&upgraded, config, volume);
     one_shot(
         &mut pod,
-        child_meta(cluster, &name),
+        child_meta(cluster, name),
         one_shot_labels(labels::UPGRADE_OF, cluster),
-        "upgrade",
+        command,
         RESULT_ENV,
     );
     if let Some(spec) = pod.spec.as_mut() {
@@ -157,5 +199,49 @@ mod tests {
             .find(|m| m.mount_path == "/run")
             .map(|m| m.name.clone());
         assert!(main_run.is_some() && main_run == copy_run);
+    }
+
+    #[test]
+    fn the_pre_check_pod_has_the_upgrade_pods_programs_on_a_scratch_volume_of_its_own() {
+        let cluster = validated(serde_json::json!({
+            "instances": 3, "postgres": {"version": 15},
+            "storage": {"size": "2Gi"},
+        }));
+        let target = MajorTarget {
+            version: 17,
+            image: "postgres:17".to_owned(),
+        };
+        let pod = upgrade_check_pod(&cluster, &OperatorConfig::default(), &target);
+        assert_eq!(pod.metadata.name.as_deref(), Some("orders-upgrade-check"));
+        let spec = pod.spec.expect("spec");
+        let container = &spec.containers[0];
+        assert_eq!(container.image.as_deref(), Some("postgres:17"));
+        assert_eq!(
+            container.command.as_ref().expect("command")[2],
+            "upgrade-check"
+        );
+        let claims: Vec<&str> = spec
+            .volumes
+            .iter()
+            .flatten()
+            .filter_map(|v| v.persistent_volume_claim.as_ref())
+            .map(|c| c.claim_name.as_str())
+            .collect();
+        assert_eq!(claims, ["orders-upgrade-check"]);
+        let copy = spec.init_containers.expect("init containers");
+        assert_eq!(
+            copy.last().and_then(|c| c.image.as_deref()),
+            Some("postgres:15")
+        );
+        let pvc = upgrade_check_pvc(&cluster);
+        assert_eq!(pvc.metadata.name.as_deref(), Some("orders-upgrade-check"));
+        let labels = pvc.metadata.labels.clone().expect("labels");
+        assert!(!labels.contains_key(labels::CLUSTER), "{labels:?}");
+        let size = pvc
+            .spec
+            .and_then(|s| s.resources)
+            .and_then(|r| r.requests)
+            .expect("size");
+        assert_eq!(size["storage"].0, "2Gi");
     }
 }

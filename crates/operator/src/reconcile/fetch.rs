@@ -41,8 +41,8 @@ pub struct Observed {
     pub backups: Option<Vec<PostgresBackup>>,
     /// The restore rehearsal under way (its pod or scratch volume).
     pub rehearsal: Option<crate::rehearsal::Observed>,
-    /// The major upgrade's pod, while an upgrade is declared or on record.
-    pub upgrade: Option<crate::rehearsal::Observed>,
+    /// The major upgrade's pods, while an upgrade is declared or on record.
+    pub upgrade: super::upgrade::UpgradePods,
     /// An instance an earlier pass created that the caches do not show
     /// yet (see [`crate::expectations`]).
     pub awaited: Option<String>,

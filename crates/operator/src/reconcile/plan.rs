@@ -160,7 +160,7 @@ fn decide_upgrade(
     let seen = super::upgrade::UpgradeObserved {
         children: &observed.children,
         reports: &observed.reports,
-        pod: observed.upgrade.as_ref(),
+        pods: &observed.upgrade,
     };
     let upgrade = super::upgrade::decide(cluster, valid, &seen, check, &step.target_primary, now);
     if upgrade.holds_instances {

@@ -30,22 +30,33 @@ pub async fn fetch(
     }
     let namespace = cluster.namespace().unwrap_or_default();
     let name = pod_name(&cluster.name_any());
-    let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
-    let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &namespace);
-    let read = |what: &str, source| Error::Kube {
-        action: format!("read the restore rehearsal's {what} {name}"),
+    one_shot(client, &namespace, &name, "restore rehearsal").await
+}
+
+/// A one-shot pod `name` and its scratch volume of the same name (`what`
+/// names them in errors), as the planner sees them.
+pub(super) async fn one_shot(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    what: &str,
+) -> Result<Option<Observed>, Error> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), namespace);
+    let read = |kind: &str, source| Error::Kube {
+        action: format!("read the {what}'s {kind} {name}"),
         source,
     };
-    let pod = pods.get_opt(&name).await.map_err(|e| read("pod", e))?;
-    let claim = claims.get_opt(&name).await.map_err(|e| read("volume", e))?;
+    let pod = pods.get_opt(name).await.map_err(|e| read("pod", e))?;
+    let claim = claims.get_opt(name).await.map_err(|e| read("volume", e))?;
     Ok(match (pod, claim) {
         (Some(pod), _) => Some(observe(&pod)),
-        // A scratch volume still going away: no new rehearsal on it yet.
+        // A scratch volume still going away: nothing new on it yet.
         (None, Some(claim)) if claim.meta().deletion_timestamp.is_some() => {
             Some(Observed::Removing)
         }
-        // A volume left without its pod is removed, then a rehearsal
-        // may start again.
+        // A volume left without its pod is removed (or, for the
+        // pre-check, used again).
         (None, Some(_)) => Some(Observed::Orphaned),
         (None, None) => None,
     })

@@ -1,8 +1,10 @@
 //! Fetch, decide and apply for major upgrades (decided in
-//! [`crate::upgrade`]): the upgrade pod is read by name while an upgrade
-//! is declared or on record (it is not cached: at most one per cluster,
-//! and only then); apply stops the instances, creates or removes the
-//! upgrade pod, and removes the replicas' old-major volumes.
+//! [`crate::upgrade`]): the upgrade pod and the pre-check pod (with its
+//! scratch volume) are read by name while an upgrade is declared or on
+//! record (they are not cached: at most one of each per cluster, and only
+//! then); apply creates or removes the pre-check, stops the instances,
+//! creates or removes the upgrade pod, and removes the replicas'
+//! old-major volumes.
 
 use std::collections::BTreeMap;
 
@@ -12,26 +14,32 @@ use kube::api::{Api, DeleteParams, PostParams};
 use kube::{Resource, ResourceExt};
 use tusk_api::instance::InstanceReport;
 use tusk_api::labels;
-use tusk_api::upgrade::pod_name;
+use tusk_api::upgrade::{check_pod_name, pod_name};
 use tusk_api::v1alpha1::{DeletionPolicy, PostgresCluster};
 
-use super::rehearsal::{observe, settled};
-use crate::builders::upgrade_pod;
+use super::rehearsal::{observe, one_shot, settled};
+use crate::builders::{upgrade_check_pod, upgrade_check_pvc, upgrade_pod};
 use crate::children::{Children, named, pod_ready};
 use crate::context::Context;
 use crate::error::Error;
 use crate::failover::FailoverCheck;
 use crate::names::InstanceName;
 use crate::rehearsal::Observed as PodObserved;
-use crate::upgrade::{Action, UpgradeInput, UpgradePlan};
+use crate::upgrade::{Action, CheckAction, UpgradeInput, UpgradePlan};
 use crate::validate::ValidatedCluster;
 
-/// The upgrade pod, read only while the declared major differs from the
-/// data's or an upgrade is on record and not completed.
-pub async fn fetch(
-    cluster: &PostgresCluster,
-    client: &kube::Client,
-) -> Result<Option<PodObserved>, Error> {
+/// The upgrade's pods as observed.
+#[derive(Debug, Default)]
+pub struct UpgradePods {
+    /// The upgrade pod.
+    pub pod: Option<PodObserved>,
+    /// The pre-check pod, or its scratch volume without it.
+    pub check: Option<PodObserved>,
+}
+
+/// The upgrade's pods, read only while the declared major differs from
+/// the data's or an upgrade is on record and not completed.
+pub async fn fetch(cluster: &PostgresCluster, client: &kube::Client) -> Result<UpgradePods, Error> {
     let status = cluster.status.as_ref();
     let declared_other = status
         .and_then(|s| s.postgres_version)
@@ -40,23 +48,28 @@ pub async fn fetch(
         .and_then(|s| s.upgrade.as_ref())
         .is_some_and(|u| u.step != crate::upgrade::COMPLETED);
     if !declared_other && !on_record {
-        return Ok(None);
+        return Ok(UpgradePods::default());
     }
-    let pods: Api<Pod> = Api::namespaced(client.clone(), &cluster.namespace().unwrap_or_default());
+    let namespace = cluster.namespace().unwrap_or_default();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
     let name = pod_name(&cluster.name_any());
     let pod = pods.get_opt(&name).await.map_err(|source| Error::Kube {
         action: format!("read the upgrade pod {name}"),
         source,
     })?;
-    Ok(pod.as_ref().map(observe))
+    let check_name = check_pod_name(&cluster.name_any());
+    let check = one_shot(client, &namespace, &check_name, "major upgrade's pre-check").await?;
+    Ok(UpgradePods {
+        pod: pod.as_ref().map(observe),
+        check,
+    })
 }
 
 /// What a pass observed that the upgrade decides on.
 pub struct UpgradeObserved<'a> {
     pub children: &'a Children,
     pub reports: &'a BTreeMap<String, InstanceReport>,
-    /// The upgrade pod.
-    pub pod: Option<&'a PodObserved>,
+    pub pods: &'a UpgradePods,
 }
 
 /// The pass's upgrade decisions.
@@ -101,7 +114,9 @@ pub fn decide(
         primary_major,
         pods: &pods,
         replica_volumes: &replica_volumes,
-        pod: observed.pod,
+        pod: observed.pods.pod.as_ref(),
+        check: observed.pods.check.as_ref(),
+        restorable: valid.backups_unable().is_none(),
         last_backup: status
             .and_then(|s| s.backup.as_ref())
             .and_then(|b| b.last_successful_backup_time.as_ref())
@@ -130,6 +145,7 @@ pub async fn apply(
     if valid.paused {
         return Ok(());
     }
+    apply_check(ctx, valid, plan.check).await?;
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &valid.namespace);
     let name = pod_name(valid.name.as_str());
     match &plan.action {
@@ -163,6 +179,46 @@ pub async fn apply(
             })
         }
         Action::RemoveReplicaVolumes => remove_replica_volumes(ctx, valid, children, primary).await,
+    }
+}
+
+/// Creates the pre-check's scratch volume and pod, or deletes them.
+async fn apply_check(
+    ctx: &Context,
+    valid: &ValidatedCluster,
+    action: CheckAction,
+) -> Result<(), Error> {
+    let name = check_pod_name(valid.name.as_str());
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &valid.namespace);
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(ctx.client.clone(), &valid.namespace);
+    match action {
+        CheckAction::None => Ok(()),
+        CheckAction::Create => {
+            let Some(target) = valid.major_upgrade.as_ref() else {
+                return Ok(());
+            };
+            let post = PostParams::default();
+            let claim = claims.create(&post, &upgrade_check_pvc(valid)).await;
+            settled(claim.map(drop), 409, || {
+                format!("create the pre-check's volume {name}")
+            })?;
+            let pod = upgrade_check_pod(valid, &ctx.config, target);
+            let created = pods.create(&post, &pod).await;
+            settled(created.map(drop), 409, || {
+                format!("create the pre-check pod {name}")
+            })
+        }
+        CheckAction::Remove => {
+            let delete = DeleteParams::default();
+            let pod = pods.delete(&name, &delete).await;
+            settled(pod.map(drop), 404, || {
+                format!("delete the pre-check pod {name}")
+            })?;
+            let claim = claims.delete(&name, &delete).await;
+            settled(claim.map(drop), 404, || {
+                format!("delete the pre-check's volume {name}")
+            })
+        }
     }
 }
 

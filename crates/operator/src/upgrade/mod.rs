@@ -10,6 +10,14 @@
 //! [`labels::UPGRADE_WITHOUT_BACKUP`] annotation names this version (the
 //! override is recorded). Then:
 //!
+//! 0. `PreChecking`, when the cluster has a backup to restore: a pod of
+//!    the upgrade pod's shape, on a scratch volume of its own, restores
+//!    the newest backup and runs `pg_upgrade --check` on that copy (see
+//!    [`tusk_api::upgrade`]) while every instance serves. A failure ends
+//!    the upgrade `Failed` with nothing stopped; a pass goes on once the
+//!    primary serves (failover and rolling updates are not held meanwhile:
+//!    a restore of a large database takes a while). Without a backup (the
+//!    override), the check runs only in step 2, after writes stopped.
 //! 1. `StoppingInstances`: every instance pod is deleted; writes stop with
 //!    the primary (its manager shuts PostgreSQL down cleanly).
 //! 2. `Upgrading`: the upgrade pod (see [`tusk_api::upgrade`]) runs
@@ -30,6 +38,7 @@
 //! restarted in the middle carries on where the record says; while a step
 //! is under way, failover, rolling updates and scaling are held.
 
+mod precheck;
 #[cfg(test)]
 mod tests;
 
@@ -46,6 +55,7 @@ use crate::rehearsal::Observed;
 use crate::status::Judgement;
 
 pub const WAITING_FOR_BACKUP: &str = "WaitingForBackup";
+pub const PRE_CHECKING: &str = "PreChecking";
 pub const STOPPING_INSTANCES: &str = "StoppingInstances";
 pub const UPGRADING: &str = "Upgrading";
 pub const STARTING_PRIMARY: &str = "StartingPrimary";
@@ -96,6 +106,11 @@ pub struct UpgradeInput<'a> {
     pub replica_volumes: &'a [String],
     /// The upgrade pod.
     pub pod: Option<&'a Observed>,
+    /// The pre-check pod (or its scratch volume).
+    pub check: Option<&'a Observed>,
+    /// The cluster archives to a repository its newest backup can be
+    /// restored from (the pre-check's source).
+    pub restorable: bool,
     /// When the newest base backup completed.
     pub last_backup: Option<Timestamp>,
     pub backup_max_age_hours: i32,
@@ -121,12 +136,24 @@ pub enum Action {
     RemoveReplicaVolumes,
 }
 
+/// What apply does with the pre-check pod and its scratch volume.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CheckAction {
+    #[default]
+    None,
+    /// Create the scratch volume and the pod.
+    Create,
+    /// Delete the pod and its scratch volume.
+    Remove,
+}
+
 /// The pass's upgrade decisions.
 #[derive(Debug, Default, PartialEq)]
 pub struct UpgradePlan {
     /// `status.upgrade` after this pass (`None`: as it was).
     pub record: Option<UpgradeStatus>,
     pub action: Action,
+    pub check: CheckAction,
     /// The upgrade decides what instances run; failover, rolling updates
     /// and scaling wait.
     pub holds_instances: bool,
@@ -148,11 +175,16 @@ pub fn decide(input: &UpgradeInput<'_>) -> UpgradePlan {
         .filter(|r| u32::try_from(r.to_version).ok() == Some(input.declared));
     let mut plan = match recorded {
         Some(record) if UNDER_WAY.contains(&record.step.as_str()) => continue_step(input, record),
+        Some(record) if record.step == PRE_CHECKING => precheck::continue_check(input, record),
         Some(record) if record.step == FAILED => failed(input, record),
         _ if input.declared > input.running => start(input, recorded),
-        _ => UpgradePlan::default(),
+        _ => precheck::abandoned(input),
     };
-    let record = plan.record.as_ref().or(input.recorded);
+    let record = plan.record.as_ref().or(recorded).or(input.recorded);
+    let checking = record.is_some_and(|r| r.step == PRE_CHECKING);
+    if input.check.is_some() && !checking && plan.check == CheckAction::None {
+        plan.check = CheckAction::Remove;
+    }
     if plan.condition.is_none() {
         plan.condition = condition(record, input.running);
     }
@@ -180,6 +212,11 @@ fn condition(record: Option<&UpgradeStatus>, running: u32) -> Option<Judgement> 
         WAITING_FOR_BACKUP => Some((
             ConditionStatus::False,
             "NoRecentBackup",
+            record.message.clone().unwrap_or_default(),
+        )),
+        PRE_CHECKING => Some((
+            ConditionStatus::Unknown,
+            "PreChecking",
             record.message.clone().unwrap_or_default(),
         )),
         step if UNDER_WAY.contains(&step) => Some((
@@ -227,27 +264,51 @@ fn start(input: &UpgradeInput<'_>, recorded: Option<&UpgradeStatus>) -> UpgradeP
         plan.record = Some(record);
         return plan;
     }
-    if !input.primary_serving {
-        // Never during a failover or while the primary is down: the
-        // upgrade starts from a primary that serves.
-        plan.look_again = Some(POLL);
-        return plan;
+    if input.restorable && input.last_backup.is_some() {
+        return precheck::start(input);
     }
+    let without = "no backup to restore for a pre-check: pg_upgrade --check runs after they \
+                   stop"
+        .to_owned();
     let mut record = new_record(input, None, STOPPING_INSTANCES);
-    record.started_at = Some(kube_time(input.now));
-    record.primary = Some(input.primary.to_owned());
-    record.generation = input.generation;
     if !fresh {
         record.backup_override = Some(format!(
             "started without a recent backup: {}=\"{to}\"",
             tusk_api::labels::UPGRADE_WITHOUT_BACKUP
         ));
     }
-    record.message = Some("stopping every instance: writes are fenced".to_owned());
+    stop_instances(input, record, without)
+}
+
+/// Moves `record` to `StoppingInstances` once the primary serves (`checked`
+/// says what was checked before), or waits.
+fn stop_instances(
+    input: &UpgradeInput<'_>,
+    mut record: UpgradeStatus,
+    checked: String,
+) -> UpgradePlan {
+    let mut plan = UpgradePlan::default();
+    if !input.primary_serving {
+        // Never during a failover or while the primary is down: the
+        // upgrade starts from a primary that serves.
+        plan.look_again = Some(POLL);
+        return plan;
+    }
+    let to = input.declared;
+    enter(&mut record, STOPPING_INSTANCES, input.now);
+    if record.started_at.is_none() {
+        record.started_at = Some(kube_time(input.now));
+    }
+    record.primary = Some(input.primary.to_owned());
+    record.generation = input.generation;
+    record.message = Some(format!(
+        "stopping every instance: writes are fenced ({checked})"
+    ));
     plan.events.push(Note::normal(
         "MajorUpgradeStarted",
         format!(
-            "upgrading from PostgreSQL {} to {to} on the volume of {}: stopping every instance",
+            "upgrading from PostgreSQL {} to {to} on the volume of {}: stopping every instance \
+             ({checked})",
             input.running, input.primary
         ),
     ));

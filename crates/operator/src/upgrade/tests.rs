@@ -13,7 +13,8 @@ fn hours_ago(hours: i64) -> Timestamp {
     now() - SignedDuration::from_hours(hours)
 }
 
-/// A serving 3-instance cluster of 15 declared at 16, backed up an hour ago.
+/// A serving 3-instance cluster of 15 declared at 16, backed up an hour
+/// ago to a repository it cannot restore from (no pre-check).
 fn input() -> UpgradeInput<'static> {
     UpgradeInput {
         running: 15,
@@ -27,6 +28,8 @@ fn input() -> UpgradeInput<'static> {
         pods: &[],
         replica_volumes: &[],
         pod: None,
+        check: None,
+        restorable: false,
         last_backup: Some(hours_ago(1)),
         backup_max_age_hours: 24,
         backup_override: None,
@@ -69,7 +72,7 @@ fn outcome(failed_step: Option<Step>) -> Outcome {
 const PODS: [String; 0] = [];
 
 #[test]
-fn a_declared_newer_major_with_a_recent_backup_stops_every_instance_first() {
+fn a_declared_newer_major_with_nothing_to_restore_for_a_pre_check_stops_every_instance_first() {
     let pods = ["orders-1".to_owned(), "orders-2".to_owned()];
     let plan = decide(&UpgradeInput {
         pods: &pods,
@@ -82,6 +85,8 @@ fn a_declared_newer_major_with_a_recent_backup_stops_every_instance_first() {
     assert_eq!(record.primary.as_deref(), Some("orders-1"));
     assert_eq!(record.backup_override, None);
     assert_eq!(record.steps.len(), 1);
+    let message = record.message.unwrap_or_default();
+    assert!(message.contains("no backup to restore"), "{message}");
     assert!(
         plan.events
             .iter()
@@ -335,4 +340,191 @@ fn a_completed_upgrade_says_so_while_the_data_runs_that_major() {
     assert_eq!(plan.condition.map(|c| c.1), Some("Completed"));
     assert!(!under_way(Some(&completed)));
     assert!(under_way(Some(&at(UPGRADING))));
+}
+
+/// `input()` with a repository the newest backup can be restored from.
+fn restorable() -> UpgradeInput<'static> {
+    UpgradeInput {
+        restorable: true,
+        ..input()
+    }
+}
+
+fn pre_checking() -> UpgradeStatus {
+    UpgradeStatus {
+        primary: None,
+        ..at(PRE_CHECKING)
+    }
+}
+
+fn check_outcome(failed_step: Option<Step>, message: &str) -> Outcome {
+    Outcome {
+        from_version: Some(15),
+        data_version: None,
+        failed_step,
+        message: message.to_owned(),
+        duration_seconds: 4.5,
+    }
+}
+
+#[test]
+fn with_a_backup_to_restore_the_upgrade_pre_checks_first_and_stops_nothing() {
+    let pods = ["orders-1".to_owned(), "orders-2".to_owned()];
+    let plan = decide(&UpgradeInput {
+        pods: &pods,
+        ..restorable()
+    });
+    assert_eq!(plan.action, Action::None, "nothing stops yet");
+    assert_eq!(plan.check, CheckAction::Create);
+    assert!(!plan.holds_instances && !plan.under_way);
+    let record = plan.record.expect("a record");
+    assert_eq!(record.step, PRE_CHECKING);
+    assert_eq!(record.primary, None, "chosen when the instances stop");
+    let (status, reason, _) = plan.condition.expect("a condition");
+    assert_eq!((status, reason), (ConditionStatus::Unknown, "PreChecking"));
+    assert!(
+        plan.events
+            .iter()
+            .any(|e| e.reason == "MajorUpgradePreChecking")
+    );
+    // The override without any backup has nothing to restore: no pre-check.
+    let plan = decide(&UpgradeInput {
+        last_backup: None,
+        backup_override: Some("16"),
+        pods: &pods,
+        ..restorable()
+    });
+    assert_eq!(plan.action, Action::StopInstances);
+    assert_eq!(plan.check, CheckAction::None);
+}
+
+#[test]
+fn a_pre_check_under_way_is_awaited_and_created_again_when_its_pod_is_missing() {
+    let record = pre_checking();
+    let running = Observed::Running { since: now() };
+    let plan = decide(&UpgradeInput {
+        recorded: Some(&record),
+        check: Some(&running),
+        ..restorable()
+    });
+    assert_eq!((plan.action, plan.check), (Action::None, CheckAction::None));
+    assert!(plan.look_again.is_some() && !plan.holds_instances);
+    for missing in [None, Some(&Observed::Orphaned)] {
+        let plan = decide(&UpgradeInput {
+            recorded: Some(&record),
+            check: missing,
+            ..restorable()
+        });
+        assert_eq!(plan.check, CheckAction::Create);
+    }
+    let stuck = Observed::Running {
+        since: hours_ago(7),
+    };
+    let plan = decide(&UpgradeInput {
+        recorded: Some(&record),
+        check: Some(&stuck),
+        ..restorable()
+    });
+    assert_eq!(plan.record.map(|r| r.step).as_deref(), Some(FAILED));
+    assert_eq!(plan.check, CheckAction::Remove);
+}
+
+#[test]
+fn a_passed_pre_check_stops_the_instances_once_the_primary_serves() {
+    let record = pre_checking();
+    let passed = finished(&check_outcome(None, "pg_upgrade --check passed"));
+    let pods = ["orders-1".to_owned()];
+    let waiting = decide(&UpgradeInput {
+        recorded: Some(&record),
+        check: Some(&passed),
+        primary_serving: false,
+        pods: &pods,
+        ..restorable()
+    });
+    assert_eq!(waiting.action, Action::None);
+    assert_eq!(waiting.check, CheckAction::None, "its outcome is kept");
+    assert_eq!(waiting.record, None);
+    let plan = decide(&UpgradeInput {
+        recorded: Some(&record),
+        check: Some(&passed),
+        pods: &pods,
+        ..restorable()
+    });
+    assert_eq!(plan.action, Action::StopInstances);
+    assert_eq!(plan.check, CheckAction::Remove);
+    assert!(plan.holds_instances && plan.under_way);
+    let record = plan.record.expect("a record");
+    assert_eq!(record.step, STOPPING_INSTANCES);
+    assert_eq!(record.primary.as_deref(), Some("orders-1"));
+    let message = record.message.unwrap_or_default();
+    assert!(message.contains("pg_upgrade --check passed"), "{message}");
+}
+
+#[test]
+fn a_failed_pre_check_fails_the_upgrade_with_every_instance_serving() {
+    let record = pre_checking();
+    let failed = finished(&check_outcome(
+        Some(Step::Check),
+        "pg_upgrade failed: could not load library \"$libdir/citext\"",
+    ));
+    let pods = ["orders-1".to_owned()];
+    let plan = decide(&UpgradeInput {
+        recorded: Some(&record),
+        check: Some(&failed),
+        pods: &pods,
+        ..restorable()
+    });
+    assert_eq!(plan.action, Action::None, "nothing to stop or start");
+    assert_eq!(plan.check, CheckAction::Remove);
+    assert!(!plan.holds_instances && !plan.under_way);
+    let record = plan.record.expect("a record");
+    assert_eq!(record.step, FAILED);
+    let (status, reason, message) = plan.condition.expect("a condition");
+    assert_eq!((status, reason), (ConditionStatus::False, "Failed"));
+    assert!(
+        message.contains("check failed") && message.contains("citext"),
+        "{message}"
+    );
+    assert!(message.contains("nothing was stopped"), "{message}");
+    // Next pass: the pod still going away is removed, nothing is tried
+    // again until the spec changes.
+    let removing = Observed::Removing;
+    let again = decide(&UpgradeInput {
+        recorded: Some(&record),
+        check: Some(&removing),
+        pods: &pods,
+        ..restorable()
+    });
+    assert_eq!(
+        (again.action, again.check),
+        (Action::None, CheckAction::Remove)
+    );
+    assert!(again.record.is_none());
+    let changed = decide(&UpgradeInput {
+        recorded: Some(&record),
+        generation: Some(5),
+        pods: &pods,
+        ..restorable()
+    });
+    assert_eq!(
+        changed.check,
+        CheckAction::Create,
+        "a new spec is checked again"
+    );
+}
+
+#[test]
+fn a_pre_check_whose_version_is_no_longer_declared_is_abandoned_and_removed() {
+    let record = pre_checking();
+    let running = Observed::Running { since: now() };
+    let plan = decide(&UpgradeInput {
+        declared: 15,
+        recorded: Some(&record),
+        check: Some(&running),
+        ..restorable()
+    });
+    assert_eq!(plan.check, CheckAction::Remove);
+    let record = plan.record.expect("a record");
+    assert_eq!(record.step, FAILED);
+    assert!(record.message.unwrap_or_default().contains("abandoned"));
 }

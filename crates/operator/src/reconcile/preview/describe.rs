@@ -442,7 +442,8 @@ fn major_upgrade(valid: &ValidatedCluster, observed: &Observed, plan: &Plan<'_>)
             .map(|(n, _)| n.clone())
             .collect()
     };
-    match upgrade.action {
+    let mut steps = pre_check(valid, upgrade.check, &why);
+    steps.extend(match upgrade.action {
         Action::None | Action::StartPrimary => Vec::new(),
         Action::StopInstances => {
             let pods: Vec<(String, bool)> = observed
@@ -490,7 +491,30 @@ fn major_upgrade(valid: &ValidatedCluster, observed: &Observed, plan: &Plan<'_>)
                 })
                 .collect()
         }
-    }
+    });
+    steps
+}
+
+/// The pre-check's pod and scratch volume, created or removed.
+fn pre_check(
+    valid: &ValidatedCluster,
+    action: crate::upgrade::CheckAction,
+    why: &dyn Fn(&str) -> String,
+) -> Vec<Step> {
+    use crate::upgrade::CheckAction;
+    let name = tusk_api::upgrade::check_pod_name(valid.name.as_str());
+    let (verb, what) = match action {
+        CheckAction::None => return Vec::new(),
+        CheckAction::Create => (
+            "create",
+            "pg_upgrade --check on a restore of the newest backup",
+        ),
+        CheckAction::Remove => ("delete", "the pre-check is over"),
+    };
+    vec![
+        step(verb, object::<PersistentVolumeClaim>(&name), why(what)),
+        step(verb, object::<Pod>(&name), why(what)),
+    ]
 }
 
 /// The status fields a user reads that would change.

@@ -1,0 +1,187 @@
+//! The major upgrade's pre-check end to end (R27), on the full sandbox
+//! with real PostgreSQL 15 and 16, pgBackRest and the tests' S3-compatible
+//! server: a cluster of 15 using `citext` (which the PostgreSQL 16
+//! installation lacks), backed up, is declared at 16. The operator
+//! restores the newest backup in a pre-check pod and runs `pg_upgrade
+//! --check` there; the check fails naming the library, the upgrade is
+//! `Failed` saying nothing was stopped, and the primary never stopped: a
+//! session opened before the upgrade was declared still answers, on the
+//! same server process. The pre-check's pod and volume are removed. Then
+//! 17, whose installation has `citext`, is declared: the pre-check passes,
+//! and only then are the instances stopped and the data upgraded.
+
+#[path = "common/archive.rs"]
+#[allow(dead_code)]
+mod archive;
+mod common;
+#[path = "../../instance/tests/common/s3.rs"]
+#[allow(dead_code)]
+mod s3;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use archive::{create_archiving_cluster, superuser, tusk_ok};
+use common::{NS, World, wait_for};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use kube::api::{Api, Patch, PatchParams};
+use s3::S3Server;
+use serde_json::json;
+use tusk_api::conditions::{MAJOR_UPGRADE, find_condition};
+
+const CLUSTER: &str = "pre";
+
+/// The primary's pod uid and its server's start time.
+async fn serving_process(world: &World, session: &tokio_postgres::Client) -> (String, String) {
+    let pod = Api::<Pod>::namespaced(world.client.clone(), NS)
+        .get(&format!("{CLUSTER}-1"))
+        .await
+        .expect("the primary's pod");
+    let started: String = session
+        .query_one("SELECT pg_postmaster_start_time()::text", &[])
+        .await
+        .expect("the session answers")
+        .get(0);
+    (pod.metadata.uid.unwrap_or_default(), started)
+}
+
+async fn declare(world: &World, major: i32) {
+    let patch = json!({"spec": {"postgres": {"version": major},
+                                "upgrade": {"approvedVersion": major}}});
+    world
+        .clusters()
+        .patch(CLUSTER, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("the major declared and approved");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_major_upgrade_is_checked_on_a_restored_backup_before_anything_stops() {
+    let server = S3Server::start(&["wal"]);
+    let world = World::start().await;
+    create_archiving_cluster(&world, &server, CLUSTER, json!({})).await;
+    world.wait_ready(CLUSTER, 1).await;
+    let session = superuser(&world, NS, CLUSTER).await;
+    session
+        .batch_execute(
+            "CREATE EXTENSION citext; CREATE TABLE words (w citext PRIMARY KEY);
+             INSERT INTO words VALUES ('Tusk')",
+        )
+        .await
+        .expect("citext in use");
+    tusk_ok(
+        &world,
+        &[
+            "backup", CLUSTER, "-n", NS, "--name", "pre-full", "--wait", "300",
+        ],
+        Duration::from_secs(330),
+    )
+    .await;
+    wait_for("the backup in status", Duration::from_secs(60), || async {
+        let status = world.status(CLUSTER).await;
+        status
+            .backup
+            .is_some_and(|b| b.last_successful_backup_time.is_some())
+    })
+    .await;
+    let before = serving_process(&world, &session).await;
+
+    declare(&world, 16).await;
+    let pods = Api::<Pod>::namespaced(world.client.clone(), NS);
+    let claims = Api::<PersistentVolumeClaim>::namespaced(world.client.clone(), NS);
+    let check = format!("{CLUSTER}-upgrade-check");
+    let check_seen = AtomicBool::new(false);
+    wait_for("the upgrade failed", Duration::from_secs(300), || async {
+        if pods.get_opt(&check).await.ok().flatten().is_some() {
+            check_seen.store(true, Ordering::Relaxed);
+        }
+        let status = world.status(CLUSTER).await;
+        status.upgrade.is_some_and(|u| u.step == "Failed")
+    })
+    .await;
+
+    let status = world.status(CLUSTER).await;
+    let record = status.upgrade.clone().expect("the upgrade's record");
+    let steps: Vec<&str> = record.steps.iter().map(|s| s.step.as_str()).collect();
+    assert_eq!(steps, ["PreChecking", "Failed"], "{record:?}");
+    assert_eq!(record.primary, None, "no instance was chosen to stop");
+    let condition = find_condition(&status.conditions, MAJOR_UPGRADE).expect("the condition");
+    assert_eq!(
+        (condition.status.as_str(), condition.reason.as_str()),
+        ("False", "Failed")
+    );
+    let message = &condition.message;
+    let took = |at: &str| {
+        let time = |step: &str| {
+            record
+                .steps
+                .iter()
+                .find(|s| s.step == step)
+                .map(|s| s.time.0)
+        };
+        time(at)
+            .zip(time("PreChecking"))
+            .map(|(end, start)| end.duration_since(start))
+    };
+    println!("pre-check failed after {:?}: {message}", took("Failed"));
+    assert!(
+        message.contains("pre-check's check failed") && message.contains("citext"),
+        "{message}"
+    );
+    assert!(message.contains("nothing was stopped"), "{message}");
+    assert_eq!(status.postgres_version, Some(15));
+
+    // The primary never stopped: the session opened before still answers,
+    // on the same server in the same pod.
+    assert_eq!(serving_process(&world, &session).await, before);
+    let words: i64 = session
+        .query_one("SELECT count(*) FROM words WHERE w = 'tusk'", &[])
+        .await
+        .expect("the data is served")
+        .get(0);
+    assert_eq!(words, 1);
+    wait_for(
+        "the pre-check's pod and volume removed",
+        Duration::from_secs(60),
+        || async {
+            pods.get_opt(&check).await.ok().flatten().is_none()
+                && claims.get_opt(&check).await.ok().flatten().is_none()
+        },
+    )
+    .await;
+    assert!(
+        check_seen.load(Ordering::Relaxed),
+        "the pre-check ran in a pod of its own"
+    );
+
+    // 17 has citext: the pre-check passes, and only then do the instances
+    // stop and the data is upgraded.
+    declare(&world, 17).await;
+    wait_for("the upgrade to 17", Duration::from_secs(400), || async {
+        let status = world.status(CLUSTER).await;
+        status.upgrade.is_some_and(|u| u.step == "Completed")
+    })
+    .await;
+    let record = world.status(CLUSTER).await.upgrade.expect("the record");
+    let steps: Vec<&str> = record.steps.iter().map(|s| s.step.as_str()).collect();
+    let times: Vec<String> = record
+        .steps
+        .iter()
+        .map(|s| format!("{} {}", s.step, s.time.0))
+        .collect();
+    println!("upgrade to 17: {}", times.join(", "));
+    assert_eq!(
+        steps[..2],
+        ["PreChecking", "StoppingInstances"],
+        "{record:?}"
+    );
+    assert_eq!(steps.last(), Some(&"Completed"), "{record:?}");
+    let upgraded = world.connect(&format!("{CLUSTER}-rw"), CLUSTER).await;
+    let major: String = upgraded
+        .query_one("SHOW server_version_num", &[])
+        .await
+        .expect("the server answers")
+        .get(0);
+    assert!(major.starts_with("17"), "{major}");
+    world.shutdown().await;
+}
