@@ -6,7 +6,10 @@
 //! cluster restored to a moment has exactly the rows committed before it.
 //! A restore rehearsal of the newest backup passes every check, and fails
 //! naming the restore check when a byte of a backup file in the
-//! repository was flipped.
+//! repository was flipped. Retention (`spec.backup.retentionDays`, as the
+//! manager renders it) keeps every backup inside the window and expires
+//! an older full one only once a newer one covers the window, with the
+//! WAL before it: pgBackRest's expire is run days ahead with libfaketime.
 
 mod common;
 
@@ -376,5 +379,116 @@ async fn a_rehearsal_proves_the_newest_backup_and_names_the_check_that_fails() {
     println!("after flipping a byte of {key}: {corrupt:?}");
     assert_eq!(corrupt.failed_check, Some(Check::Restore), "{corrupt:?}");
     assert_eq!(corrupt.backup_id.as_deref(), Some(label.as_str()));
+    db.stop(Duration::from_secs(30)).await;
+}
+
+/// libfaketime, which `scripts/setup` installs.
+fn faketime_library() -> String {
+    let found = std::fs::read_dir("/usr/lib")
+        .expect("/usr/lib")
+        .filter_map(Result::ok)
+        .map(|dir| dir.path().join("faketime/libfaketime.so.1"))
+        .find(|path| path.exists());
+    found
+        .expect("libfaketime is installed (scripts/setup)")
+        .display()
+        .to_string()
+}
+
+/// pgBackRest's expire with the manager's configuration, run `ahead`
+/// (libfaketime's `+36h` form) of now; what `info` lists after it, and the
+/// oldest WAL segment the archive keeps.
+async fn expire_ahead(db: &TestInstance, ahead: &str) -> (Vec<String>, String) {
+    let ctx = InstanceContext::new(db.settings.clone()).expect("context");
+    let config = ctx.pgbackrest_config();
+    let library = faketime_library();
+    let mut env = ctx.pgbackrest_env();
+    env.extend([("LD_PRELOAD", library.as_str()), ("FAKETIME", ahead)]);
+    let invocation = tusk_instance::archiving::Invocation {
+        config: &config,
+        stanza: &ctx.settings.cluster_name,
+        env,
+    };
+    tusk_instance::archiving::run_with(&ctx, &invocation, &["expire"], WAIT)
+        .await
+        .unwrap_or_else(|e| panic!("expire {ahead}: {e}"));
+    let json = tusk_instance::archiving::run(&ctx, &["info", "--output=json"], WAIT)
+        .await
+        .expect("pgbackrest info");
+    let labels = pgbackrest::parse_info(&json, &ctx.settings.cluster_name)
+        .expect("info")
+        .into_iter()
+        .map(|b| b.label)
+        .collect();
+    let info: serde_json::Value = serde_json::from_str(&json).expect("JSON");
+    let oldest_wal = info[0]["archive"][0]["min"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    (labels, oldest_wal)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retention_keeps_the_window_and_expires_a_full_backup_only_once_a_newer_one_covers_it() {
+    let Archiving {
+        server: _server,
+        _cluster,
+        mut db,
+        mut on_db,
+        client,
+    } = archiving_primary("CREATE TABLE t AS SELECT generate_series(1, 1000) AS v").await;
+    // spec.backup.retentionDays: 1.
+    if let Some(repository) = on_db.archiving.as_mut() {
+        repository.retention_days = Some(1);
+    }
+    let mut ids = Vec::new();
+    for name in ["full-1", "full-2"] {
+        db.set_desired(DesiredState {
+            backup: Some(assigned(&db, name, BackupType::Full)),
+            ..on_db.clone()
+        });
+        let taken = finished(&db, name).await;
+        assert_eq!(
+            taken.status.phase,
+            Some(BackupPhase::Completed),
+            "{taken:?}"
+        );
+        ids.push(taken.status.backup_id.expect("an id"));
+        client
+            .batch_execute(
+                "INSERT INTO t SELECT generate_series(1001, 2000); SELECT pg_switch_wal()",
+            )
+            .await
+            .expect("more WAL");
+    }
+    let begin_wal = |id: &str| {
+        let id = id.to_owned();
+        let db = &db;
+        async move {
+            listed(db)
+                .await
+                .into_iter()
+                .find(|b| b.label == id)
+                .and_then(|b| b.begin_wal)
+                .expect("the backup's first segment")
+        }
+    };
+    let (first_wal, second_wal) = (begin_wal(&ids[0]).await, begin_wal(&ids[1]).await);
+
+    // Half a day on, both are inside the one-day window: kept, with the WAL
+    // from the first on.
+    let (kept, oldest) = expire_ahead(&db, "+12h").await;
+    assert_eq!(kept, ids, "nothing expires inside the window");
+    assert!(oldest <= first_wal, "{oldest} > {first_wal}");
+
+    // A day and a half on, both are older than the window: the newer one
+    // alone covers its start, so the older one goes, with the WAL before
+    // the newer one.
+    let (kept, oldest) = expire_ahead(&db, "+36h").await;
+    assert_eq!(kept, ids[1..], "the older full backup expires");
+    assert!(
+        oldest > first_wal && oldest <= second_wal,
+        "the archive keeps what the newer backup needs: {oldest} ({first_wal} .. {second_wal})"
+    );
     db.stop(Duration::from_secs(30)).await;
 }
