@@ -1,0 +1,236 @@
+//! Backup, restore, restore rehearsal and upgrade pre-check of a database
+//! of about 1 GiB (issue 16's benchmark, and the cost of issue 17's
+//! pre-check), printed as figures beside a plain copy of the same data
+//! directory in the same run (not a timed test):
+//!
+//! ```sh
+//! scripts/setup      # PostgreSQL, pgBackRest, moto, PostgreSQL 17
+//! cargo bench -p tusk-instance --bench backup [-- SCALE]
+//! ```
+//!
+//! A PostgreSQL 15 instance run by the instance manager archives to the
+//! tests' S3-compatible server (`scripts/s3-test-server`: moto over HTTPS
+//! on loopback, objects in memory) and is filled by `pgbench -i` (scale 68
+//! by default, about 1 GiB). Then, each timed on its own:
+//!
+//! 1. `cp -a` of the data directory and `sync`: the plain copy;
+//! 2. a full backup, as the operator assigns it (pgBackRest, `zst`);
+//! 3. `pgbackrest restore` of it into an empty directory;
+//! 4. the restore rehearsal (restore, replay, sentinel, `pg_amcheck
+//!    --heapallindexed`), as its pod runs it;
+//! 5. the major upgrade's pre-check to 17 (restore, replay, `pg_upgrade
+//!    --check`), as its pod runs it.
+//!
+//! The object store is moto, one Python process: the figures say what
+//! these take against it, and the ratios to the copy how far that is from
+//! the disk's speed; a real object store is faster at many files in
+//! parallel.
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::s3::S3Server;
+use common::{SUPERUSER_PASSWORD, TestCluster, desired};
+use tusk_api::v1alpha1::{BackupAssignment, BackupPhase, BackupType};
+use tusk_instance::context::InstanceContext;
+use tusk_instance::desired::DesiredState;
+use tusk_instance::major_upgrade::precheck::PreCheck;
+use tusk_postgres::pgbackrest::{self, RecoveryTarget};
+
+const BUCKET: &str = "bench";
+const WAIT: Duration = Duration::from_secs(1800);
+
+fn main() {
+    let scale: u32 = std::env::args()
+        .skip(1)
+        .find(|a| !a.starts_with('-'))
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(68);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    runtime.block_on(bench(scale));
+}
+
+fn mib(bytes: u64) -> f64 {
+    bytes as f64 / (1024.0 * 1024.0)
+}
+
+/// Bytes under `dir`.
+fn size_of(dir: &Path) -> u64 {
+    let output = std::process::Command::new("du")
+        .args(["-sb"])
+        .arg(dir)
+        .output()
+        .expect("du runs");
+    String::from_utf8_lossy(&output.stdout)
+        .split_whitespace()
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_default()
+}
+
+/// Runs `program` with `args`, which must succeed; how long it took.
+fn timed_command(program: &str, args: &[&str], env: &[(&str, &str)]) -> Duration {
+    let started = Instant::now();
+    let status = std::process::Command::new(program)
+        .args(args)
+        .envs(env.iter().copied())
+        .status()
+        .unwrap_or_else(|e| panic!("{program} cannot run: {e}"));
+    assert!(status.success(), "{program} {args:?}: {status}");
+    started.elapsed()
+}
+
+async fn bench(scale: u32) {
+    common::init_logs();
+    let server = S3Server::start(&[BUCKET]);
+    let mut cluster = TestCluster::new();
+    let mut db = cluster.instance("db-1");
+    db.settings.repository_keys = Some(server.keys());
+    let on_db = DesiredState {
+        archiving: Some(server.repository(BUCKET, "tusk")),
+        ..desired("db-1", db.address)
+    };
+    db.start(on_db.clone());
+    db.wait_status("the stanza", Duration::from_secs(300), |r| {
+        r.ready && r.archiving.as_ref().is_some_and(|a| a.stanza_created)
+    })
+    .await;
+    let (address, port) = (db.address.to_string(), db.port.to_string());
+    let loading = timed_command(
+        &format!("{}/pgbench", common::BIN_DIR),
+        &[
+            "--initialize",
+            "--quiet",
+            &format!("--scale={scale}"),
+            "--host",
+            &address,
+            "--port",
+            &port,
+            "--username=postgres",
+            "postgres",
+        ],
+        &[("PGPASSWORD", SUPERUSER_PASSWORD)],
+    );
+    let client = db.superuser().await;
+    client
+        .batch_execute("CHECKPOINT")
+        .await
+        .expect("checkpoint");
+    let pgdata = db.settings.pgdata.clone();
+    let data_bytes = size_of(&pgdata);
+    println!(
+        "data directory: {:.0} MiB (pgbench scale {scale}, loaded in {:.1} s)",
+        mib(data_bytes),
+        loading.as_secs_f64()
+    );
+
+    // 1. The plain copy.
+    let copy = tempfile::tempdir().expect("a directory for the copy");
+    let target = copy.path().join("pgdata");
+    let mut copied = timed_command(
+        "cp",
+        &[
+            "-a",
+            &pgdata.display().to_string(),
+            &target.display().to_string(),
+        ],
+        &[],
+    );
+    copied += timed_command("sync", &[], &[]);
+    drop(copy);
+
+    // 2. A full backup, as the operator assigns it.
+    let started = Instant::now();
+    db.set_desired(DesiredState {
+        backup: Some(BackupAssignment {
+            backup: "bench".to_owned(),
+            instance: db.settings.pod_name.clone(),
+            backup_type: BackupType::Full,
+        }),
+        ..on_db.clone()
+    });
+    let report = db
+        .wait_status("the backup", WAIT, |r| {
+            r.backup.as_ref().is_some_and(|b| b.status.finished())
+        })
+        .await;
+    let backed_up = started.elapsed();
+    let status = report.backup.expect("the backup").status;
+    assert_eq!(status.phase, Some(BackupPhase::Completed), "{status:?}");
+    let stored = status.size_bytes.unwrap_or_default();
+
+    // 3. pgbackrest restore into an empty directory.
+    let ctx = InstanceContext::new(db.settings.clone()).expect("context");
+    let restored_dir = db.root.path().join("restored");
+    ctx.user
+        .private_dir(&restored_dir)
+        .expect("restore directory");
+    let args =
+        pgbackrest::restore_args(&restored_dir.display().to_string(), &RecoveryTarget::Latest);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let started = Instant::now();
+    tusk_instance::archiving::run(&ctx, &args, WAIT)
+        .await
+        .expect("pgbackrest restore");
+    let restored = started.elapsed();
+    tusk_instance::datadir::remove_dir(&restored_dir).expect("restored copy removed");
+
+    // 4. and 5. The rehearsal and the pre-check, each on a scratch
+    // instance of the same cluster, as their pods are.
+    let mut scratch = cluster.instance("db-scratch");
+    scratch.settings.repository_keys = Some(server.keys());
+    let scratch_ctx = InstanceContext::new(scratch.settings.clone()).expect("context");
+    let rehearsal = tusk_instance::rehearsal::rehearse(&scratch_ctx, &on_db).await;
+    assert!(rehearsal.succeeded(), "{rehearsal:?}");
+    let new_bin = tusk_postgres::version::local_bin_dir(17);
+    let check = PreCheck {
+        old_bin: common::BIN_DIR.into(),
+        new_bin,
+        new_major: 17,
+        work_dir: scratch.settings.run_dir.join("upgrade"),
+    };
+    scratch_ctx
+        .user
+        .private_dir(&scratch.settings.run_dir)
+        .expect("run directory");
+    let prechecked = check.run(&scratch_ctx, &on_db).await;
+    assert!(prechecked.failed_step.is_none(), "{prechecked:?}");
+    db.stop(Duration::from_secs(60)).await;
+
+    let rate = |took: Duration| mib(data_bytes) / took.as_secs_f64();
+    let ratio = |took: Duration| took.as_secs_f64() / copied.as_secs_f64();
+    println!("| step | time | MiB/s of the data directory | time / plain copy |");
+    println!("|---|---:|---:|---:|");
+    for (step, took) in [
+        ("plain copy (`cp -a`, `sync`)", copied),
+        ("full backup to the object store", backed_up),
+        ("`pgbackrest restore`", restored),
+        (
+            "restore rehearsal (restore, replay, checks)",
+            Duration::from_secs_f64(rehearsal.duration_seconds),
+        ),
+        (
+            "upgrade pre-check to 17 (restore, replay, `pg_upgrade --check`)",
+            Duration::from_secs_f64(prechecked.duration_seconds),
+        ),
+    ] {
+        println!(
+            "| {step} | {:.1} s | {:.0} | {:.1} |",
+            took.as_secs_f64(),
+            rate(took),
+            ratio(took)
+        );
+    }
+    println!(
+        "stored in the repository: {:.0} MiB ({:.0} % of the data directory)",
+        mib(stored.try_into().unwrap_or_default()),
+        100.0 * stored as f64 / data_bytes as f64
+    );
+}
