@@ -58,6 +58,17 @@ fn child_meta(cluster: &ValidatedCluster, name: &str) -> ObjectMeta {
     }
 }
 
+/// The claims a pod's volumes name, in order.
+#[cfg(test)]
+pub(crate) fn claim_names(spec: &k8s_openapi::api::core::v1::PodSpec) -> Vec<&str> {
+    spec.volumes
+        .iter()
+        .flatten()
+        .filter_map(|v| v.persistent_volume_claim.as_ref())
+        .map(|c| c.claim_name.as_str())
+        .collect()
+}
+
 #[cfg(test)]
 pub(crate) fn validated(spec: serde_json::Value) -> ValidatedCluster {
     crate::validate::validate(

@@ -110,7 +110,7 @@ pub fn rehearsal_pvc(cluster: &ValidatedCluster) -> PersistentVolumeClaim {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::builders::validated;
+    use crate::builders::{claim_names, validated};
 
     fn cluster() -> ValidatedCluster {
         validated(serde_json::json!({
@@ -138,14 +138,7 @@ mod tests {
         let container = &spec.containers[0];
         assert_eq!(container.command.as_ref().expect("command")[2], "rehearse");
         assert!(container.readiness_probe.is_none() && container.ports.is_none());
-        let claims: Vec<&str> = spec
-            .volumes
-            .iter()
-            .flatten()
-            .filter_map(|v| v.persistent_volume_claim.as_ref())
-            .map(|c| c.claim_name.as_str())
-            .collect();
-        assert_eq!(claims, ["orders-rehearsal"]);
+        assert_eq!(claim_names(&spec), ["orders-rehearsal"]);
         let result = container
             .env
             .iter()

@@ -119,15 +119,19 @@ fn copy_old_major(cluster: &ValidatedCluster) -> Container {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::builders::validated;
+    use crate::builders::{claim_names, validated};
     use tusk_api::contract::InstanceEnv;
+
+    fn cluster_of_15() -> ValidatedCluster {
+        validated(serde_json::json!({
+            "instances": 3, "postgres": {"version": 15},
+            "storage": {"size": "2Gi"},
+        }))
+    }
 
     #[test]
     fn the_upgrade_pod_runs_the_new_major_on_the_primarys_volume_with_the_old_one_copied_beside() {
-        let cluster = validated(serde_json::json!({
-            "instances": 3, "postgres": {"version": 15},
-            "storage": {"size": "2Gi"},
-        }));
+        let cluster = cluster_of_15();
         let target = MajorTarget {
             version: 16,
             image: "postgres:16".to_owned(),
@@ -168,14 +172,7 @@ mod tests {
             env(OLD_BIN_DIR_ENV).as_deref(),
             Some("/run/tusk-upgrade/old/usr/lib/postgresql/15/bin")
         );
-        let claims: Vec<&str> = spec
-            .volumes
-            .iter()
-            .flatten()
-            .filter_map(|v| v.persistent_volume_claim.as_ref())
-            .map(|c| c.claim_name.as_str())
-            .collect();
-        assert_eq!(claims, ["orders-2"]);
+        assert_eq!(claim_names(&spec), ["orders-2"]);
         let init = spec.init_containers.expect("init containers");
         let copy = init.last().expect("the copy");
         assert_eq!(copy.image.as_deref(), Some("postgres:15"));
@@ -203,10 +200,7 @@ mod tests {
 
     #[test]
     fn the_pre_check_pod_has_the_upgrade_pods_programs_on_a_scratch_volume_of_its_own() {
-        let cluster = validated(serde_json::json!({
-            "instances": 3, "postgres": {"version": 15},
-            "storage": {"size": "2Gi"},
-        }));
+        let cluster = cluster_of_15();
         let target = MajorTarget {
             version: 17,
             image: "postgres:17".to_owned(),
@@ -220,14 +214,7 @@ mod tests {
             container.command.as_ref().expect("command")[2],
             "upgrade-check"
         );
-        let claims: Vec<&str> = spec
-            .volumes
-            .iter()
-            .flatten()
-            .filter_map(|v| v.persistent_volume_claim.as_ref())
-            .map(|c| c.claim_name.as_str())
-            .collect();
-        assert_eq!(claims, ["orders-upgrade-check"]);
+        assert_eq!(claim_names(&spec), ["orders-upgrade-check"]);
         let copy = spec.init_containers.expect("init containers");
         assert_eq!(
             copy.last().and_then(|c| c.image.as_deref()),
