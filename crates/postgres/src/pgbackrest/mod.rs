@@ -185,6 +185,13 @@ pub struct Stanza {
 /// WAL. Backups and restores keep the default.
 pub const ARCHIVE_PUSH_IO_TIMEOUT_SECONDS: u32 = 5;
 
+/// Files a backup or a restore moves at once (pgBackRest's `process-max`
+/// for those two commands; archiving keeps one). An object store answers
+/// each file with its own requests, so one file at a time spends a small
+/// database's backup waiting on round trips: see docs/benchmarks.md
+/// ("Backups, restores and restore rehearsals").
+pub const TRANSFER_PROCESSES: u32 = 4;
+
 /// `pgbackrest.conf` for `stanza`.
 pub fn render_conf(stanza: &Stanza) -> Result<String, RepositoryError> {
     let repo = &stanza.repository;
@@ -239,6 +246,13 @@ pub fn render_conf(stanza: &Stanza) -> Result<String, RepositoryError> {
         "global:archive-push",
         &[("io-timeout", ARCHIVE_PUSH_IO_TIMEOUT_SECONDS.to_string())],
     )?;
+    for command in ["global:backup", "global:restore"] {
+        section(
+            &mut out,
+            command,
+            &[("process-max", TRANSFER_PROCESSES.to_string())],
+        )?;
+    }
     section(&mut out, &stanza.name, &local)?;
     Ok(out)
 }
@@ -433,6 +447,10 @@ mod tests {
             "a push gives up, and says why, within archive-timeout"
         );
         assert_eq!(global("io-timeout"), None, "backups keep the default");
+        for command in ["global:backup", "global:restore"] {
+            assert_eq!(option(&conf, command, "process-max"), Some("4"));
+        }
+        assert_eq!(global("process-max"), None, "archiving keeps one");
         assert_eq!(
             global("spool-path"),
             Some("/var/lib/postgresql/data/pgbackrest/spool")
