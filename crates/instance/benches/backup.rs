@@ -5,13 +5,16 @@
 //!
 //! ```sh
 //! scripts/setup      # PostgreSQL, pgBackRest, moto, PostgreSQL 17
-//! cargo bench -p tusk-instance --bench backup [-- SCALE]
+//! cargo bench -p tusk-instance --bench backup [-- SCALE [random]]
 //! ```
 //!
 //! A PostgreSQL 15 instance run by the instance manager archives to the
 //! tests' S3-compatible server (`scripts/s3-test-server`: moto over HTTPS
 //! on loopback, objects in memory) and is filled by `pgbench -i` (scale 68
-//! by default, about 1 GiB). Then, each timed on its own:
+//! by default, about 1 GiB), or with `random`, by as many MiB of random
+//! bytes (15 MiB a scale unit), which no compression shrinks (pgbench's
+//! rows are mostly padding, which zstd shrinks to a few percent). Then,
+//! each timed on its own:
 //!
 //! 1. `cp -a` of the data directory and `sync`: the plain copy;
 //! 2. a full backup, as the operator assigns it (pgBackRest, `zst`);
@@ -44,17 +47,63 @@ const BUCKET: &str = "bench";
 const WAIT: Duration = Duration::from_secs(1800);
 
 fn main() {
-    let scale: u32 = std::env::args()
+    let args: Vec<String> = std::env::args()
         .skip(1)
-        .find(|a| !a.starts_with('-'))
-        .and_then(|a| a.parse().ok())
-        .unwrap_or(68);
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    let scale: u32 = args.first().and_then(|a| a.parse().ok()).unwrap_or(68);
+    let random = args.get(1).is_some_and(|a| a == "random");
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .expect("a runtime");
-    runtime.block_on(bench(scale));
+    runtime.block_on(bench(scale, random));
+}
+
+/// Fills the database: `pgbench -i` at `scale`, or 15 MiB of random bytes
+/// a scale unit; how long it took.
+async fn fill(db: &common::TestInstance, scale: u32, random: bool) -> Duration {
+    let started = Instant::now();
+    if random {
+        // 512 random bytes a row (32 MD5 sums of random numbers), 2,048
+        // rows a MiB, in batches of 16 MiB.
+        let client = db.superuser().await;
+        client
+            .batch_execute("CREATE TABLE noise (b bytea)")
+            .await
+            .expect("table");
+        let rows = u64::from(scale) * 15 * 2048;
+        let mut done = 0;
+        while done < rows {
+            let batch = (rows - done).min(16 * 2048);
+            client
+                .batch_execute(&format!(
+                    "INSERT INTO noise SELECT (SELECT decode(string_agg(md5(random()::text || g || i), ''), \
+                     'hex') FROM generate_series(1, 32) AS i) FROM generate_series(1, {batch}) AS g"
+                ))
+                .await
+                .expect("random rows");
+            done += batch;
+        }
+        return started.elapsed();
+    }
+    let (address, port) = (db.address.to_string(), db.port.to_string());
+    timed_command(
+        &format!("{}/pgbench", common::BIN_DIR),
+        &[
+            "--initialize",
+            "--quiet",
+            &format!("--scale={scale}"),
+            "--host",
+            &address,
+            "--port",
+            &port,
+            "--username=postgres",
+            "postgres",
+        ],
+        &[("PGPASSWORD", SUPERUSER_PASSWORD)],
+    )
 }
 
 fn mib(bytes: u64) -> f64 {
@@ -87,7 +136,7 @@ fn timed_command(program: &str, args: &[&str], env: &[(&str, &str)]) -> Duration
     started.elapsed()
 }
 
-async fn bench(scale: u32) {
+async fn bench(scale: u32, random: bool) {
     common::init_logs();
     let server = S3Server::start(&[BUCKET]);
     let mut cluster = TestCluster::new();
@@ -102,22 +151,7 @@ async fn bench(scale: u32) {
         r.ready && r.archiving.as_ref().is_some_and(|a| a.stanza_created)
     })
     .await;
-    let (address, port) = (db.address.to_string(), db.port.to_string());
-    let loading = timed_command(
-        &format!("{}/pgbench", common::BIN_DIR),
-        &[
-            "--initialize",
-            "--quiet",
-            &format!("--scale={scale}"),
-            "--host",
-            &address,
-            "--port",
-            &port,
-            "--username=postgres",
-            "postgres",
-        ],
-        &[("PGPASSWORD", SUPERUSER_PASSWORD)],
-    );
+    let loading = fill(&db, scale, random).await;
     let client = db.superuser().await;
     client
         .batch_execute("CHECKPOINT")
@@ -125,8 +159,13 @@ async fn bench(scale: u32) {
         .expect("checkpoint");
     let pgdata = db.settings.pgdata.clone();
     let data_bytes = size_of(&pgdata);
+    let filled = if random {
+        format!("{} MiB of random bytes", scale * 15)
+    } else {
+        format!("pgbench scale {scale}")
+    };
     println!(
-        "data directory: {:.0} MiB (pgbench scale {scale}, loaded in {:.1} s)",
+        "data directory: {:.0} MiB ({filled}, loaded in {:.1} s)",
         mib(data_bytes),
         loading.as_secs_f64()
     );
