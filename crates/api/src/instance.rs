@@ -202,6 +202,12 @@ pub struct InstanceReport {
     /// and lowers it when that is below the running value.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pending_restart_lowered: Vec<String>,
+    /// Standby minimums ([`STANDBY_MINIMUMS`]) this standby runs above
+    /// their declared value, held at the value its primary last ran with
+    /// (its control file's) until it replays the primary's lowered one;
+    /// then the declared value is written and reported pending a restart.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub held_minimums: Vec<String>,
     /// Standbys connected to this primary.
     #[serde(default)]
     pub standbys: Vec<StandbyReport>,
@@ -355,6 +361,7 @@ mod tests {
             upstream: Some("10.0.0.2".into()),
             pending_restart: vec![],
             pending_restart_lowered: vec![],
+            held_minimums: vec![],
             standbys: vec![],
             crash_count: 0,
             last_error: None,

@@ -178,6 +178,10 @@ impl InstanceContext {
         } else {
             desired.parameters.clone()
         };
+        if pgdata == self.settings.pgdata {
+            let held = crate::standby_floor::held(&desired.parameters, &parameters);
+            self.floor.set_held(held);
+        }
         let server = ServerConfig {
             instance_name: self.settings.pod_name.clone(),
             listen_address: self.settings.pod_ip,
@@ -304,6 +308,12 @@ impl InstanceContext {
     /// The environment pgBackRest needs (the repository's keys), for
     /// PostgreSQL (whose `archive_command` runs it) and for the commands
     /// the manager runs itself.
+    /// The standby minimums this instance's configuration holds above
+    /// their declared value ([`crate::standby_floor`]).
+    pub fn held_minimums(&self) -> Vec<String> {
+        self.floor.held()
+    }
+
     pub fn pgbackrest_env(&self) -> Vec<(&'static str, &str)> {
         self.settings
             .repository_keys

@@ -118,6 +118,9 @@ async fn current_report(app: &AppState) -> InstanceReport {
         .await;
     let state = app.state.snapshot();
     let mut report = report::build(&app.ctx.settings.pod_name, &state, observation.as_ref());
+    if report.role == tusk_api::instance::InstanceRole::Replica {
+        report.held_minimums = app.ctx.held_minimums();
+    }
     let kept = crate::datadir::kept_copy(&app.ctx.settings.pgdata);
     report.kept_copy = kept.exists().then(|| kept.display().to_string());
     if let Some(archiving) = report

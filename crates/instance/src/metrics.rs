@@ -221,6 +221,7 @@ mod tests {
             upstream: None,
             pending_restart: vec![],
             pending_restart_lowered: vec![],
+            held_minimums: vec![],
             standbys: vec![],
             crash_count: 2,
             last_error: None,

@@ -62,6 +62,7 @@ pub fn build(
         pending_restart: observed
             .map(|o| o.pending_restart.clone())
             .unwrap_or_default(),
+        held_minimums: Vec::new(),
         pending_restart_lowered: observed
             .map(|o| o.pending_restart_lowered.clone())
             .unwrap_or_default(),

@@ -81,17 +81,47 @@ pub fn raise(
     raised
 }
 
+/// The names whose value `raised` changed from `declared` (what
+/// [`raise`] held at the floor).
+pub fn held(declared: &BTreeMap<String, String>, raised: &BTreeMap<String, String>) -> Vec<String> {
+    raised
+        .iter()
+        .filter(|(name, value)| declared.get(*name) != Some(*value))
+        .map(|(name, _)| name.clone())
+        .collect()
+}
+
 /// The floor of a data directory, read with `pg_controldata` when its
 /// control file changed since the last reading (a standby's configuration
 /// is rendered on every pass). Clones share the reading.
 #[derive(Clone, Debug, Default)]
 pub struct FloorCache {
     last: Arc<Mutex<Option<Reading>>>,
+    /// The minimums the last rendering of the live data directory held
+    /// above their declared value.
+    held: Arc<Mutex<Vec<String>>>,
 }
 
 type Reading = (PathBuf, SystemTime, BTreeMap<&'static str, u64>);
 
 impl FloorCache {
+    /// Records which minimums the live data directory's configuration
+    /// holds above their declared value (none on a primary).
+    pub fn set_held(&self, held: Vec<String>) {
+        *self
+            .held
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = held;
+    }
+
+    /// The minimums held above their declared value, as last rendered.
+    pub fn held(&self) -> Vec<String> {
+        self.held
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
     /// The floor of `pgdata` using `pg_controldata` from `bin_dir`; empty
     /// (no floor) when the control file or the program cannot be read,
     /// which is logged.

@@ -560,6 +560,12 @@ async fn a_standby_restarted_with_a_lowered_minimum_starts_at_its_primarys_value
     assert_eq!(report.role, InstanceRole::Replica);
     assert_eq!(shown(&b, "max_connections").await.as_deref(), Some("120"));
     assert!(report.pending_restart.is_empty(), "{report:#?}");
+    // It says so, so the operator keeps looking until it can restart it.
+    assert_eq!(report.held_minimums, ["max_connections"], "{report:#?}");
+    assert!(
+        a.status().await.held_minimums.is_empty(),
+        "a primary holds none"
+    );
 
     // The primary restarts with 90 and writes that to its WAL; the
     // standby's floor drops with it, and 90 waits for its restart.
@@ -576,6 +582,7 @@ async fn a_standby_restarted_with_a_lowered_minimum_starts_at_its_primarys_value
         })
         .await;
     assert!(report.ready, "{report:#?}");
+    assert!(report.held_minimums.is_empty(), "{report:#?}");
     a.stop(Duration::from_secs(30)).await;
     b.stop(Duration::from_secs(30)).await;
 }

@@ -132,6 +132,7 @@ fn standby(name: &str, received: &str, replayed: &str) -> InstanceReport {
         upstream: None,
         pending_restart: vec![],
         pending_restart_lowered: vec![],
+        held_minimums: vec![],
         standbys: vec![],
         crash_count: 0,
         last_error: None,

@@ -97,7 +97,12 @@ async fn converge(cluster: &PostgresCluster, ctx: &Context) -> Result<Action, Er
     // again later, even when applying failed.
     apply::clear_requests(cluster, ctx, &plan.clear, written.version.as_deref()).await?;
     applied?;
-    Ok(Action::requeue(requeue::after(&written.status, &plan)))
+    let held = requeue::standby_held(observed.reports.values());
+    Ok(Action::requeue(requeue::after(
+        &written.status,
+        &plan,
+        held,
+    )))
 }
 
 /// Remembers the instance the pass created until the caches show it (see

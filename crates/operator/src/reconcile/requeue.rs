@@ -37,10 +37,13 @@ const BACKING_UP: Duration = Duration::from_secs(5);
 /// this soon rather than at the next resync.
 const SPEC_CHANGED: Duration = Duration::from_secs(5);
 
-pub fn after(status: &PostgresClusterStatus, plan: &Plan<'_>) -> Duration {
+/// When to look again; `held`: a standby reports a minimum held at its
+/// primary's former value ([`tusk_api::instance::InstanceReport::held_minimums`]).
+pub fn after(status: &PostgresClusterStatus, plan: &Plan<'_>, held: bool) -> Duration {
     let mut wait = delay(status, &plan.primary, &plan.instances.step);
     if spec_changed(plan.status.previous, plan.status.generation)
         || rollout_ended(plan.status.previous, status)
+        || held
     {
         wait = wait.min(SPEC_CHANGED);
     }
@@ -71,6 +74,17 @@ pub fn after(status: &PostgresClusterStatus, plan: &Plan<'_>) -> Duration {
 /// Whether this pass is the first to see `generation` of the spec.
 fn spec_changed(previous: Option<&PostgresClusterStatus>, generation: Option<i64>) -> bool {
     generation.is_some() && previous.and_then(|p| p.observed_generation) != generation
+}
+
+/// Whether a standby holds a standby minimum above its declared value:
+/// once it replays its primary's lowered value, it reports the declared
+/// one pending a restart, which only a poll of it shows; it is looked at
+/// this soon until then (a standby slower to replay than the look after
+/// the rollout's end waited at the resync before).
+pub fn standby_held<'r>(
+    reports: impl IntoIterator<Item = &'r tusk_api::instance::InstanceReport>,
+) -> bool {
+    reports.into_iter().any(|r| !r.held_minimums.is_empty())
 }
 
 /// Whether this pass ended a rollout. Its restarts may have more to
@@ -177,6 +191,23 @@ mod tests {
             delay_left: left_ms.map(Duration::from_millis),
             ..FailoverCheck::default()
         }
+    }
+
+    #[test]
+    fn a_standby_holding_a_minimum_is_looked_at_again_soon() {
+        let report = |held: &[&str]| {
+            let mut report: tusk_api::instance::InstanceReport =
+                serde_json::from_value(serde_json::json!({
+                    "name": "db-2", "role": "replica", "phase": "running",
+                    "ready": true, "fenced": false, "pendingRestart": [],
+                }))
+                .expect("a report");
+            report.held_minimums = held.iter().map(|h| (*h).to_owned()).collect();
+            report
+        };
+        assert!(standby_held(&[report(&[]), report(&["max_connections"])]));
+        assert!(!standby_held(&[report(&[]), report(&[])]));
+        assert!(!standby_held(&[]));
     }
 
     #[test]
