@@ -35,6 +35,15 @@ pub(super) fn abandoned(input: &UpgradeInput<'_>) -> UpgradePlan {
 /// Starts the pre-check: its pod restores the newest backup while every
 /// instance serves.
 pub(super) fn start(input: &UpgradeInput<'_>) -> UpgradePlan {
+    if input.check.is_some() {
+        // An earlier check's pod (of another version or spec) is removed
+        // first: its outcome must never pass for this one's.
+        return UpgradePlan {
+            check: CheckAction::Remove,
+            look_again: Some(POLL),
+            ..UpgradePlan::default()
+        };
+    }
     let mut record = new_record(input, None, PRE_CHECKING);
     record.started_at = Some(kube_time(input.now));
     record.generation = input.generation;

@@ -528,3 +528,25 @@ fn a_pre_check_whose_version_is_no_longer_declared_is_abandoned_and_removed() {
     assert_eq!(record.step, FAILED);
     assert!(record.message.unwrap_or_default().contains("abandoned"));
 }
+
+#[test]
+fn an_earlier_pre_checks_pod_is_removed_before_a_new_check_starts() {
+    // 16 was being checked; 17 is declared now.
+    let record = pre_checking();
+    let passed = finished(&check_outcome(None, "pg_upgrade --check passed"));
+    let plan = decide(&UpgradeInput {
+        declared: 17,
+        recorded: Some(&record),
+        check: Some(&passed),
+        ..restorable()
+    });
+    assert_eq!(plan.check, CheckAction::Remove, "its outcome is 16's");
+    assert_eq!((plan.action, plan.record), (Action::None, None));
+    let plan = decide(&UpgradeInput {
+        declared: 17,
+        recorded: Some(&record),
+        ..restorable()
+    });
+    assert_eq!(plan.check, CheckAction::Create);
+    assert_eq!(plan.record.map(|r| r.to_version), Some(17));
+}
