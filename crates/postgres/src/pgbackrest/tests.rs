@@ -1,0 +1,217 @@
+
+use super::*;
+
+fn stanza(repository: S3Repository) -> Stanza {
+    Stanza {
+        name: "orders".into(),
+        repository_path: repository.cluster_path("shop", "orders"),
+        repository,
+        pgdata: "/var/lib/postgresql/data/pgdata".into(),
+        socket_dir: "/run/tusk".into(),
+        port: 5432,
+        superuser: "postgres".into(),
+        spool_path: "/var/lib/postgresql/data/pgbackrest/spool".into(),
+        log_path: "/var/lib/postgresql/data/pgbackrest/log".into(),
+        lock_path: "/run/tusk/pgbackrest".into(),
+    }
+}
+
+fn option<'a>(conf: &'a str, section: &str, key: &str) -> Option<&'a str> {
+    let mut current = "";
+    for line in conf.lines() {
+        if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            current = name;
+        } else if current == section
+            && let Some((k, v)) = line.split_once('=')
+            && k == key
+        {
+            return Some(v);
+        }
+    }
+    None
+}
+
+#[test]
+fn an_s3_compatible_endpoint_renders_path_style_with_its_port_and_ca() {
+    let mut repository = S3Repository::parse(
+        "s3://backups/prod/",
+        Some("https://minio.example:9000"),
+        None,
+    )
+    .expect("parses");
+    repository.ca_file = Some("/etc/tusk/backup-ca/ca.crt".into());
+    let conf = render_conf(&stanza(repository)).expect("renders");
+    let global = |key| option(&conf, "global", key);
+    assert_eq!(global("repo1-type"), Some("s3"));
+    assert_eq!(global("repo1-s3-bucket"), Some("backups"));
+    assert_eq!(global("repo1-path"), Some("/prod/shop/orders"));
+    assert_eq!(global("repo1-s3-endpoint"), Some("minio.example"));
+    assert_eq!(global("repo1-storage-port"), Some("9000"));
+    assert_eq!(global("repo1-s3-uri-style"), Some("path"));
+    assert_eq!(global("repo1-s3-region"), Some(DEFAULT_REGION));
+    assert_eq!(
+        global("repo1-storage-ca-file"),
+        Some("/etc/tusk/backup-ca/ca.crt")
+    );
+    assert_eq!(global("archive-async"), Some("y"));
+    assert_eq!(
+        option(&conf, "global:archive-push", "io-timeout"),
+        Some("5"),
+        "a push gives up, and says why, within archive-timeout"
+    );
+    assert_eq!(global("io-timeout"), None, "backups keep the default");
+    for command in ["global:backup", "global:restore"] {
+        assert_eq!(option(&conf, command, "process-max"), Some("4"));
+    }
+    assert_eq!(global("process-max"), None, "archiving keeps one");
+    assert_eq!(
+        global("spool-path"),
+        Some("/var/lib/postgresql/data/pgbackrest/spool")
+    );
+    assert_eq!(
+        option(&conf, "orders", "pg1-path"),
+        Some("/var/lib/postgresql/data/pgdata")
+    );
+    assert_eq!(
+        option(&conf, "orders", "pg1-socket-path"),
+        Some("/run/tusk")
+    );
+}
+
+#[test]
+fn aws_needs_no_endpoint_and_addresses_the_bucket_by_host() {
+    let repository = S3Repository::parse("s3://backups", None, Some("eu-west-3")).expect("parses");
+    let conf = render_conf(&stanza(repository)).expect("renders");
+    assert_eq!(
+        option(&conf, "global", "repo1-s3-endpoint"),
+        Some("s3.eu-west-3.amazonaws.com")
+    );
+    assert_eq!(option(&conf, "global", "repo1-path"), Some("/shop/orders"));
+    assert_eq!(option(&conf, "global", "repo1-s3-uri-style"), None);
+    assert_eq!(option(&conf, "global", "repo1-storage-port"), None);
+}
+
+#[test]
+fn keys_never_reach_the_file_and_wal_is_never_dropped() {
+    let repository = S3Repository::parse("s3://b", None, None).expect("parses");
+    let conf = render_conf(&stanza(repository)).expect("renders");
+    assert!(!conf.contains("repo1-s3-key"), "{conf}");
+    // A full queue would make pgBackRest drop WAL and report success.
+    assert!(!conf.contains("archive-push-queue-max"), "{conf}");
+}
+
+#[test]
+fn other_destinations_and_plain_http_are_refused() {
+    for url in ["gs://b/p", "az://c", "file:///backups", "s3://", "s3:///p"] {
+        assert!(
+            matches!(
+                S3Repository::parse(url, None, None),
+                Err(RepositoryError::NotS3(_))
+            ),
+            "{url}"
+        );
+    }
+    assert!(matches!(
+        S3Repository::parse("s3://b", Some("http://minio:9000"), None),
+        Err(RepositoryError::PlainHttp(_))
+    ));
+    assert!(matches!(
+        S3Repository::parse("s3://b", Some("https://minio:port"), None),
+        Err(RepositoryError::Endpoint(_))
+    ));
+    let mut repository = S3Repository::parse("s3://b", None, None).expect("parses");
+    repository.ca_file = Some("/ca\n[global]".into());
+    assert!(matches!(
+        render_conf(&stanza(repository)),
+        Err(RepositoryError::LineBreak(_))
+    ));
+}
+
+#[test]
+fn the_archive_command_pushes_the_segment_with_the_rendered_config() {
+    assert_eq!(
+        archive_command(
+            "/var/lib/postgresql/data/pgbackrest/pgbackrest.conf",
+            "orders"
+        ),
+        "pgbackrest --config=/var/lib/postgresql/data/pgbackrest/pgbackrest.conf \
+             --stanza=orders archive-push \"%p\""
+    );
+    assert_eq!(
+        archive_command("/tmp/my dir/p.conf", "db"),
+        "pgbackrest '--config=/tmp/my dir/p.conf' --stanza=db archive-push \"%p\""
+    );
+}
+
+#[test]
+fn a_refusal_is_summarised_by_its_error_line_and_the_services_code() {
+    let output = "2026-12-04 03:52:11.054 P00  ERROR: [039]: HTTP request failed with 403 (FORBIDDEN):\n\
+            \x20      *** Path/Query ***:\n\
+            \x20      GET /wal/?list-type=2\n\
+            \x20      *** Request Headers ***:\n\
+            \x20      authorization: <redacted>\n\
+            \x20      <?xml version=\"1.0\"?><Error><Code>SignatureDoesNotMatch</Code>\
+            <Message>The request signature we calculated does not match</Message></Error>\n";
+    assert_eq!(
+        error_summary(output).as_deref(),
+        Some(
+            "ERROR: [039]: HTTP request failed with 403 (FORBIDDEN) (GET /wal/?list-type=2): \
+                 SignatureDoesNotMatch: The request signature we calculated does not match"
+        )
+    );
+    assert_eq!(
+        error_summary("WARN: x\nP00  ERROR: [055]: unable to load info file\n").as_deref(),
+        Some("ERROR: [055]: unable to load info file")
+    );
+    assert_eq!(error_summary("all good"), None);
+}
+
+#[test]
+fn a_pgbackrest_error_on_standard_error_is_told_from_postgresql_errors() {
+    assert_eq!(
+            stderr_error("ERROR: [082]: unable to push WAL file '000000010000000000000002' to the archive asynchronously after 60 second(s)"),
+            Some("[082]: unable to push WAL file '000000010000000000000002' to the archive asynchronously after 60 second(s)".to_owned())
+        );
+    assert_eq!(
+        stderr_error("P00  ERROR: [039]: HTTP request failed"),
+        Some("[039]: HTTP request failed".to_owned())
+    );
+    for other in [
+        "2026-12-05 00:17:56.259 UTC [42] ERROR:  relation \"t\" does not exist",
+        "2026-12-05 00:17:56.259 UTC [42] LOG:  archive command failed with exit code 82",
+        "ERROR: [x]: not a code",
+        "",
+    ] {
+        assert_eq!(stderr_error(other), None, "{other}");
+    }
+}
+
+#[test]
+fn a_push_error_file_reads_as_its_message_and_code() {
+    assert_eq!(
+        status_file_message("104\nHTTP request failed with 403 (Forbidden)\n").as_deref(),
+        Some("HTTP request failed with 403 (Forbidden) (pgBackRest error 104)")
+    );
+    assert_eq!(status_file_message(""), None);
+}
+
+/// `global.error` as pgBackRest 2.45 wrote it with the object store's
+/// port closed.
+#[test]
+fn a_push_error_file_keeps_the_cause_without_hints_or_repeats() {
+    let file = "103\nunable to find a valid repository:\n\
+            repo1: [HostConnectError] unable to load info file '/r/archive/s/archive.info' or '/r/archive/s/archive.info.copy':\n\
+            HostConnectError: unable to connect to '127.0.0.1:39999': [111] Connection refused\n\
+            HostConnectError: unable to connect to '127.0.0.1:39999': [111] Connection refused\n\
+            HINT: archive.info cannot be opened but is required to push/get WAL segments.\n\
+            HINT: is archive_command configured correctly in postgresql.conf?\n";
+    assert_eq!(
+        status_file_message(file).as_deref(),
+        Some(
+            "unable to find a valid repository: repo1: [HostConnectError] unable to load info \
+                 file '/r/archive/s/archive.info' or '/r/archive/s/archive.info.copy': \
+                 HostConnectError: unable to connect to '127.0.0.1:39999': [111] Connection refused \
+                 (pgBackRest error 103)"
+        )
+    );
+}
