@@ -1,4 +1,3 @@
-
 use super::*;
 
 fn stanza(repository: S3Repository) -> Stanza {
