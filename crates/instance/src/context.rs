@@ -305,15 +305,15 @@ impl InstanceContext {
             .collect()
     }
 
-    /// The environment pgBackRest needs (the repository's keys), for
-    /// PostgreSQL (whose `archive_command` runs it) and for the commands
-    /// the manager runs itself.
     /// The standby minimums this instance's configuration holds above
     /// their declared value ([`crate::standby_floor`]).
     pub fn held_minimums(&self) -> Vec<String> {
         self.floor.held()
     }
 
+    /// The environment pgBackRest needs (the repository's keys), for
+    /// PostgreSQL (whose `archive_command` runs it) and for the commands
+    /// the manager runs itself.
     pub fn pgbackrest_env(&self) -> Vec<(&'static str, &str)> {
         self.settings
             .repository_keys
