@@ -161,35 +161,59 @@ pub fn declared(cluster: &PostgresCluster, now: Timestamp) -> Timestamp {
 /// Starts the rehearsal the plan asks for, or removes the finished one.
 pub async fn apply(ctx: &Context, valid: &ValidatedCluster, plan: &Plan<'_>) -> Result<(), Error> {
     let decided = &plan.rehearsal;
-    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &valid.namespace);
-    let claims: Api<PersistentVolumeClaim> = Api::namespaced(ctx.client.clone(), &valid.namespace);
     let name = pod_name(valid.name.as_str());
     if decided.remove {
-        let delete = DeleteParams::default();
-        let pod = pods.delete(&name, &delete).await.map(drop);
-        settled(pod, 404, || {
-            format!("delete the restore rehearsal's pod {name}")
-        })?;
-        let claim = claims.delete(&name, &delete).await.map(drop);
-        settled(claim, 404, || {
-            format!("delete the restore rehearsal's volume {name}")
-        })?;
+        remove_one_shot(ctx, &valid.namespace, &name, WHAT).await?;
     }
     if decided.start {
-        let post = PostParams::default();
-        let claim = claims.create(&post, &rehearsal_pvc(valid)).await.map(drop);
-        settled(claim, 409, || {
-            format!("create the restore rehearsal's volume {name}")
-        })?;
-        let pod = pods
-            .create(&post, &rehearsal_pod(valid, &ctx.config))
-            .await
-            .map(drop);
-        settled(pod, 409, || {
-            format!("create the restore rehearsal's pod {name}")
-        })?;
+        let pod = rehearsal_pod(valid, &ctx.config);
+        create_one_shot(ctx, &valid.namespace, &rehearsal_pvc(valid), &pod, WHAT).await?;
     }
     Ok(())
+}
+
+/// What the rehearsal's objects are called in errors.
+const WHAT: &str = "restore rehearsal";
+
+/// Creates a one-shot pod's scratch volume, then the pod (`what` names
+/// them in errors); either one already there is as wanted.
+pub(super) async fn create_one_shot(
+    ctx: &Context,
+    namespace: &str,
+    claim: &PersistentVolumeClaim,
+    pod: &Pod,
+    what: &str,
+) -> Result<(), Error> {
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(ctx.client.clone(), namespace);
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
+    let post = PostParams::default();
+    let created = claims.create(&post, claim).await.map(drop);
+    settled(created, 409, || {
+        format!("create the {what}'s volume {}", claim.name_any())
+    })?;
+    let created = pods.create(&post, pod).await.map(drop);
+    settled(created, 409, || {
+        format!("create the {what}'s pod {}", pod.name_any())
+    })
+}
+
+/// Deletes the one-shot pod `name`, then its scratch volume of the same
+/// name; either one already gone is as wanted.
+pub(super) async fn remove_one_shot(
+    ctx: &Context,
+    namespace: &str,
+    name: &str,
+    what: &str,
+) -> Result<(), Error> {
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(ctx.client.clone(), namespace);
+    let delete = DeleteParams::default();
+    let deleted = pods.delete(name, &delete).await.map(drop);
+    settled(deleted, 404, || format!("delete the {what}'s pod {name}"))?;
+    let deleted = claims.delete(name, &delete).await.map(drop);
+    settled(deleted, 404, || {
+        format!("delete the {what}'s volume {name}")
+    })
 }
 
 /// A request's outcome, where the API's `done` code (404 for a deletion,

@@ -17,7 +17,7 @@ use tusk_api::labels;
 use tusk_api::upgrade::{check_pod_name, pod_name};
 use tusk_api::v1alpha1::{DeletionPolicy, PostgresCluster};
 
-use super::rehearsal::{observe, one_shot, settled};
+use super::rehearsal::{create_one_shot, observe, one_shot, remove_one_shot, settled};
 use crate::builders::{upgrade_check_pod, upgrade_check_pvc, upgrade_pod};
 use crate::children::{Children, named, pod_ready};
 use crate::context::Context;
@@ -188,36 +188,19 @@ async fn apply_check(
     valid: &ValidatedCluster,
     action: CheckAction,
 ) -> Result<(), Error> {
-    let name = check_pod_name(valid.name.as_str());
-    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &valid.namespace);
-    let claims: Api<PersistentVolumeClaim> = Api::namespaced(ctx.client.clone(), &valid.namespace);
+    const WHAT: &str = "upgrade pre-check";
     match action {
         CheckAction::None => Ok(()),
         CheckAction::Create => {
             let Some(target) = valid.major_upgrade.as_ref() else {
                 return Ok(());
             };
-            let post = PostParams::default();
-            let claim = claims.create(&post, &upgrade_check_pvc(valid)).await;
-            settled(claim.map(drop), 409, || {
-                format!("create the pre-check's volume {name}")
-            })?;
             let pod = upgrade_check_pod(valid, &ctx.config, target);
-            let created = pods.create(&post, &pod).await;
-            settled(created.map(drop), 409, || {
-                format!("create the pre-check pod {name}")
-            })
+            create_one_shot(ctx, &valid.namespace, &upgrade_check_pvc(valid), &pod, WHAT).await
         }
         CheckAction::Remove => {
-            let delete = DeleteParams::default();
-            let pod = pods.delete(&name, &delete).await;
-            settled(pod.map(drop), 404, || {
-                format!("delete the pre-check pod {name}")
-            })?;
-            let claim = claims.delete(&name, &delete).await;
-            settled(claim.map(drop), 404, || {
-                format!("delete the pre-check's volume {name}")
-            })
+            let name = check_pod_name(valid.name.as_str());
+            remove_one_shot(ctx, &valid.namespace, &name, WHAT).await
         }
     }
 }
