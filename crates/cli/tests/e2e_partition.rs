@@ -8,13 +8,16 @@
 //! promotes a standby only after that. Every acknowledged write, through
 //! either client, must be on the new primary, the old primary must
 //! acknowledge nothing once the new one serves, and once healed it must
-//! rejoin as a standby.
+//! rejoin as a standby. It runs on both runtimes: with host processes,
+//! and with Docker containers, where the pods' traffic crosses a real
+//! bridge and the Service proxy is the only path clients share.
 
 mod common;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use common::runtime::Runtime;
 use common::{
     DIRECT_IDS, NS, World, direct_writer, pod_ip, rejoins_without_accepting_a_write, wait_for,
 };
@@ -23,7 +26,16 @@ const CLUSTER: &str = "cut";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_primary_cut_off_from_the_api_server_stops_before_a_standby_is_promoted() {
-    let world = World::start().await;
+    cut_off_from_the_api_server(Runtime::Process).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_docker_a_primary_cut_off_from_the_api_server_stops_before_a_standby_is_promoted() {
+    cut_off_from_the_api_server(Runtime::Docker).await;
+}
+
+async fn cut_off_from_the_api_server(runtime: Runtime) {
+    let world = World::start_on(runtime).await;
     let (writer, old) = world.durable_cluster_with_writer(CLUSTER, 2).await;
     let old_ip = pod_ip(&world, &old).await.expect("its IP");
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));

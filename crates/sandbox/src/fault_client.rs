@@ -24,6 +24,10 @@ pub enum Fault {
     /// Traffic through Services to or from the pod is held back.
     CutService(PodRef, Direction),
     HealService(PodRef),
+    /// Packets between the pod and the other pods are dropped (Docker
+    /// runtime only; the host still reaches the pod).
+    CutPeers(PodRef, Direction),
+    HealPeers(PodRef),
     /// SIGSTOP, SIGCONT or SIGKILL to a container's processes (the pod's
     /// first container when `None`).
     Freeze(PodRef, Option<String>),
@@ -47,6 +51,13 @@ fn pod_query(pod: &PodRef) -> Vec<(&'static str, String)> {
     ]
 }
 
+fn direction_query(pod: &PodRef, direction: Direction) -> Vec<(&'static str, String)> {
+    let mut query = pod_query(pod);
+    let direction = serde_json::to_value(direction).unwrap_or_default();
+    query.push(("direction", direction.as_str().unwrap_or("both").to_owned()));
+    query
+}
+
 fn container_query(pod: &PodRef, container: Option<&String>) -> Vec<(&'static str, String)> {
     let mut query = pod_query(pod);
     if let Some(container) = container {
@@ -61,13 +72,10 @@ impl Fault {
         match self {
             Self::CutApi(pod) => ("cut-api", pod_query(pod)),
             Self::HealApi(pod) => ("heal-api", pod_query(pod)),
-            Self::CutService(pod, direction) => {
-                let mut query = pod_query(pod);
-                let direction = serde_json::to_value(direction).unwrap_or_default();
-                query.push(("direction", direction.as_str().unwrap_or("both").to_owned()));
-                ("cut-service", query)
-            }
+            Self::CutService(pod, direction) => ("cut-service", direction_query(pod, *direction)),
             Self::HealService(pod) => ("heal-service", pod_query(pod)),
+            Self::CutPeers(pod, direction) => ("cut-peers", direction_query(pod, *direction)),
+            Self::HealPeers(pod) => ("heal-peers", pod_query(pod)),
             Self::Freeze(pod, container) => ("freeze", container_query(pod, container.as_ref())),
             Self::Thaw(pod, container) => ("thaw", container_query(pod, container.as_ref())),
             Self::Kill(pod, container) => ("kill", container_query(pod, container.as_ref())),

@@ -11,6 +11,7 @@ use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 use tusk_sandbox::kubelet::docker::DockerRuntime;
 use tusk_sandbox::kubelet::{Backoff, ContainerRuntime, KubeletConfig};
+use tusk_sandbox::node::proxy::cuts::Direction;
 use tusk_sandbox::testing::{self, eventually};
 
 const WAIT: Duration = Duration::from_secs(60);
@@ -370,5 +371,95 @@ async fn the_termination_log_is_bound_at_its_path_and_read_at_the_end() {
     let terminated = &status["containerStatuses"][0]["state"]["terminated"];
     assert_eq!(terminated["exitCode"], 3, "{status}");
     assert_eq!(terminated["message"], "done-42", "{status}");
+    node.stop().await;
+}
+
+/// What a connection from pod `from` to port 9 of `ip` (where nothing
+/// listens) meets within 3 s: `refused` when the packets arrive, `timeout`
+/// when they are dropped.
+fn connect_from(node: &DockerNode, from: &str, ip: &str) -> &'static str {
+    let script = format!("timeout 3 bash -c 'exec 3<>/dev/tcp/{ip}/9' 2>/dev/null; echo rc=$?");
+    let answer = kubectl(node, &["exec", from, "--", "bash", "-c", &script]);
+    match answer.trim() {
+        "rc=1" => "refused",
+        "rc=124" => "timeout",
+        other => panic!("unexpected answer from {from} connecting to {ip}: {other}"),
+    }
+}
+
+/// What a connection from the host to port 9 of `ip` meets.
+fn connect_from_host(ip: &str) -> &'static str {
+    let address = std::net::SocketAddr::new(ip.parse().expect("an IP"), 9);
+    match std::net::TcpStream::connect_timeout(&address, Duration::from_secs(3)) {
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => "refused",
+        Err(e) if e.kind() == std::io::ErrorKind::TimedOut => "timeout",
+        other => panic!("unexpected answer from the host connecting to {ip}: {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_cut_off_from_its_peers_still_answers_the_host() {
+    let node = DockerNode::start().await;
+    for name in ["left", "right"] {
+        node.create(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name},
+            "spec": {
+                "terminationGracePeriodSeconds": 1,
+                "containers": [{"name": "main", "image": BASE, "command": ["sleep", "infinity"]}]
+            }
+        }))
+        .await;
+    }
+    let pods: Api<Pod> = Api::namespaced(node.client.clone(), "default");
+    let ip_of = |name: &'static str| {
+        let pods = pods.clone();
+        async move {
+            let pod = pods.get(name).await.ok()?;
+            let status = pod.status?;
+            let running = status.container_statuses?.first()?.state.clone()?.running;
+            running.and(status.pod_ip)
+        }
+    };
+    let left = eventually("left to run", WAIT, || ip_of("left")).await;
+    let right = eventually("right to run", WAIT, || ip_of("right")).await;
+    assert_eq!(connect_from(&node, "left", &right), "refused");
+    assert_eq!(connect_from_host(&right), "refused");
+
+    let faults = node.node.as_ref().expect("node").faults();
+    faults
+        .cut_peers("default", "right", Direction::Ingress)
+        .expect("right is cut off from what its peers send");
+    assert_eq!(connect_from(&node, "left", &right), "timeout");
+    assert_eq!(
+        connect_from_host(&right),
+        "refused",
+        "the host still reaches it"
+    );
+    assert_eq!(
+        connect_from(&node, "right", &left),
+        "timeout",
+        "left's answer does not get in"
+    );
+
+    faults
+        .cut_peers("default", "right", Direction::Egress)
+        .expect("the cut is replaced by an egress one");
+    assert_eq!(
+        connect_from(&node, "left", &right),
+        "timeout",
+        "no answer gets out"
+    );
+    assert_eq!(
+        connect_from_host(&right),
+        "refused",
+        "the host still reaches it"
+    );
+
+    faults
+        .heal_peers("default", "right")
+        .expect("the cut heals");
+    assert_eq!(connect_from(&node, "left", &right), "refused");
+    assert_eq!(connect_from(&node, "right", &left), "refused");
     node.stop().await;
 }

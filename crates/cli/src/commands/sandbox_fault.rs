@@ -63,6 +63,18 @@ pub enum FaultCommand {
     },
     /// End `cut-service`.
     HealService(PodArgs),
+    /// Cut the pod off from the other pods (packets between them are
+    /// dropped, established connections included; the host still reaches
+    /// it). Needs `--runtime docker`.
+    CutPeers {
+        #[command(flatten)]
+        pod: PodArgs,
+        /// ingress (peers to the pod), egress (the pod to peers) or both.
+        #[arg(long, default_value = "both")]
+        direction: Direction,
+    },
+    /// End `cut-peers`.
+    HealPeers(PodArgs),
     /// SIGSTOP every process of a container.
     Freeze(ContainerArgs),
     /// SIGCONT after `freeze`.
@@ -98,6 +110,8 @@ impl FaultCommand {
             Self::HealApi(p) => Fault::HealApi(pod(p)),
             Self::CutService { pod: p, direction } => Fault::CutService(pod(p), *direction),
             Self::HealService(p) => Fault::HealService(pod(p)),
+            Self::CutPeers { pod: p, direction } => Fault::CutPeers(pod(p), *direction),
+            Self::HealPeers(p) => Fault::HealPeers(pod(p)),
             Self::Freeze(c) => Fault::Freeze(container(c).0, container(c).1),
             Self::Thaw(c) => Fault::Thaw(container(c).0, container(c).1),
             Self::Kill(c) => Fault::Kill(container(c).0, container(c).1),

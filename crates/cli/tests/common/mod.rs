@@ -6,6 +6,7 @@
 
 #![allow(dead_code)]
 
+pub mod runtime;
 pub mod story;
 pub mod tls;
 
@@ -15,6 +16,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::{Pod, Secret, Service};
 use kube::Client;
 use kube::api::Api;
+use runtime::Runtime;
 use tokio::sync::watch;
 use tusk_api::v1alpha1::{ClusterPhase, PostgresCluster, PostgresClusterStatus};
 use tusk_operator::config::OperatorConfig;
@@ -51,6 +53,8 @@ pub struct World {
     operator: tokio::task::JoinHandle<()>,
     operator_client: Client,
     operator_config: OperatorConfig,
+    /// The Docker runtime whose containers and network go with the test.
+    docker: Option<std::sync::Arc<tusk_sandbox::kubelet::docker::DockerRuntime>>,
     _sandbox: Sandbox,
     pub dir: tempfile::TempDir,
 }
@@ -88,37 +92,46 @@ fn spawn_operator(
     (stop, operator)
 }
 
+impl Drop for World {
+    fn drop(&mut self) {
+        // A failed test still leaves nothing behind on the engine.
+        if let Some(docker) = &self.docker {
+            docker.clean_blocking();
+        }
+    }
+}
+
 impl World {
     /// Starts the sandbox and the operator. With RUST_LOG set, their logs
     /// go to the test's output (e.g. `RUST_LOG=tusk_operator=info` shows
     /// the operator's decisions in time). With TUSK_KEEP_TEST_DIR set, the
     /// sandbox's directory (pod logs, volumes) is kept and its path printed.
     pub async fn start() -> Self {
+        Self::start_on(Runtime::Process).await
+    }
+
+    /// As [`World::start`], with pods run by `runtime`.
+    pub async fn start_on(runtime: Runtime) -> Self {
         if std::env::var_os("RUST_LOG").is_some() {
             let _ = tracing_subscriber::fmt()
                 .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
                 .with_test_writer()
                 .try_init();
         }
-        let mut dir = tempfile::tempdir().expect("temp dir");
+        let mut dir = runtime::test_dir(runtime);
         if std::env::var_os("TUSK_KEEP_TEST_DIR").is_some() {
             dir.disable_cleanup(true);
             println!("sandbox directory kept: {}", dir.path().display());
         }
         let (sandbox, client) = testing::serve(dir.path(), |config| config).await;
         testing::install_tusk_crds(&client).await;
-        let node = Node::start(
+        let (node, config, docker) = runtime::start_node(
+            runtime,
             client.clone(),
             dir.path(),
             sandbox.kubeconfig_path(),
-            env!("CARGO_BIN_EXE_tusk").into(),
         )
-        .expect("node");
-        let mut config = OperatorConfig::default();
-        if let Some((uid, gid)) = tusk_sandbox::kubelet::postgres_identity() {
-            config.postgres_uid = i64::from(uid);
-            config.postgres_gid = i64::from(gid);
-        }
+        .await;
         let operator_client = operator_client(&sandbox, &client).await;
         let (stop, operator) = spawn_operator(operator_client.clone(), config.clone());
         Self {
@@ -128,6 +141,7 @@ impl World {
             operator,
             operator_client,
             operator_config: config,
+            docker,
             _sandbox: sandbox,
             dir,
         }
@@ -149,6 +163,9 @@ impl World {
         let _ = tokio::time::timeout(Duration::from_secs(30), &mut self.operator).await;
         if let Some(node) = self.node.take() {
             node.shutdown().await;
+        }
+        if let Some(docker) = &self.docker {
+            docker.clean().await;
         }
     }
 

@@ -4,14 +4,15 @@
 //! `nonResourceURLs` decides for others).
 //!
 //! The API server applies its own faults (a pod or node cut off from it:
-//! [`crate::apiserver::partitions`]) and relays the node's (Service cuts,
-//! freezing, killing, node loss) to the kubelet of the pod's node, as it
+//! [`crate::apiserver::partitions`]) and relays the node's (Service and peer
+//! cuts, freezing, killing, node loss) to the kubelet of the pod's node, as it
 //! relays `pods/log`, since the kubelet may run in another process.
 //!
 //! | fault | parameters |
 //! |---|---|
 //! | `cut-api`, `heal-api` | `namespace`, `pod` |
 //! | `cut-service`, `heal-service` | `namespace`, `pod`, `direction` (`ingress`, `egress`, `both`) |
+//! | `cut-peers`, `heal-peers` | `namespace`, `pod`, `direction` (Docker runtime only) |
 //! | `freeze`, `thaw`, `kill` | `namespace`, `pod`, `container` (default: the pod's first) |
 //! | `lose-node` | `node`, `processes` (`keep`, `freeze`, `kill`) |
 //! | `restore-node` | `node` |
@@ -71,9 +72,8 @@ pub async fn serve(
             }
             done(format!("{fault}: pod {namespace}/{pod}"))
         }
-        "cut-service" | "heal-service" | "freeze" | "thaw" | "kill" => {
-            pod_fault(api, fault, query).await
-        }
+        "cut-service" | "heal-service" | "cut-peers" | "heal-peers" | "freeze" | "thaw"
+        | "kill" => pod_fault(api, fault, query).await,
         "lose-node" | "restore-node" => {
             let node = param(query, "node")?;
             if fault == "lose-node" {
@@ -87,7 +87,7 @@ pub async fn serve(
         }
         other => Err(ApiError::bad_request(format!(
             "unknown fault {other:?}: one of cut-api, heal-api, cut-service, heal-service, \
-             freeze, thaw, kill, lose-node, restore-node"
+             cut-peers, heal-peers, freeze, thaw, kill, lose-node, restore-node"
         ))),
     }
 }

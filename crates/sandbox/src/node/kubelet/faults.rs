@@ -1,8 +1,9 @@
 //! Fault injection for tests: kill a container's processes, freeze and thaw
 //! them, make a pod's readiness fail, as a node problem would; lose the
-//! whole node (`node_loss`); and cut pods off from their Services' clients
+//! whole node (`node_loss`); cut pods off from their Services' clients
 //! (the proxy's [`ServiceCuts`], shared from here so one handle reaches
-//! every fault of the node).
+//! every fault of the node) and, on the Docker runtime, from their peers
+//! (`peer_cuts`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -10,8 +11,9 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use nix::sys::signal::Signal;
 
 use super::node_loss::{NodeLoss, Processes};
+use super::peer_cuts::{self, PeerCutError, PeerNetwork};
 use super::process::{signal_chosen, signal_tree};
-use crate::node::proxy::cuts::ServiceCuts;
+use crate::node::proxy::cuts::{Direction, ServiceCuts};
 
 #[derive(Debug, thiserror::Error)]
 pub enum FaultError {
@@ -21,6 +23,10 @@ pub enum FaultError {
         pod: String,
         container: String,
     },
+    #[error("pod {namespace}/{pod} has no running container")]
+    NoContainer { namespace: String, pod: String },
+    #[error(transparent)]
+    Peers(#[from] PeerCutError),
 }
 
 type ContainerKey = (String, String, String);
@@ -37,9 +43,21 @@ pub struct KubeletFaults {
     state: Arc<Mutex<State>>,
     node: NodeLoss,
     cuts: ServiceCuts,
+    /// The pod network peers are cut off on; `None` on the process
+    /// runtime, which cannot cut them.
+    peers: Option<PeerNetwork>,
 }
 
 impl KubeletFaults {
+    /// The faults of a node whose pods have network namespaces of their
+    /// own on `network` (the Docker runtime), so peers can be cut.
+    pub(crate) fn with_peer_network(network: PeerNetwork) -> Self {
+        Self {
+            peers: Some(network),
+            ..Self::default()
+        }
+    }
+
     fn state(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -128,6 +146,43 @@ impl KubeletFaults {
         }
     }
 
+    /// A process id of one of the pod's running containers (all of them
+    /// share its network namespace).
+    fn pod_process(&self, namespace: &str, pod: &str) -> Result<i32, FaultError> {
+        let state = self.state();
+        let mut pids = state
+            .pids
+            .iter()
+            .filter(|((ns, name, _), _)| ns == namespace && name == pod);
+        pids.next()
+            .map(|(_, pid)| *pid)
+            .ok_or_else(|| FaultError::NoContainer {
+                namespace: namespace.into(),
+                pod: pod.into(),
+            })
+    }
+
+    /// Packets between the pod and the other pods stop in `direction`
+    /// (established connections included), while the host still reaches
+    /// it; see `peer_cuts`. Only the Docker runtime can do it.
+    pub fn cut_peers(
+        &self,
+        namespace: &str,
+        pod: &str,
+        direction: Direction,
+    ) -> Result<(), FaultError> {
+        let network = self.peers.ok_or(PeerCutError::Unsupported)?;
+        let pid = self.pod_process(namespace, pod)?;
+        Ok(peer_cuts::cut(network, pid, direction)?)
+    }
+
+    /// Ends [`KubeletFaults::cut_peers`].
+    pub fn heal_peers(&self, namespace: &str, pod: &str) -> Result<(), FaultError> {
+        self.peers.ok_or(PeerCutError::Unsupported)?;
+        peer_cuts::heal(self.pod_process(namespace, pod)?);
+        Ok(())
+    }
+
     /// The partitions between pods and their Services' clients.
     pub fn service_cuts(&self) -> ServiceCuts {
         self.cuts.clone()
@@ -176,5 +231,40 @@ impl KubeletFaults {
         self.state()
             .unready
             .contains(&(namespace.to_owned(), pod.to_owned()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_process_runtime_refuses_to_cut_peers_and_says_why() {
+        let faults = KubeletFaults::default();
+        faults.register("default", "db-1", "postgres", 4242);
+        let error = faults
+            .cut_peers("default", "db-1", Direction::Both)
+            .expect_err("pods share one network namespace");
+        assert!(error.to_string().contains("--runtime docker"), "{error}");
+        let error = faults.heal_peers("default", "db-1").expect_err("nor heal");
+        assert!(matches!(
+            error,
+            FaultError::Peers(PeerCutError::Unsupported)
+        ));
+    }
+
+    #[test]
+    fn a_peer_cut_needs_a_running_container_of_the_pod() {
+        let faults = KubeletFaults::with_peer_network(PeerNetwork {
+            gateway: std::net::Ipv4Addr::new(10, 130, 7, 1),
+        });
+        faults.register("default", "db-1", "postgres", 4242);
+        let error = faults
+            .cut_peers("default", "db-2", Direction::Both)
+            .expect_err("db-2 runs nothing");
+        assert_eq!(
+            error.to_string(),
+            "pod default/db-2 has no running container"
+        );
     }
 }

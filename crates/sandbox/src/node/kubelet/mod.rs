@@ -33,6 +33,7 @@ mod isolation;
 mod logs;
 mod node;
 mod node_loss;
+mod peer_cuts;
 mod plan;
 mod pod;
 mod probes;
@@ -65,6 +66,7 @@ pub use backoff::Backoff;
 pub use faults::{FaultError, KubeletFaults};
 pub use images::{ImageError, ImageMapping, ImageRule, Runtime};
 pub use node_loss::Processes;
+pub use peer_cuts::PeerCutError;
 pub use runtime::ContainerRuntime;
 
 use addresses::AddressPool;
@@ -270,7 +272,12 @@ pub fn running_as_root() -> bool {
 pub fn start(client: Client, config: KubeletConfig) -> Result<KubeletHandle, KubeletError> {
     let root = running_as_root();
     prepare_dirs(&config, root)?;
-    let faults = KubeletFaults::default();
+    let faults = match config.runtime.docker() {
+        None => KubeletFaults::default(),
+        Some(runtime) => KubeletFaults::with_peer_network(peer_cuts::PeerNetwork {
+            gateway: runtime.gateway(),
+        }),
+    };
     let (endpoint, port, served) = start_endpoint(&config, &faults)?;
     let heartbeat = tokio::spawn(node::heartbeat(
         client.clone(),

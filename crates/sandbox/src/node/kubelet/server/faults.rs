@@ -1,6 +1,6 @@
 //! `POST /faults/{fault}`: the node's faults, as the API server relays
 //! them from `/sandbox/faults/{fault}` (see the API server's
-//! `fault_control`): Service cuts, freezing, thawing and killing a
+//! `fault_control`): Service and peer cuts, freezing, thawing and killing a
 //! container, losing and restoring the node.
 
 use std::collections::HashMap;
@@ -92,7 +92,12 @@ fn pod_fault(
     let (namespace, pod) = (param(query, "namespace")?, param(query, "pod")?);
     let container = || param(query, "container");
     let not_running = |e: super::super::FaultError| Refusal {
-        conflict: true,
+        // A runtime that cannot cut peers is a bad request; the rest are
+        // about the pod's state.
+        conflict: !matches!(
+            e,
+            super::super::FaultError::Peers(super::super::PeerCutError::Unsupported)
+        ),
         message: e.to_string(),
     };
     match fault {
@@ -102,6 +107,14 @@ fn pod_fault(
             cuts.cut(namespace, pod, direction);
         }
         "heal-service" => cuts.heal(namespace, pod),
+        "cut-peers" => {
+            let direction = query.get("direction").map_or("both", String::as_str);
+            let direction: Direction = direction.parse().map_err(bad)?;
+            faults
+                .cut_peers(namespace, pod, direction)
+                .map_err(not_running)?;
+        }
+        "heal-peers" => faults.heal_peers(namespace, pod).map_err(not_running)?,
         "freeze" => faults
             .freeze(namespace, pod, container()?)
             .map_err(not_running)?,

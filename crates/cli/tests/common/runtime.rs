@@ -1,0 +1,66 @@
+//! What runs the end-to-end tests' pods: host processes (the default) or
+//! containers of this machine's Docker engine, from the images
+//! scripts/build-images makes of this build (kept when unchanged). A
+//! Docker test fails, never skips, without an engine.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use kube::Client;
+use tusk_operator::config::OperatorConfig;
+use tusk_sandbox::kubelet::docker::DockerRuntime;
+use tusk_sandbox::kubelet::{ContainerRuntime, KubeletConfig};
+use tusk_sandbox::node::Node;
+use tusk_sandbox::testing::{Images, build_images};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Runtime {
+    Process,
+    Docker,
+}
+
+/// The test's sandbox directory: the Docker engine must reach it, and
+/// PostgreSQL's socket path in an emptyDir must fit 107 bytes.
+pub fn test_dir(runtime: Runtime) -> tempfile::TempDir {
+    match runtime {
+        Runtime::Process => tempfile::tempdir(),
+        Runtime::Docker => tempfile::Builder::new()
+            .prefix("tusk-e2e")
+            .tempdir_in("/var/tmp"),
+    }
+    .expect("temp dir")
+}
+
+/// Starts the node on `runtime`; the operator's settings for it, and the
+/// Docker runtime to clean up after.
+pub async fn start_node(
+    runtime: Runtime,
+    client: Client,
+    dir: &Path,
+    kubeconfig: &Path,
+) -> (Node, OperatorConfig, Option<Arc<DockerRuntime>>) {
+    let tusk = std::path::PathBuf::from(env!("CARGO_BIN_EXE_tusk"));
+    let mut config = OperatorConfig::default();
+    if runtime == Runtime::Process {
+        if let Some((uid, gid)) = tusk_sandbox::kubelet::postgres_identity() {
+            config.postgres_uid = i64::from(uid);
+            config.postgres_gid = i64::from(gid);
+        }
+        let node = Node::start(client, dir, kubeconfig, tusk).expect("node");
+        return (node, config, None);
+    }
+    build_images(Images::All {
+        tusk_binary: tusk.clone(),
+    });
+    // The images scripts/build-images made, as deploy/install.yaml names
+    // them (the image's own postgres user is the default 999).
+    config.default_postgres_image = tusk_operator::install::postgres_image_template();
+    let text = std::fs::read_to_string(kubeconfig).expect("kubeconfig");
+    let mut kubelet = KubeletConfig::new(dir, text, tusk).expect("kubelet config");
+    let docker = DockerRuntime::connect(dir)
+        .await
+        .expect("the Docker engine is reachable (the docker runtime's tests need it)");
+    kubelet.runtime = ContainerRuntime::Docker(docker.clone());
+    let node = Node::start_with(client, kubelet).expect("node");
+    (node, config, Some(docker))
+}
