@@ -5,12 +5,13 @@
 //! from a primary whose processes are SIGKILLed again and again, and once
 //! from a frozen one. No
 //! acknowledged row may be missing, the former primary must never accept a
-//! write, and it must rejoin as a standby without help.
+//! write, and it must rejoin as a standby without help. On both runtimes.
 
 mod common;
 
 use std::time::{Duration, Instant};
 
+use common::runtime::Runtime;
 use common::{NS, World, Writer, pod_ip, rejoins_without_accepting_a_write, wait_for};
 use k8s_openapi::api::core::v1::Endpoints;
 use kube::api::Api;
@@ -82,7 +83,16 @@ async fn rw_endpoints(world: &World) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_acknowledged_write_is_lost_in_a_switchover_or_two_failovers() {
-    let world = World::start().await;
+    switchover_and_failovers(Runtime::Process).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_docker_no_acknowledged_write_is_lost_in_a_switchover_or_two_failovers() {
+    switchover_and_failovers(Runtime::Docker).await;
+}
+
+async fn switchover_and_failovers(runtime: Runtime) {
+    let world = World::start_on(runtime).await;
     world
         .create_cluster(CLUSTER, common::durable_cluster(3))
         .await;

@@ -8,11 +8,13 @@
 //! the standby and records the possible loss. `tusk approve` lists the
 //! blocked decision with the command that approves it, and refuses an
 //! identity that is not its own.
+//! On both runtimes.
 
 mod common;
 
 use std::time::Duration;
 
+use common::runtime::Runtime;
 use common::{NS, World, count_rows, wait_for};
 use serde_json::json;
 use tusk_api::conditions::{FAILOVER_BLOCKED, find_condition};
@@ -42,7 +44,16 @@ fn tusk(world: &World, command: &str, args: &[&str]) -> (bool, String) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lagging_asynchronous_standby_is_promoted_only_once_approved() {
-    let world = World::start().await;
+    lagging_standby_approved(Runtime::Process).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_docker_a_lagging_asynchronous_standby_is_promoted_only_once_approved() {
+    lagging_standby_approved(Runtime::Docker).await;
+}
+
+async fn lagging_standby_approved(runtime: Runtime) {
+    let world = World::start_on(runtime).await;
     world
         .create_cluster(
             CLUSTER,

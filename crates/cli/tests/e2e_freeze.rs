@@ -21,6 +21,9 @@
 //!    was promoted, and those acknowledged writes are lost.
 //!
 //! Each case prints the longest time without an acknowledged write.
+//! Every case runs on both runtimes (host processes, and Docker
+//! containers, where the signals reach the containers' processes from the
+//! host as a node's kernel would).
 
 mod common;
 
@@ -31,6 +34,7 @@ use std::time::{Duration, Instant};
 use tusk_api::lsn::Lsn;
 use tusk_api::v1alpha1::BlockedFailover;
 
+use common::runtime::Runtime;
 use common::story::{Timeline, instance_report};
 use common::{DIRECT_IDS, NS, World, direct_writer, pod_ip, rejoins_without_accepting_a_write};
 
@@ -174,8 +178,17 @@ async fn nothing_lost(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_frozen_primary_is_replaced_and_rejoins_without_accepting_a_write() {
+    frozen_primary(Runtime::Process).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_docker_a_frozen_primary_is_replaced_and_rejoins_without_accepting_a_write() {
+    frozen_primary(Runtime::Docker).await;
+}
+
+async fn frozen_primary(runtime: Runtime) {
     const CLUSTER: &str = "frozen";
-    let world = World::start().await;
+    let world = World::start_on(runtime).await;
     let (writer, old) = world.durable_cluster_with_writer(CLUSTER, 2).await;
     let faults = world.node.as_ref().expect("node").faults();
 
@@ -205,8 +218,18 @@ async fn a_frozen_primary_is_replaced_and_rejoins_without_accepting_a_write() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_primary_whose_postmaster_and_manager_hang_acknowledges_nothing_once_a_standby_is_promoted()
  {
+    hung_postmaster_and_manager(Runtime::Process).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_docker_a_primary_whose_postmaster_and_manager_hang_acknowledges_nothing_once_a_standby_is_promoted()
+ {
+    hung_postmaster_and_manager(Runtime::Docker).await;
+}
+
+async fn hung_postmaster_and_manager(runtime: Runtime) {
     const CLUSTER: &str = "hung";
-    let world = World::start().await;
+    let world = World::start_on(runtime).await;
     let (writer, old, stop, direct) = with_direct_writer(&world, CLUSTER).await;
     let faults = world.node.as_ref().expect("node").faults();
     // A writer on each standby, refused until it is promoted: the first
@@ -304,8 +327,8 @@ struct BlindCase {
 }
 
 impl BlindCase {
-    async fn start(cluster: &'static str) -> Self {
-        let world = World::start().await;
+    async fn start(cluster: &'static str, runtime: Runtime) -> Self {
+        let world = World::start_on(runtime).await;
         let (writer, old, stop, direct) = with_direct_writer(&world, cluster).await;
         let blind = world
             .status(cluster)
@@ -413,7 +436,17 @@ async fn healed_then_promoted(case: &BlindCase, blocked: &BlockedFailover) -> (S
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_standby_cut_off_from_the_api_server_stops_confirming_a_hung_primarys_commits() {
-    let case = BlindCase::start("blind").await;
+    blind_standby(Runtime::Process).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_docker_a_standby_cut_off_from_the_api_server_stops_confirming_a_hung_primarys_commits()
+{
+    blind_standby(Runtime::Docker).await;
+}
+
+async fn blind_standby(runtime: Runtime) {
+    let case = BlindCase::start("blind", runtime).await;
     let (old, blind) = (case.old.clone(), case.blind.clone());
     case.world.partitions().cut_pod(NS, &blind);
     let hung = case.hang_primary();
@@ -440,7 +473,16 @@ async fn a_standby_cut_off_from_the_api_server_stops_confirming_a_hung_primarys_
 /// then promotes it, losing nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failover_that_would_lose_what_only_a_cut_off_standby_holds_waits_for_it() {
-    let case = BlindCase::start("behind").await;
+    stalled_blind_standby(Runtime::Process).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_docker_a_failover_that_would_lose_what_only_a_cut_off_standby_holds_waits_for_it() {
+    stalled_blind_standby(Runtime::Docker).await;
+}
+
+async fn stalled_blind_standby(runtime: Runtime) {
+    let case = BlindCase::start("behind", runtime).await;
     let (old, blind) = (case.old.clone(), case.blind.clone());
     case.world.partitions().cut_pod(NS, &blind);
     let stalled = case

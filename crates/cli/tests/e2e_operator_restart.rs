@@ -5,18 +5,29 @@
 //! decision, from the frozen primary to one standby), lose no
 //! acknowledged write, and the former primary must rejoin as a standby
 //! without accepting a write.
+//! On both runtimes.
 
 mod common;
 
 use std::time::{Duration, Instant};
 
+use common::runtime::Runtime;
 use common::{NS, World, rejoins_without_accepting_a_write, wait_for};
 
 const CLUSTER: &str = "restart";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failover_survives_the_operator_being_killed_twice_in_its_middle() {
-    let mut world = World::start().await;
+    operator_killed_twice(Runtime::Process).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_docker_a_failover_survives_the_operator_being_killed_twice_in_its_middle() {
+    operator_killed_twice(Runtime::Docker).await;
+}
+
+async fn operator_killed_twice(runtime: Runtime) {
+    let mut world = World::start_on(runtime).await;
     let (writer, old) = world.durable_cluster_with_writer(CLUSTER, 3).await;
 
     let faults = world.node.as_ref().expect("node").faults();
