@@ -40,8 +40,8 @@ const ARCHIVING_WAIT: Duration = Duration::from_secs(240);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_archives_its_wal_and_says_so() {
-    let server = S3Server::start(&["wal"]);
     let world = World::start().await;
+    let server = S3Server::start_listening(&["wal"], world.host_address_for_pods());
     create_archiving_cluster(&world, &server, "arch", json!({})).await;
     world.wait_ready("arch", 1).await;
 
@@ -116,8 +116,8 @@ async fn backup_status(world: &World, name: &str) -> Option<PostgresBackupStatus
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn backups_asked_for_and_scheduled_complete_and_a_cluster_without_a_destination_refuses() {
-    let server = S3Server::start(&["wal"]);
     let world = World::start().await;
+    let server = S3Server::start_listening(&["wal"], world.host_address_for_pods());
     create_archiving_cluster(
         &world,
         &server,

@@ -57,8 +57,8 @@ async fn declare(world: &World, major: i32) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_major_upgrade_is_checked_on_a_restored_backup_before_anything_stops() {
-    let server = S3Server::start(&["wal"]);
     let world = World::start().await;
+    let server = S3Server::start_listening(&["wal"], world.host_address_for_pods());
     create_archiving_cluster(&world, &server, CLUSTER, json!({})).await;
     world.wait_ready(CLUSTER, 1).await;
     let session = superuser(&world, NS, CLUSTER).await;

@@ -609,6 +609,10 @@ async fn plan(world: &World, plugin: &Plugin, args: &[&str]) -> Output {
     let env = [
         ("TUSK_POSTGRES_UID", config.postgres_uid.to_string()),
         ("TUSK_POSTGRES_GID", config.postgres_gid.to_string()),
+        (
+            "TUSK_DEFAULT_POSTGRES_IMAGE",
+            config.default_postgres_image.clone(),
+        ),
     ];
     let mut all = vec!["plan", CLUSTER];
     all.extend_from_slice(args);

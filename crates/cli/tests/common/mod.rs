@@ -106,8 +106,10 @@ impl World {
     /// go to the test's output (e.g. `RUST_LOG=tusk_operator=info` shows
     /// the operator's decisions in time). With TUSK_KEEP_TEST_DIR set, the
     /// sandbox's directory (pod logs, volumes) is kept and its path printed.
+    /// On the runtime `TUSK_E2E_RUNTIME` names (`process`, the default, or
+    /// `docker`), so the whole suite can run on either.
     pub async fn start() -> Self {
-        Self::start_on(Runtime::Process).await
+        Self::start_on(Runtime::from_env()).await
     }
 
     /// As [`World::start`], with pods run by `runtime`.

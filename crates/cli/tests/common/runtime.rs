@@ -19,6 +19,18 @@ pub enum Runtime {
     Docker,
 }
 
+impl Runtime {
+    /// The runtime `TUSK_E2E_RUNTIME` names; a value that is none of them
+    /// fails the test rather than run it elsewhere.
+    pub fn from_env() -> Self {
+        match std::env::var("TUSK_E2E_RUNTIME").as_deref() {
+            Err(_) | Ok("" | "process") => Self::Process,
+            Ok("docker") => Self::Docker,
+            Ok(other) => panic!("TUSK_E2E_RUNTIME={other:?} is neither process nor docker"),
+        }
+    }
+}
+
 /// The test's sandbox directory: the Docker engine must reach it, and
 /// PostgreSQL's socket path in an emptyDir must fit 107 bytes.
 pub fn test_dir(runtime: Runtime) -> tempfile::TempDir {
@@ -63,4 +75,15 @@ pub async fn start_node(
     kubelet.runtime = ContainerRuntime::Docker(docker.clone());
     let node = Node::start_with(client, kubelet).expect("node");
     (node, config, Some(docker))
+}
+
+impl super::World {
+    /// The host's address as pods see it, for a server a test starts on
+    /// the host for pods to use: the Docker network's gateway on that
+    /// runtime; `None` (loopback) with processes.
+    pub fn host_address_for_pods(&self) -> Option<std::net::IpAddr> {
+        self.docker
+            .as_ref()
+            .map(|docker| std::net::IpAddr::V4(docker.gateway()))
+    }
 }

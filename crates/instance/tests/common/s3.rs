@@ -33,8 +33,16 @@ pub struct S3Server {
 }
 
 impl S3Server {
-    /// Starts the server with `buckets` and waits (bounded) until it serves.
+    /// Starts the server with `buckets` on loopback and waits (bounded)
+    /// until it serves.
     pub fn start(buckets: &[&str]) -> Self {
+        Self::start_listening(buckets, None)
+    }
+
+    /// As [`S3Server::start`], listening on `listen` (loopback when
+    /// `None`), e.g. the gateway of the sandbox's Docker network, where
+    /// pods in containers reach it.
+    pub fn start_listening(buckets: &[&str], listen: Option<std::net::IpAddr>) -> Self {
         let dir = tempfile::Builder::new()
             .prefix("tusk-s3-")
             .tempdir()
@@ -47,6 +55,9 @@ impl S3Server {
         command.arg("--dir").arg(dir.path());
         for bucket in buckets {
             command.arg("--bucket").arg(bucket);
+        }
+        if let Some(listen) = listen {
+            command.arg("--listen").arg(listen.to_string());
         }
         // Standard input stays open while the test runs: the server stops
         // when it closes, even if the test process dies.
@@ -98,7 +109,12 @@ impl S3Server {
 
     /// Where the server listens.
     pub fn address(&self) -> std::net::SocketAddr {
-        std::net::SocketAddr::from(([127, 0, 0, 1], self.served.port))
+        let ip = self
+            .served
+            .host
+            .parse()
+            .unwrap_or(std::net::IpAddr::from([127, 0, 0, 1]));
+        std::net::SocketAddr::new(ip, self.served.port)
     }
 
     /// The key the server accepts.
