@@ -34,6 +34,7 @@ use std::time::{Duration, Instant};
 use tusk_api::lsn::Lsn;
 use tusk_api::v1alpha1::BlockedFailover;
 
+use common::checks::every_acknowledged_write_kept;
 use common::runtime::Runtime;
 use common::story::{Timeline, instance_report};
 use common::{DIRECT_IDS, NS, World, direct_writer, pod_ip, rejoins_without_accepting_a_write};
@@ -205,13 +206,7 @@ async fn frozen_primary(runtime: Runtime) {
 
     faults.thaw(NS, &old, "postgres").expect("thaw");
     rejoins_without_accepting_a_write(&world, CLUSTER, &old).await;
-    let acknowledged = writer.finish().await;
-    let (missing, stored) = world.missing_from_ledger(CLUSTER, &acknowledged).await;
-    println!(
-        "{} writes acknowledged, {stored} rows stored",
-        acknowledged.len()
-    );
-    assert!(missing.is_empty(), "acknowledged writes lost: {missing:?}");
+    every_acknowledged_write_kept(&world, CLUSTER, writer).await;
     world.shutdown().await;
 }
 

@@ -20,6 +20,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
+use common::checks::{every_acknowledged_write_kept, primaries};
 use common::runtime::Runtime;
 use common::{World, wait_for};
 use tusk_sandbox::kubelet::Processes;
@@ -95,24 +96,13 @@ async fn node_lost(runtime: Runtime, processes: Processes) {
     );
     world.wait_replicating(CLUSTER, 3).await;
     let s = world.status(CLUSTER).await;
-    let primaries: Vec<&str> = s
-        .instances
-        .iter()
-        .filter(|i| i.role == "primary")
-        .map(|i| i.name.as_str())
-        .collect();
+    let primaries = primaries(&s);
     assert_eq!(primaries.len(), 1, "{primaries:?}");
     println!(
         "primary before {old}, after {:?}; last failover {:?}",
         s.current_primary, s.last_failover
     );
-    let acknowledged = writer.finish().await;
-    let (missing, stored) = world.missing_from_ledger(CLUSTER, &acknowledged).await;
-    println!(
-        "{} writes acknowledged, {stored} rows stored",
-        acknowledged.len()
-    );
-    assert!(missing.is_empty(), "acknowledged writes lost: {missing:?}");
+    every_acknowledged_write_kept(&world, CLUSTER, writer).await;
     wait_for("the node Ready again", Duration::from_secs(60), || async {
         node_ready(&world).await
     })

@@ -11,6 +11,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
+use common::checks::every_acknowledged_write_kept;
 use common::runtime::Runtime;
 use common::{NS, World, rejoins_without_accepting_a_write, wait_for};
 
@@ -78,12 +79,6 @@ async fn operator_killed_twice(runtime: Runtime) {
     );
     faults.thaw(NS, &old, "postgres").expect("thaw");
     rejoins_without_accepting_a_write(&world, CLUSTER, &old).await;
-    let acknowledged = writer.finish().await;
-    let (missing, stored) = world.missing_from_ledger(CLUSTER, &acknowledged).await;
-    println!(
-        "{} writes acknowledged, {stored} rows stored",
-        acknowledged.len()
-    );
-    assert!(missing.is_empty(), "acknowledged writes lost: {missing:?}");
+    every_acknowledged_write_kept(&world, CLUSTER, writer).await;
     world.shutdown().await;
 }

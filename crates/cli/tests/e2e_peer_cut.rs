@@ -15,6 +15,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
+use common::checks::{every_acknowledged_write_kept, primaries};
 use common::runtime::Runtime;
 use common::{NS, World, wait_for};
 use tusk_sandbox::node::proxy::cuts::Direction;
@@ -53,12 +54,7 @@ async fn a_primary_cut_off_from_its_replicas_acknowledges_nothing_and_stays_the_
     let held_until = Instant::now() + Duration::from_secs(10);
     while Instant::now() < held_until {
         let s = world.status(CLUSTER).await;
-        let primaries: Vec<&str> = s
-            .instances
-            .iter()
-            .filter(|i| i.role == "primary")
-            .map(|i| i.name.as_str())
-            .collect();
+        let primaries = primaries(&s);
         assert!(primaries.len() <= 1, "two primaries: {primaries:?}");
         assert_eq!(s.current_primary.as_deref(), Some(primary.as_str()));
         assert_eq!(s.target_primary.as_deref(), Some(primary.as_str()));
@@ -86,12 +82,6 @@ async fn a_primary_cut_off_from_its_replicas_acknowledges_nothing_and_stays_the_
     let s = world.status(CLUSTER).await;
     assert_eq!(s.current_primary.as_deref(), Some(primary.as_str()));
     assert!(s.last_failover.is_none(), "{:?}", s.last_failover);
-    let acknowledged = writer.finish().await;
-    let (missing, stored) = world.missing_from_ledger(CLUSTER, &acknowledged).await;
-    println!(
-        "{} writes acknowledged, {stored} rows stored",
-        acknowledged.len()
-    );
-    assert!(missing.is_empty(), "acknowledged writes lost: {missing:?}");
+    every_acknowledged_write_kept(&world, CLUSTER, writer).await;
     world.shutdown().await;
 }

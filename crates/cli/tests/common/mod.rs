@@ -6,6 +6,7 @@
 
 #![allow(dead_code)]
 
+pub mod checks;
 pub mod runtime;
 pub mod story;
 pub mod tls;
