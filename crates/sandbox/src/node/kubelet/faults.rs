@@ -149,12 +149,10 @@ impl KubeletFaults {
     /// A process id of one of the pod's running containers (all of them
     /// share its network namespace).
     fn pod_process(&self, namespace: &str, pod: &str) -> Result<i32, FaultError> {
-        let state = self.state();
-        let mut pids = state
+        self.state()
             .pids
             .iter()
-            .filter(|((ns, name, _), _)| ns == namespace && name == pod);
-        pids.next()
+            .find(|((ns, name, _), _)| ns == namespace && name == pod)
             .map(|(_, pid)| *pid)
             .ok_or_else(|| FaultError::NoContainer {
                 namespace: namespace.into(),

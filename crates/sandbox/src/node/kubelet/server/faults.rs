@@ -91,7 +91,7 @@ fn pod_fault(
     let (faults, cuts) = (&state.faults, state.faults.service_cuts());
     let (namespace, pod) = (param(query, "namespace")?, param(query, "pod")?);
     let container = || param(query, "container");
-    let not_running = |e: super::super::FaultError| Refusal {
+    let refused = |e: super::super::FaultError| Refusal {
         // A runtime that cannot cut peers is a bad request; the rest are
         // about the pod's state.
         conflict: !matches!(
@@ -100,30 +100,22 @@ fn pod_fault(
         ),
         message: e.to_string(),
     };
+    let direction = || -> Result<Direction, Refusal> {
+        let direction = query.get("direction").map_or("both", String::as_str);
+        direction.parse().map_err(bad)
+    };
     match fault {
-        "cut-service" => {
-            let direction = query.get("direction").map_or("both", String::as_str);
-            let direction: Direction = direction.parse().map_err(bad)?;
-            cuts.cut(namespace, pod, direction);
-        }
+        "cut-service" => cuts.cut(namespace, pod, direction()?),
         "heal-service" => cuts.heal(namespace, pod),
-        "cut-peers" => {
-            let direction = query.get("direction").map_or("both", String::as_str);
-            let direction: Direction = direction.parse().map_err(bad)?;
-            faults
-                .cut_peers(namespace, pod, direction)
-                .map_err(not_running)?;
-        }
-        "heal-peers" => faults.heal_peers(namespace, pod).map_err(not_running)?,
+        "cut-peers" => faults
+            .cut_peers(namespace, pod, direction()?)
+            .map_err(refused)?,
+        "heal-peers" => faults.heal_peers(namespace, pod).map_err(refused)?,
         "freeze" => faults
             .freeze(namespace, pod, container()?)
-            .map_err(not_running)?,
-        "thaw" => faults
-            .thaw(namespace, pod, container()?)
-            .map_err(not_running)?,
-        "kill" => faults
-            .kill(namespace, pod, container()?)
-            .map_err(not_running)?,
+            .map_err(refused)?,
+        "thaw" => faults.thaw(namespace, pod, container()?).map_err(refused)?,
+        "kill" => faults.kill(namespace, pod, container()?).map_err(refused)?,
         other => return Err(bad(format!("unknown fault {other:?}"))),
     }
     Ok(format!("{fault}: pod {namespace}/{pod}"))
