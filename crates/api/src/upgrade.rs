@@ -32,9 +32,11 @@
 //! a pre-check pod ([`check_pod_name`]) of the same shape, on a scratch
 //! volume of the cluster's size instead of the primary's, runs `tusk
 //! instance upgrade-check`: the newest backup restored and recovered by
-//! the old major, then steps 1 and 2 on that copy. Its [`Outcome`] names
-//! [`Step::Restore`], [`Step::Prepare`] or [`Step::Check`] when one failed;
-//! the upgrade is then failed with every instance still serving.
+//! the old major, then steps 1 to 3 on that copy (`--link` too: only a
+//! real upgrade restores the schema in the new major, and a copy may be
+//! changed). Its [`Outcome`] names [`Step::Restore`], [`Step::Prepare`],
+//! [`Step::Check`] or [`Step::Link`] when one failed; the upgrade is then
+//! failed with every instance still serving.
 
 use serde::{Deserialize, Serialize};
 

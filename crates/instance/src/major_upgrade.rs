@@ -216,12 +216,13 @@ async fn run_in(
     let (mut summary, files) = upgrade::failure_summary(&text);
     for file in files {
         if let Ok(report) = std::fs::read_to_string(&file) {
-            // A report's findings come first; a server log's cause last.
+            // A report's findings come first; a log's cause where the
+            // first error is, or else last.
             let all: Vec<&str> = report.lines().map(str::trim).collect();
             let lines = if file.ends_with(".log") {
-                &all[all.len().saturating_sub(REPORT_LINES)..]
+                upgrade::log_gist(&report, REPORT_LINES)
             } else {
-                &all[..all.len().min(REPORT_LINES)]
+                all[..all.len().min(REPORT_LINES)].to_vec()
             };
             summary.push_str(&format!(" [{}]", lines.join(" ")));
         }

@@ -126,7 +126,12 @@ pub fn failure_summary(output: &str) -> (String, Vec<String>) {
     let lines: Vec<&str> = output.lines().map(str::trim).collect();
     let start = lines
         .iter()
-        .position(|l| l.ends_with("fatal") || l.starts_with("error") || l.contains("FATAL"))
+        .position(|l| {
+            l.ends_with("fatal")
+                || l.ends_with("*failure*")
+                || l.starts_with("error")
+                || l.contains("FATAL")
+        })
         .unwrap_or(0);
     let mut summary = Vec::new();
     let mut files = Vec::new();
@@ -147,6 +152,24 @@ pub fn failure_summary(output: &str) -> (String, Vec<String>) {
         summary.push(line.split_whitespace().collect::<Vec<_>>().join(" "));
     }
     (summary.join(" "), files)
+}
+
+/// The part of a log `pg_upgrade` names that says why it failed, at most
+/// `max` lines: from the first error a client program (`pg_restore`,
+/// `psql`) or the server reported, or else the log's last lines.
+pub fn log_gist(log: &str, max: usize) -> Vec<&str> {
+    let lines: Vec<&str> = log
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    let cause = lines
+        .iter()
+        .position(|l| l.contains(" error: ") || l.starts_with("ERROR:") || l.starts_with("FATAL:"));
+    match cause {
+        Some(first) => lines[first..].iter().take(max).copied().collect(),
+        None => lines[lines.len().saturating_sub(max)..].to_vec(),
+    }
 }
 
 #[cfg(test)]
@@ -201,6 +224,43 @@ mod tests {
             files,
             ["/data/pgdata.16/pg_upgrade_output.d/20261205T094500.123/loadable_libraries.txt"]
         );
+    }
+
+    #[test]
+    fn a_failed_schema_restore_is_summed_up_from_its_cause() {
+        let output = "Performing Upgrade\n\
+            ------------------\n\
+            Restoring global objects in the new cluster                   ok\n\
+            Restoring database schemas in the new cluster\n                                                            \
+            *failure*\n\
+            \n\
+            Consult the last few lines of \"/d/pg_upgrade_output.d/x/log/pg_upgrade_dump_5.log\" for\n\
+            the probable cause of the failure.\n\
+            Failure, exiting\n";
+        let (summary, files) = failure_summary(output);
+        assert!(summary.starts_with("*failure* Consult"), "{summary}");
+        assert_eq!(
+            files,
+            ["/d/pg_upgrade_output.d/x/log/pg_upgrade_dump_5.log"]
+        );
+
+        let log = "pg_restore: creating TABLE \"public.words\"\n\
+            pg_restore: creating VIEW \"public.backend_writes\"\n\
+            pg_restore: while PROCESSING TOC:\n\
+            pg_restore: from TOC entry 220; 1259 16495 VIEW backend_writes postgres\n\
+            pg_restore: error: could not execute query: ERROR:  column pg_stat_bgwriter.buffers_backend does not exist\n\
+            LINE 2:     pg_stat_bgwriter.buffers_backend\n\
+            Command was:\n\
+            CREATE VIEW \"public\".\"backend_writes\" AS\n\
+            SELECT 1;\n";
+        let gist = log_gist(log, 3);
+        assert_eq!(gist.len(), 3, "{gist:?}");
+        assert!(
+            gist[0].contains("buffers_backend does not exist"),
+            "{gist:?}"
+        );
+        // No error in it: the log's last lines.
+        assert_eq!(log_gist("a\nb\n\nc\n", 2), ["b", "c"]);
     }
 
     #[test]

@@ -1,5 +1,5 @@
-//! `tusk instance upgrade-check`: `pg_upgrade --check` before a major
-//! upgrade stops anything, on a copy of the cluster restored from its
+//! `tusk instance upgrade-check`: `pg_upgrade` before a major upgrade
+//! stops anything, on a copy of the cluster restored from its
 //! newest backup in the operator's pre-check pod (`tusk_api::upgrade`).
 //!
 //! `pg_upgrade` reaches a running old server only through its unix
@@ -17,10 +17,15 @@
 //!    (`pg_upgrade` refuses a cluster shut down in recovery);
 //! 3. an empty cluster of the new major is made beside it and
 //!    `pg_upgrade --check` runs ([`MajorUpgrade::prepare`] and
-//!    [`MajorUpgrade::check`]), which changes neither cluster.
+//!    [`MajorUpgrade::check`]);
+//! 4. the copy is upgraded for real, `pg_upgrade --link`
+//!    ([`MajorUpgrade::link`]): `--check` does not restore the schema, so
+//!    what only that restore finds (a view on a catalog column the new
+//!    major removed, an object the new major's server refuses) fails
+//!    here, on a copy, rather than after every instance stopped.
 //!
 //! Both copies are removed at the end. The outcome names the step that
-//! failed (`restore`, `prepare` or `check`) and what the check found.
+//! failed (`restore`, `prepare`, `check` or `link`) and what it found.
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -51,9 +56,10 @@ pub struct PreCheck {
 }
 
 impl PreCheck {
-    /// Restores the newest backup and runs `pg_upgrade --check` on it with
-    /// `ctx`'s settings (its `bin_dir` is replaced by the old major's for
-    /// the restore). Never fails: the outcome names the step that did.
+    /// Restores the newest backup and upgrades it (`pg_upgrade --check`,
+    /// then `--link`) with `ctx`'s settings (its `bin_dir` is replaced by
+    /// the old major's for the restore). Never fails: the outcome names
+    /// the step that did.
     pub async fn run(&self, ctx: &InstanceContext, desired: &DesiredState) -> Outcome {
         let started = Instant::now();
         let mut old = ctx.clone();
@@ -128,8 +134,9 @@ impl PreCheck {
         let at = |step: Step| move |error: super::UpgradeError| (step, error.to_string());
         engine.prepare(&old.user).await.map_err(at(Step::Prepare))?;
         engine.check(&old.user).await.map_err(at(Step::Check))?;
+        engine.link(&old.user).await.map_err(at(Step::Link))?;
         Ok(format!(
-            "pg_upgrade --check to PostgreSQL {} passed on a restore of backup {label}",
+            "pg_upgrade to PostgreSQL {} (--check, then --link) passed on a restore of backup {label}",
             self.new_major
         ))
     }
