@@ -51,7 +51,11 @@ fn images() -> &'static Images {
         succeed_within(
             Command::new(repository().join("scripts/build-images"))
                 .env("TUSK_BINARY", env!("CARGO_BIN_EXE_tusk"))
-                .env("TUSK_PG_MAJORS", POSTGRES_MAJOR.to_string()),
+                .env("TUSK_PG_MAJORS", POSTGRES_MAJOR.to_string())
+                .env(
+                    "TUSK_PG_PACKAGE_VERSION",
+                    tusk_sandbox::testing::host_postgres_package(),
+                ),
             BUILD_LIMIT,
         );
         eprintln!("images built or reused in {:?}", started.elapsed());

@@ -144,13 +144,38 @@ async fn established(api: &Api<CustomResourceDefinition>, name: &str) -> bool {
         .any(|c| c.type_ == "Established" && c.status == "True")
 }
 
+/// The PostgreSQL majors [`Images::All`] builds images of: 15 from
+/// Debian's packages, the others from the installations `scripts/setup`
+/// makes.
+pub const POSTGRES_MAJORS: &str = "15 16 17 18";
+
+/// The Debian package version of the PostgreSQL 15 this machine runs
+/// (`scripts/setup` installs it), which the tests' images carry too:
+/// both runtimes then test the same server, and the newer majors'
+/// builds can upgrade its data (docs/install.md, "PostgreSQL majors":
+/// a newer minor release of 15 writes catalog entries they refuse).
+pub fn host_postgres_package() -> String {
+    let output = std::process::Command::new("dpkg-query")
+        .args(["-W", "-f=${Version}", "postgresql-15"])
+        .output()
+        .unwrap_or_else(|e| panic!("dpkg-query cannot run: {e}"));
+    let version = String::from_utf8_lossy(&output.stdout).trim().to_owned();
+    assert!(
+        output.status.success() && !version.is_empty(),
+        "postgresql-15 is not installed (scripts/setup installs it): {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    version
+}
+
 /// The container images a test needs on the Docker engine.
 #[derive(Clone, Debug)]
 pub enum Images {
     /// The base image (pause containers, shell containers of tests).
     Base,
-    /// The base, operator and PostgreSQL images, the operator image made
-    /// from `tusk_binary` (the binary under test).
+    /// The base, operator and PostgreSQL images of every major the CRD
+    /// accepts ([`POSTGRES_MAJORS`]), the operator image made from
+    /// `tusk_binary` (the binary under test).
     All { tusk_binary: std::path::PathBuf },
 }
 
@@ -166,7 +191,10 @@ pub fn build_images(images: Images) {
             command.arg("--base-only");
         }
         Images::All { tusk_binary } => {
-            command.env("TUSK_BINARY", tusk_binary);
+            command
+                .env("TUSK_BINARY", tusk_binary)
+                .env("TUSK_PG_MAJORS", POSTGRES_MAJORS)
+                .env("TUSK_PG_PACKAGE_VERSION", host_postgres_package());
         }
     }
     let output = command
