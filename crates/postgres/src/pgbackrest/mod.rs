@@ -321,7 +321,22 @@ pub fn stderr_error(line: &str) -> Option<String> {
     error
         .split_once("]:")
         .is_some_and(|(code, _)| code.len() > 1 && code[1..].chars().all(|c| c.is_ascii_digit()))
-        .then(|| error.to_owned())
+        .then(|| explained(error.to_owned()))
+}
+
+/// `message` with what to do about it, where pgBackRest's own words do
+/// not say: a pgBackRest older than the PostgreSQL major it serves reads
+/// `pg_control` as "unexpected control version" (Debian 12's 2.45 knows
+/// PostgreSQL up to 15).
+pub fn explained(message: String) -> String {
+    if message.contains("unexpected control version") {
+        format!(
+            "{message} (this pgBackRest does not know this PostgreSQL major: the image needs a \
+             newer pgBackRest, 2.47 or later for PostgreSQL 16, see docs/backup.md)"
+        )
+    } else {
+        message
+    }
 }
 
 /// The message of an asynchronous push's `.error` status file: pgBackRest
@@ -341,8 +356,8 @@ pub fn status_file_message(contents: &str) -> Option<String> {
     match (code.is_empty(), message.is_empty()) {
         (true, true) => None,
         (false, true) => Some(format!("pgBackRest error {code}")),
-        (true, false) => Some(message),
-        (false, false) => Some(format!("{message} (pgBackRest error {code})")),
+        (true, false) => Some(explained(message)),
+        (false, false) => Some(explained(format!("{message} (pgBackRest error {code})"))),
     }
 }
 
@@ -372,7 +387,7 @@ pub fn error_summary(output: &str) -> Option<String> {
         let end = output[start..].find(close)? + start;
         Some(output[start..end].to_owned())
     };
-    Some(
+    Some(explained(
         match (
             between("<Code>", "</Code>"),
             between("<Message>", "</Message>"),
@@ -381,7 +396,7 @@ pub fn error_summary(output: &str) -> Option<String> {
             (Some(code), None) => format!("{error}: {code}"),
             _ => error,
         },
-    )
+    ))
 }
 
 #[cfg(test)]

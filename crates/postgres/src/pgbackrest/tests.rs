@@ -214,3 +214,24 @@ fn a_push_error_file_keeps_the_cause_without_hints_or_repeats() {
         )
     );
 }
+
+#[test]
+fn a_pgbackrest_older_than_the_major_is_named_as_the_cause() {
+    let line = "2026-12-06 09:30:00 UTC [77] LOG:  archive command failed; \
+        P00  ERROR: [029]: unexpected control version = 1300 and catalog version = 202307071";
+    let reported = stderr_error(line).expect("an error");
+    assert!(
+        reported.starts_with("[029]: unexpected control version"),
+        "{reported}"
+    );
+    assert!(reported.contains("newer pgBackRest"), "{reported}");
+    let from_file =
+        status_file_message("29\nunexpected control version = 1300\n").expect("a message");
+    assert!(from_file.contains("newer pgBackRest"), "{from_file}");
+    let summary =
+        error_summary("P00  ERROR: [029]: unexpected control version = 1300\n").expect("a summary");
+    assert!(summary.contains("newer pgBackRest"), "{summary}");
+    // Other errors are left as pgBackRest said them.
+    let other = "[082]: unable to push WAL file";
+    assert_eq!(explained(other.to_owned()), other);
+}
