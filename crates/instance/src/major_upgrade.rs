@@ -218,11 +218,10 @@ async fn run_in(
         if let Ok(report) = std::fs::read_to_string(&file) {
             // A report's findings come first; a log's cause where the
             // first error is, or else last.
-            let all: Vec<&str> = report.lines().map(str::trim).collect();
-            let lines = if file.ends_with(".log") {
+            let lines: Vec<&str> = if file.ends_with(".log") {
                 upgrade::log_gist(&report, REPORT_LINES)
             } else {
-                all[..all.len().min(REPORT_LINES)].to_vec()
+                report.lines().map(str::trim).take(REPORT_LINES).collect()
             };
             summary.push_str(&format!(" [{}]", lines.join(" ")));
         }
