@@ -11,7 +11,8 @@
 //! with a view on a statistics column 17 removed: `--check` passes, and
 //! the pre-check's upgrade of its copy fails on the view, again with
 //! nothing stopped. Without the view the pre-check passes, and only then
-//! are the instances stopped and the data upgraded.
+//! are the instances stopped and the data upgraded; archiving then resumes
+//! on 17 (the stanza upgraded).
 
 #[path = "common/archive.rs"]
 #[allow(dead_code)]
@@ -234,5 +235,32 @@ async fn a_major_upgrade_is_checked_on_a_restored_backup_before_anything_stops()
         .expect("the server answers")
         .get(0);
     assert!(major.starts_with("17"), "{major}");
+
+    // Archiving resumes on 17: the primary upgrades the stanza, which
+    // recorded 15, and the next finished segment reaches the store.
+    let primary = superuser(&world, NS, CLUSTER).await;
+    let segment: String = primary
+        .query_one("SELECT pg_walfile_name(pg_switch_wal())", &[])
+        .await
+        .expect("switch")
+        .get(0);
+    wait_for(
+        &format!("{segment} of 17 archived"),
+        Duration::from_secs(180),
+        || async {
+            let status = world.status(CLUSTER).await;
+            let archived = status
+                .backup
+                .and_then(|b| b.last_archived_wal)
+                .is_some_and(|archived| archived >= segment);
+            archived
+                && find_condition(
+                    &status.conditions,
+                    tusk_api::conditions::CONTINUOUS_ARCHIVING,
+                )
+                .is_some_and(|c| c.status == "True")
+        },
+    )
+    .await;
     world.shutdown().await;
 }

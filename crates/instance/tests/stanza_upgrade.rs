@@ -6,15 +6,13 @@
 //! stanza so that archiving resumes; a stanza recording another database
 //! (of the same major, or a newer one) is never taken over.
 //!
-//! pgBackRest 2.45 (Debian 12's) knows PostgreSQL up to 15, so it cannot
-//! archive an upgraded 16 at all (`unexpected control version`). The
-//! upgraded case is therefore played on 15: the stanza the 15 primary
-//! made is rewritten in the store as the same cluster's stanza would read
-//! before an upgrade from 14 (a 14 database with another system
-//! identifier, written as pgBackRest writes its info files), and the
-//! primary restarts, as it does on upgraded data. The same story on a
-//! real 15 to 16 upgrade needs a pgBackRest that knows 16 (2.47 or later):
-//! docs/upgrades.md says so.
+//! The upgraded case is played on 15, whose installation is the host's:
+//! the stanza the 15 primary made is rewritten in the store as the same
+//! cluster's stanza would read before an upgrade from 14 (a 14 database
+//! with another system identifier, written as pgBackRest writes its info
+//! files), and the primary restarts, as it does on upgraded data. A real
+//! upgrade, 15 to 17, resumes archiving in the end-to-end test
+//! `e2e_upgrade_precheck`.
 
 mod common;
 

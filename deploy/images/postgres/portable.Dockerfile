@@ -1,7 +1,8 @@
 # A PostgreSQL instance image for a major that Debian 12's archive does not
 # carry (16, 17, 18): a relocatable build of PostgreSQL (bin, lib, share)
 # put in Debian's layout, /usr/lib/postgresql/<major>, with Debian's
-# pgBackRest, run as the non-root user 999 the operator expects. The same
+# pgBackRest (Debian 13's program over Debian 12's package:
+# install-pgbackrest says why), run as the non-root user 999 the operator expects. The same
 # shape as the image of deploy/images/postgres/Dockerfile, so pods, the
 # major upgrade's copy of the old installation and the tests treat both
 # alike.
@@ -11,11 +12,9 @@
 #   pginstall/  the installation (bin, lib, share)
 #   libs/       libraries its programs load from beside the installation
 #               (a wheel's `<name>.libs`); may be empty
+#   install-pgbackrest  (deploy/images/postgres/install-pgbackrest)
 #
 #   scripts/build-images --majors "16 17 18"
-#
-# pgBackRest is bookworm's 2.45, which archives and backs up PostgreSQL
-# up to 15 only (docs/install.md, "PostgreSQL majors").
 ARG BASE_IMAGE=tusk.local/debian:bookworm
 
 # The installation's programs find their libraries relative to where the
@@ -53,13 +52,15 @@ RUN groupadd --system --gid 999 postgres \
 # pgBackRest and its postgresql-common, with no packaged "main" cluster
 # (the instance manager runs initdb itself). Before PG_MAJOR: one layer for
 # every major.
+COPY install-pgbackrest /usr/local/sbin/install-pgbackrest
 RUN set -eux; \
     export DEBIAN_FRONTEND=noninteractive; \
     apt-get update; \
     apt-get install -y --no-install-recommends postgresql-common; \
     sed -ri 's/^#? *create_main_cluster *=.*/create_main_cluster = false/' \
         /etc/postgresql-common/createcluster.conf; \
-    apt-get install -y --no-install-recommends pgbackrest ca-certificates; \
+    apt-get install -y --no-install-recommends pgbackrest libssh2-1 ca-certificates; \
+    install-pgbackrest; \
     apt-get clean; \
     rm -rf /var/lib/apt/lists/* /var/cache/apt/archives/*.deb
 

@@ -63,12 +63,23 @@ pub fn object_store(server: &S3Server, name: &str) -> serde_json::Value {
         "caSecret": format!("{name}-s3-ca")})
 }
 
-/// Creates the cluster `name` (one instance) archiving to `server`'s
-/// bucket `wal`, with `backup` merged into its `spec.backup`.
+/// Creates the cluster `name` (one instance of PostgreSQL 15) archiving to
+/// `server`'s bucket `wal`, with `backup` merged into its `spec.backup`.
 pub async fn create_archiving_cluster(
     world: &World,
     server: &S3Server,
     name: &str,
+    backup: serde_json::Value,
+) {
+    create_archiving_cluster_of(world, server, name, 15, backup).await;
+}
+
+/// [`create_archiving_cluster`] of PostgreSQL `major`.
+pub async fn create_archiving_cluster_of(
+    world: &World,
+    server: &S3Server,
+    name: &str,
+    major: u32,
     backup: serde_json::Value,
 ) {
     create_s3_secrets(world, server, NS, name).await;
@@ -79,7 +90,7 @@ pub async fn create_archiving_cluster(
     world
         .create_cluster(
             name,
-            json!({"instances": 1, "postgres": {"version": 15, "parameters": {"shared_buffers": "16MB"}, "superuserAccess": true},
+            json!({"instances": 1, "postgres": {"version": major, "parameters": {"shared_buffers": "16MB"}, "superuserAccess": true},
                    "storage": {"size": "1Gi"},
                    "backup": spec}),
         )

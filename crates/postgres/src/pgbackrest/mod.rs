@@ -327,12 +327,12 @@ pub fn stderr_error(line: &str) -> Option<String> {
 /// `message` with what to do about it, where pgBackRest's own words do
 /// not say: a pgBackRest older than the PostgreSQL major it serves reads
 /// `pg_control` as "unexpected control version" (Debian 12's 2.45 knows
-/// PostgreSQL up to 15).
+/// PostgreSQL up to 15; the images carry 2.55, which knows 18).
 pub fn explained(message: String) -> String {
     if message.contains("unexpected control version") {
         format!(
             "{message} (this pgBackRest does not know this PostgreSQL major: the image needs a \
-             newer pgBackRest, 2.47 or later for PostgreSQL 16, see docs/backup.md)"
+             newer pgBackRest: 2.47 for PostgreSQL 16, 2.53 for 17, 2.55 for 18; see docs/backup.md)"
         )
     } else {
         message

@@ -10,7 +10,7 @@
 //! newer one belongs to another database (the repository of another
 //! cluster, or a newer cluster's) and is left as it is.
 
-/// What pgBackRest (2.45) says, with error code 028, when the stanza's
+/// What pgBackRest (2.45 to 2.55) says, with error code 028, when the stanza's
 /// info files record another database than the one it connects to.
 pub const DATABASE_MISMATCH: &str =
     "backup and archive info files exist but do not match the database";
