@@ -15,11 +15,10 @@ mod s3;
 
 use std::time::Duration;
 
-use archive::{create_archiving_cluster_of, superuser, tusk_ok};
+use archive::{create_archiving_cluster_of, superuser, switch_wal_and_wait_archived, tusk_ok};
 use common::{NS, World, count_rows, wait_for};
 use s3::S3Server;
 use serde_json::json;
-use tusk_api::conditions::{CONTINUOUS_ARCHIVING, find_condition};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clusters_of_postgresql_16_17_and_18_serve_and_replicate() {
@@ -84,26 +83,7 @@ async fn a_cluster_of_postgresql_18_archives_backs_up_and_rehearses_a_restore() 
         .batch_execute("CREATE TABLE t (v int); INSERT INTO t SELECT generate_series(1, 100)")
         .await
         .expect("write");
-    let segment: String = primary
-        .query_one("SELECT pg_walfile_name(pg_switch_wal())", &[])
-        .await
-        .expect("switch")
-        .get(0);
-    wait_for(
-        &format!("{segment} of 18 archived"),
-        Duration::from_secs(240),
-        || async {
-            let status = world.status("bk18").await;
-            let archived = status
-                .backup
-                .and_then(|b| b.last_archived_wal)
-                .is_some_and(|archived| archived >= segment);
-            archived
-                && find_condition(&status.conditions, CONTINUOUS_ARCHIVING)
-                    .is_some_and(|c| c.status == "True")
-        },
-    )
-    .await;
+    switch_wal_and_wait_archived(&world, "bk18", Duration::from_secs(240)).await;
 
     let said = tusk_ok(
         &world,

@@ -25,7 +25,7 @@ mod s3;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use archive::{create_archiving_cluster, superuser, tusk_ok};
+use archive::{create_archiving_cluster, superuser, switch_wal_and_wait_archived, tusk_ok};
 use common::{NS, World, wait_for};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kube::api::{Api, Patch, PatchParams};
@@ -238,29 +238,6 @@ async fn a_major_upgrade_is_checked_on_a_restored_backup_before_anything_stops()
 
     // Archiving resumes on 17: the primary upgrades the stanza, which
     // recorded 15, and the next finished segment reaches the store.
-    let primary = superuser(&world, NS, CLUSTER).await;
-    let segment: String = primary
-        .query_one("SELECT pg_walfile_name(pg_switch_wal())", &[])
-        .await
-        .expect("switch")
-        .get(0);
-    wait_for(
-        &format!("{segment} of 17 archived"),
-        Duration::from_secs(180),
-        || async {
-            let status = world.status(CLUSTER).await;
-            let archived = status
-                .backup
-                .and_then(|b| b.last_archived_wal)
-                .is_some_and(|archived| archived >= segment);
-            archived
-                && find_condition(
-                    &status.conditions,
-                    tusk_api::conditions::CONTINUOUS_ARCHIVING,
-                )
-                .is_some_and(|c| c.status == "True")
-        },
-    )
-    .await;
+    switch_wal_and_wait_archived(&world, CLUSTER, Duration::from_secs(180)).await;
     world.shutdown().await;
 }

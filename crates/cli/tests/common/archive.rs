@@ -127,6 +127,36 @@ pub async fn superuser(world: &World, ns: &str, cluster: &str) -> tokio_postgres
     client
 }
 
+/// Finishes the current WAL segment of `cluster`'s primary and waits, at
+/// most `limit`, until status records it archived with
+/// `ContinuousArchiving` True; the segment's name.
+pub async fn switch_wal_and_wait_archived(world: &World, cluster: &str, limit: Duration) -> String {
+    let primary = superuser(world, NS, cluster).await;
+    let segment: String = primary
+        .query_one("SELECT pg_walfile_name(pg_switch_wal())", &[])
+        .await
+        .expect("switch")
+        .get(0);
+    crate::common::wait_for(
+        &format!("{segment} of {cluster} archived"),
+        limit,
+        || async {
+            let status = world.status(cluster).await;
+            let archived = status
+                .backup
+                .and_then(|b| b.last_archived_wal)
+                .is_some_and(|archived| archived >= segment);
+            archived
+                && tusk_api::conditions::is_true(
+                    &status.conditions,
+                    tusk_api::conditions::CONTINUOUS_ARCHIVING,
+                )
+        },
+    )
+    .await;
+    segment
+}
+
 /// `tusk args` against the world, killed after `limit`.
 pub async fn tusk(world: &World, args: &[&str], limit: Duration) -> std::process::Output {
     let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_tusk"));
