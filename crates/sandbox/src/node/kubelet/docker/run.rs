@@ -3,13 +3,15 @@
 //! `pods/log` reads both alike), waited for, stopped with the grace period
 //! (the image's stop signal, then SIGKILL) and removed.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bollard::models::ContainerCreateBody;
 use bollard::query_parameters::{
-    CreateContainerOptionsBuilder, LogsOptionsBuilder, StopContainerOptionsBuilder,
+    CreateContainerOptionsBuilder, EventsOptionsBuilder, LogsOptionsBuilder,
+    StopContainerOptionsBuilder,
 };
 use futures::StreamExt;
 use tokio::io::AsyncWriteExt;
@@ -40,6 +42,8 @@ pub struct DockerContainer {
     name: String,
     pid: i32,
     started: Instant,
+    /// It has a memory limit, so the kernel may end it at that limit.
+    memory_limited: bool,
     exit: Option<Exit>,
     output: Option<tokio::task::JoinHandle<()>>,
 }
@@ -89,6 +93,12 @@ impl DockerContainer {
             name: spec.name.clone(),
             pid,
             started: Instant::now(),
+            memory_limited: spec
+                .body
+                .host_config
+                .as_ref()
+                .and_then(|h| h.memory)
+                .is_some_and(|bytes| bytes > 0),
             exit: None,
             output: Some(output),
         })
@@ -123,7 +133,10 @@ impl DockerContainer {
             .and_then(|s| s.exit_code)
             .and_then(|c| i32::try_from(c).ok())
             .unwrap_or(-1);
-        let oom_killed = state.and_then(|s| s.oom_killed).unwrap_or(false);
+        let mut oom_killed = state.and_then(|s| s.oom_killed).unwrap_or(false);
+        if !oom_killed && code == 137 && self.memory_limited {
+            oom_killed = self.oom_event().await;
+        }
         if let Some(output) = self.output.take() {
             let _ = tokio::time::timeout(Duration::from_secs(2), output).await;
         }
@@ -135,6 +148,42 @@ impl DockerContainer {
         self.exit = Some(exit);
         remove(docker, &self.name).await;
         exit
+    }
+
+    /// Whether the engine reported an `oom` event for this container since
+    /// it started. The engine may record a container's exit before the
+    /// OOM killer's event, leaving `State.OOMKilled` false on a container
+    /// the kernel killed at its memory limit (seen on a loaded machine):
+    /// a SIGKILL exit of a container with a limit is checked against the
+    /// engine's events, for about a second.
+    async fn oom_event(&self) -> bool {
+        let docker = self.runtime.docker();
+        let since = SystemTime::now()
+            .checked_sub(self.started.elapsed() + Duration::from_secs(1))
+            .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_secs());
+        let filters = HashMap::from([
+            ("container".to_owned(), vec![self.name.clone()]),
+            ("event".to_owned(), vec!["oom".to_owned()]),
+        ]);
+        for _ in 0..5 {
+            let now = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap_or_default();
+            let until = format!("{}.{:09}", now.as_secs(), now.subsec_nanos());
+            let options = EventsOptionsBuilder::default()
+                .since(&since.to_string())
+                .until(&until)
+                .filters(&filters)
+                .build();
+            let mut events = docker.events(Some(options));
+            let first = tokio::time::timeout(Duration::from_secs(2), events.next()).await;
+            if matches!(first, Ok(Some(Ok(_)))) {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        false
     }
 
     /// The image's stop signal, up to `grace` to exit, then SIGKILL.
