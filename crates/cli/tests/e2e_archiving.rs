@@ -22,7 +22,8 @@ mod s3;
 use std::time::Duration;
 
 use archive::{
-    create_archiving_cluster, create_s3_secrets, object_store, superuser, tusk, tusk_ok,
+    create_archiving_cluster, create_s3_secrets, object_store, superuser,
+    switch_wal_and_wait_archived, tusk, tusk_ok,
 };
 use common::{NS, World, wait_for};
 use k8s_openapi::api::core::v1::Namespace;
@@ -73,24 +74,7 @@ async fn a_cluster_archives_its_wal_and_says_so() {
         .batch_execute("create table t (v int); insert into t select generate_series(1, 100)")
         .await
         .expect("write");
-    let segment: String = primary
-        .query_one("select pg_walfile_name(pg_switch_wal())", &[])
-        .await
-        .expect("switch")
-        .get(0);
-    wait_for(
-        &format!("{segment} in status.backup.lastArchivedWal"),
-        ARCHIVING_WAIT,
-        || async {
-            world
-                .status("arch")
-                .await
-                .backup
-                .and_then(|b| b.last_archived_wal)
-                .is_some_and(|archived| archived >= segment)
-        },
-    )
-    .await;
+    switch_wal_and_wait_archived(&world, "arch", ARCHIVING_WAIT).await;
     let (state, reason, message) = archiving().await.expect("the condition");
     assert_eq!((state.as_str(), reason.as_str()), ("True", "Archiving"));
     assert!(message.contains("s3://wal/e2e"), "{message}");
