@@ -266,11 +266,19 @@ mod tests {
                 .is_ok()
         );
         drop(listener);
+        // The port stays bound, not listening: neither another test's
+        // wildcard listener nor the check's own connection (a client
+        // given the freed port as its source connects to itself) can
+        // take it and answer.
+        let bound = tokio::net::TcpSocket::new_v4().expect("socket");
+        bound.set_reuseaddr(true).expect("reuse");
+        bound.bind(address).expect("the port again");
         assert!(
             run_check(&Check::Tcp(address), Duration::from_secs(2))
                 .await
                 .is_err()
         );
+        drop(bound);
     }
 
     #[tokio::test]
