@@ -5,7 +5,9 @@
 //!
 //! - [`InstanceEnv`]: the environment variables, and
 //!   [`InstanceEnvironment`]: their typed values, parsed in one place;
-//! - the mount paths ([`DATA_MOUNT`], [`PGDATA`], [`SECRETS_DIR`], ...);
+//! - the mount paths ([`DATA_MOUNT`], [`PGDATA`], [`SECRETS_DIR`],
+//!   [`REPOSITORIES_DIR`], ...), and [`MountDirs`]: where a repository's
+//!   CA and volume are;
 //! - [`Credential`]: the credentials Secrets, their names, keys and where
 //!   each is mounted;
 //! - [`TlsSecret`]: the cluster's certificate Secrets, their names, keys
@@ -56,6 +58,34 @@ pub const RESTORE_CA_MOUNT_NAME: &str = "restore-ca";
 /// Where the restore source's CA is under `secrets_dir`.
 pub fn restore_ca_file(secrets_dir: &std::path::Path) -> PathBuf {
     secrets_dir.join(RESTORE_CA_MOUNT_NAME).join(BACKUP_CA_KEY)
+}
+
+/// Where the volumes of `file://` repositories are mounted, each at
+/// `<this>/<claim name>` (the backup destination's and the restore
+/// source's `volumeClaim`; one mount when both name the same claim).
+pub const REPOSITORIES_DIR: &str = "/var/lib/tusk/repositories";
+
+/// The directories a pod mounts what its repositories need under: the CA
+/// Secrets ([`SECRETS_DIR`]) and the volumes ([`REPOSITORIES_DIR`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MountDirs {
+    pub secrets: PathBuf,
+    pub repositories: PathBuf,
+}
+
+impl MountDirs {
+    /// The directories of the pod contract.
+    pub fn in_pod() -> Self {
+        MountDirs {
+            secrets: SECRETS_DIR.into(),
+            repositories: REPOSITORIES_DIR.into(),
+        }
+    }
+
+    /// Where the volume of claim `claim` is mounted.
+    pub fn repository_volume(&self, claim: &str) -> PathBuf {
+        self.repositories.join(claim)
+    }
 }
 
 /// The cluster's certificates, issued by the operator from a certificate
@@ -170,6 +200,7 @@ impl InstanceEnv {
     pub const PGDATA: &'static str = "PGDATA";
     pub const PG_BIN_DIR: &'static str = "PG_BIN_DIR";
     pub const SECRETS_DIR: &'static str = "TUSK_SECRETS_DIR";
+    pub const REPOSITORIES_DIR: &'static str = "TUSK_REPOSITORIES_DIR";
     pub const POSTGRES_PORT: &'static str = "TUSK_POSTGRES_PORT";
     pub const HTTP_PORT: &'static str = "TUSK_HTTP_PORT";
     pub const RUN_DIR: &'static str = "TUSK_RUN_DIR";
@@ -239,6 +270,8 @@ pub struct InstanceEnvironment {
     /// Directory of `postgres`, `initdb`, `pg_basebackup`, `pg_rewind`.
     pub bin_dir: PathBuf,
     pub secrets_dir: PathBuf,
+    /// Where `file://` repositories' volumes are ([`REPOSITORIES_DIR`]).
+    pub repositories_dir: PathBuf,
     pub run_dir: PathBuf,
     pub postgres_port: u16,
     pub http_port: u16,
@@ -307,6 +340,7 @@ impl InstanceEnvironment {
                 })
                 .into(),
             secrets_dir: or(InstanceEnv::SECRETS_DIR, SECRETS_DIR).into(),
+            repositories_dir: or(InstanceEnv::REPOSITORIES_DIR, REPOSITORIES_DIR).into(),
             run_dir: or(InstanceEnv::RUN_DIR, DEFAULT_RUN_DIR).into(),
             postgres_port: lookup(InstanceEnv::POSTGRES_PORT)
                 .map(|v| parse(InstanceEnv::POSTGRES_PORT, v, "a port"))

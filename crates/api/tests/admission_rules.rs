@@ -719,9 +719,40 @@ fn backup_schedule_and_destination_are_checked() {
             Expect::Valid,
         ),
         create(
-            "local files",
-            backup(json!({"destination": {"url": "file:///var/backups"}})),
+            "a directory on a volume",
+            backup(json!({"destination": {"url": "file:///pg", "volumeClaim": "pg-backups"}})),
             Expect::Valid,
+        ),
+        create(
+            "a directory without its volume",
+            backup(json!({"destination": {"url": "file:///var/backups"}})),
+            Expect::Invalid("spec.backup.destination", "needs volumeClaim"),
+        ),
+        create(
+            "a volume for a bucket",
+            backup(json!({"destination": {"url": "s3://b", "volumeClaim": "pg-backups"}})),
+            Expect::Invalid("spec.backup.destination", "needs a file:///path url"),
+        ),
+        create(
+            "a volume with S3's settings",
+            backup(
+                json!({"destination": {"url": "file:///pg", "volumeClaim": "pg-backups",
+                "endpoint": "https://minio:9000", "credentialsSecret": "keys"}}),
+            ),
+            Expect::Invalid("spec.backup.destination", "takes no endpoint"),
+        ),
+        create(
+            "a claim that cannot be named so",
+            backup(json!({"destination": {"url": "file:///pg", "volumeClaim": "Backups!"}})),
+            Expect::Invalid(
+                "spec.backup.destination.volumeClaim",
+                "the name of an object",
+            ),
+        ),
+        create(
+            "a restore from a directory without its volume",
+            json!({"bootstrap": {"recovery": {"cluster": "o", "source": {"url": "file:///pg"}}}}),
+            Expect::Invalid("spec.bootstrap.recovery.source", "needs volumeClaim"),
         ),
         create(
             "S3-compatible endpoint",

@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
-use tusk_postgres::pgbackrest::{self, S3Repository};
+use tusk_postgres::pgbackrest::{self, Repository};
 
 use crate::context::InstanceContext;
 use crate::desired::DesiredState;
@@ -37,8 +37,8 @@ const STANZA_CREATE_TIMEOUT: Duration = Duration::from_secs(180);
 /// Creating the stanza, on the primary, once per repository.
 pub struct StanzaCreation {
     /// The repository the stanza was created in.
-    created_in: Option<S3Repository>,
-    running: Option<(S3Repository, JoinHandle<Result<(), String>>)>,
+    created_in: Option<Repository>,
+    running: Option<(Repository, JoinHandle<Result<(), String>>)>,
     retry_at: Option<Instant>,
     backoff: Backoff,
 }

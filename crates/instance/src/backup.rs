@@ -25,7 +25,7 @@ use tokio::task::JoinHandle;
 use tusk_api::instance::BackupReport;
 use tusk_api::time::kube_time;
 use tusk_api::v1alpha1::{BackupAssignment, BackupPhase, PostgresBackupStatus};
-use tusk_postgres::pgbackrest::{self, BackupInfo, S3Repository};
+use tusk_postgres::pgbackrest::{self, BackupInfo, Repository};
 
 use crate::context::InstanceContext;
 use crate::desired::DesiredState;
@@ -113,7 +113,7 @@ impl Backups {
 async fn take(
     ctx: &InstanceContext,
     request: &BackupAssignment,
-    repository: &S3Repository,
+    repository: &Repository,
 ) -> PostgresBackupStatus {
     let record = |info: BackupInfo| completed(ctx, repository, info);
     match find(ctx, &request.backup).await {
@@ -167,7 +167,7 @@ async fn find(ctx: &InstanceContext, name: &str) -> Result<Option<BackupInfo>, S
 
 fn completed(
     ctx: &InstanceContext,
-    repository: &S3Repository,
+    repository: &Repository,
     info: BackupInfo,
 ) -> PostgresBackupStatus {
     let time = |seconds: i64| Timestamp::from_second(seconds).ok().map(kube_time);
@@ -177,9 +177,10 @@ fn completed(
         started_at: time(info.started),
         completed_at: time(info.stopped),
         timeline: info.timeline(),
-        location: Some(format!(
-            "s3://{}{}/backup/{}/{}",
-            repository.bucket, stanza.repository_path, stanza.name, info.label
+        location: Some(repository.url_of(
+            &ctx.settings.namespace,
+            &ctx.settings.cluster_name,
+            &format!("backup/{}/{}", stanza.name, info.label),
         )),
         size_bytes: info.repository_bytes,
         instance: Some(ctx.settings.pod_name.clone()),

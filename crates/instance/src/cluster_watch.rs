@@ -10,6 +10,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
 use tokio::sync::watch;
+use tusk_api::contract::MountDirs;
 use tusk_api::labels;
 use tusk_api::v1alpha1::PostgresCluster;
 
@@ -36,7 +37,7 @@ const ADDRESS_REFRESH: Duration = Duration::from_secs(5);
 /// the `previous` setting (none when there is none).
 pub fn desired_from_cluster(
     cluster: &PostgresCluster,
-    secrets_dir: &std::path::Path,
+    dirs: &MountDirs,
     me: &str,
     primary_address: Option<IpAddr>,
     previous: Option<&DesiredState>,
@@ -77,7 +78,7 @@ pub fn desired_from_cluster(
             previous.and_then(|p| p.synchronous.clone())
         }
     };
-    let archiving = match cluster.spec.wal_archive(secrets_dir) {
+    let archiving = match cluster.spec.wal_archive(dirs) {
         Some(Ok(repository)) => Some(repository),
         Some(Err(error)) => {
             problems.push(format!(
@@ -87,7 +88,7 @@ pub fn desired_from_cluster(
         }
         None => None,
     };
-    let restore = restore_source(cluster, secrets_dir, &mut fenced, &mut problems);
+    let restore = restore_source(cluster, dirs, &mut fenced, &mut problems);
     let initdb = cluster.spec.initdb();
     DesiredState {
         target_primary: status.and_then(|s| s.target_primary.clone()),
@@ -119,12 +120,12 @@ pub fn desired_from_cluster(
 /// bootstrapped) until it is fixed, and the problem is listed.
 fn restore_source(
     cluster: &PostgresCluster,
-    secrets_dir: &std::path::Path,
+    dirs: &MountDirs,
     fenced: &mut bool,
     problems: &mut Vec<String>,
 ) -> Option<tusk_postgres::pgbackrest::RestoreSource> {
     let namespace = cluster.metadata.namespace.as_deref().unwrap_or_default();
-    match cluster.spec.restore_source(namespace, secrets_dir)? {
+    match cluster.spec.restore_source(namespace, dirs)? {
         Ok(source) => Some(source),
         Err(error) => {
             problems.push(format!(
@@ -149,18 +150,18 @@ pub async fn start(
         namespace,
         cluster,
         me,
-        std::path::Path::new(tusk_api::contract::SECRETS_DIR),
+        &MountDirs::in_pod(),
     ))
 }
 
-/// [`start`] with a given client and the directory the pod's Secrets are
-/// mounted under.
+/// [`start`] with a given client and the directories the pod mounts its
+/// repositories' CAs and volumes under.
 pub fn start_with_client(
     client: Client,
     namespace: &str,
     cluster: &str,
     me: &str,
-    secrets_dir: &std::path::Path,
+    dirs: &MountDirs,
 ) -> watch::Receiver<Option<DesiredState>> {
     let (sender, receiver) = watch::channel(None);
     tokio::spawn(run(
@@ -168,7 +169,7 @@ pub fn start_with_client(
         namespace.to_owned(),
         cluster.to_owned(),
         me.to_owned(),
-        secrets_dir.to_owned(),
+        dirs.clone(),
         sender,
     ));
     receiver
@@ -179,7 +180,7 @@ async fn run(
     namespace: String,
     cluster_name: String,
     me: String,
-    secrets_dir: std::path::PathBuf,
+    dirs: MountDirs,
     sender: watch::Sender<Option<DesiredState>>,
 ) {
     let clusters: Api<PostgresCluster> = Api::namespaced(client.clone(), &namespace);
@@ -216,13 +217,7 @@ async fn run(
             Some(name) => primary_address(&pods, name, &mut pod_error).await,
             None => None,
         };
-        let desired = desired_from_cluster(
-            cluster,
-            &secrets_dir,
-            &me,
-            address,
-            sender.borrow().as_ref(),
-        );
+        let desired = desired_from_cluster(cluster, &dirs, &me, address, sender.borrow().as_ref());
         sender.send_if_modified(|current| {
             if current.as_ref() == Some(&desired) {
                 false
@@ -279,8 +274,9 @@ mod tests {
 
     use crate::postgres::synchronous::Synchronous;
 
-    fn secrets() -> &'static std::path::Path {
-        std::path::Path::new(tusk_api::contract::SECRETS_DIR)
+    fn dirs() -> &'static MountDirs {
+        static DIRS: std::sync::LazyLock<MountDirs> = std::sync::LazyLock::new(MountDirs::in_pod);
+        &DIRS
     }
 
     fn cluster(yaml: &str) -> PostgresCluster {
@@ -325,8 +321,7 @@ status:
     #[test]
     fn the_cluster_spec_and_status_become_the_desired_state() {
         let address: IpAddr = "10.0.0.9".parse().expect("ip");
-        let desired =
-            desired_from_cluster(&cluster(CLUSTER), secrets(), "db-2", Some(address), None);
+        let desired = desired_from_cluster(&cluster(CLUSTER), dirs(), "db-2", Some(address), None);
         assert_eq!(desired.target_primary.as_deref(), Some("db-1"));
         assert_eq!(desired.primary_address, Some(address));
         assert!(!desired.fenced);
@@ -356,7 +351,7 @@ status:
                 candidates: vec!["db-1".into(), "db-3".into()],
             })
         );
-        assert!(desired_from_cluster(&cluster(CLUSTER), secrets(), "db-3", None, None).fenced);
+        assert!(desired_from_cluster(&cluster(CLUSTER), dirs(), "db-3", None, None).fenced);
     }
 
     fn edited(edit: impl FnOnce(&mut serde_json::Value)) -> PostgresCluster {
@@ -371,7 +366,7 @@ status:
             c["metadata"]["annotations"]["tusk.dev/fenced-instances"] = "[\"db-3\"".into();
         });
         for me in ["db-1", "db-2", "db-3"] {
-            let desired = desired_from_cluster(&cluster, secrets(), me, None, None);
+            let desired = desired_from_cluster(&cluster, dirs(), me, None, None);
             assert!(desired.fenced, "{me} must stay stopped");
             assert!(
                 desired
@@ -392,11 +387,14 @@ status:
             c["spec"]["bootstrap"] = serde_json::json!({"recovery": {
                 "cluster": "old", "source": {"url": "s3://b/p"}, "targetLsn": "0/3000060"}});
         });
-        let desired = desired_from_cluster(&restoring, secrets(), "db-1", None, None);
+        let desired = desired_from_cluster(&restoring, dirs(), "db-1", None, None);
         let source = desired.restore.expect("a restore");
         assert_eq!(
-            (source.cluster.as_str(), source.repository.bucket.as_str()),
-            ("old", "b")
+            (
+                source.cluster.as_str(),
+                source.repository.describe().as_str()
+            ),
+            ("old", "s3://b")
         );
         assert_eq!(
             source.target,
@@ -408,7 +406,7 @@ status:
             c["spec"]["bootstrap"] = serde_json::json!({"recovery": {
                 "cluster": "old", "source": {"url": "gs://b/p"}}});
         });
-        let desired = desired_from_cluster(&unreadable, secrets(), "db-1", None, None);
+        let desired = desired_from_cluster(&unreadable, dirs(), "db-1", None, None);
         assert!(desired.fenced && desired.restore.is_none());
         assert!(
             desired
@@ -422,13 +420,13 @@ status:
 
     #[test]
     fn an_impossible_synchronous_number_is_reported_not_replaced() {
-        let before = desired_from_cluster(&cluster(CLUSTER), secrets(), "db-2", None, None);
+        let before = desired_from_cluster(&cluster(CLUSTER), dirs(), "db-2", None, None);
         assert!(before.problems.is_empty(), "{:?}", before.problems);
         for number in [-1, 0, 3, 7] {
             let cluster =
                 edited(|c| c["spec"]["replication"]["synchronous"]["number"] = number.into());
             // Without an earlier setting: no synchronous rule is invented.
-            let fresh = desired_from_cluster(&cluster, secrets(), "db-2", None, None);
+            let fresh = desired_from_cluster(&cluster, dirs(), "db-2", None, None);
             assert_eq!(fresh.synchronous, None, "number {number}");
             assert!(
                 fresh
@@ -439,7 +437,7 @@ status:
                 fresh.problems
             );
             // With one: it is kept, as the operator keeps the last valid spec.
-            let kept = desired_from_cluster(&cluster, secrets(), "db-2", None, Some(&before));
+            let kept = desired_from_cluster(&cluster, dirs(), "db-2", None, Some(&before));
             assert_eq!(kept.synchronous, before.synchronous, "number {number}");
             assert_eq!(kept.problems, fresh.problems);
         }

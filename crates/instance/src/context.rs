@@ -6,7 +6,7 @@ use std::net::IpAddr;
 
 use crate::datadir::{self, DataDirError, RenderedFiles};
 use crate::desired::DesiredState;
-use tusk_postgres::pgbackrest::{self, S3Repository, Stanza};
+use tusk_postgres::pgbackrest::{self, Repository, Stanza};
 
 use crate::postgres::config::{self, ReplicationRole, ServerConfig, Upstream};
 use crate::process_user::{ProcessUser, ProcessUserError};
@@ -237,14 +237,14 @@ impl InstanceContext {
     }
 
     /// This cluster's stanza in `repository`.
-    pub fn stanza(&self, repository: &S3Repository) -> Stanza {
+    pub fn stanza(&self, repository: &Repository) -> Stanza {
         let settings = &self.settings;
         self.stanza_of(repository, &settings.namespace, &settings.cluster_name)
     }
 
     /// The stanza of cluster `cluster` of `namespace` in `repository`, as
     /// this instance reaches it (a restore reads another cluster's).
-    pub fn stanza_of(&self, repository: &S3Repository, namespace: &str, cluster: &str) -> Stanza {
+    pub fn stanza_of(&self, repository: &Repository, namespace: &str, cluster: &str) -> Stanza {
         let dir = self.settings.pgbackrest_dir();
         let text = |path: std::path::PathBuf| path.display().to_string();
         let settings = &self.settings;
@@ -264,7 +264,7 @@ impl InstanceContext {
 
     /// Writes `pgbackrest.conf` for `repository` (when it changed) and the
     /// directories it names, owned by the PostgreSQL user.
-    fn write_pgbackrest_config(&self, repository: &S3Repository) -> Result<(), DataDirError> {
+    fn write_pgbackrest_config(&self, repository: &Repository) -> Result<(), DataDirError> {
         let stanza = self.stanza(repository);
         let conf = pgbackrest::render_conf(&stanza)?;
         for dir in [&stanza.spool_path, &stanza.log_path] {

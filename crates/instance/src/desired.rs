@@ -11,8 +11,8 @@ use tokio::sync::watch;
 
 use tusk_api::primacy::LeaseTiming;
 use tusk_api::v1alpha1::BackupAssignment;
+use tusk_postgres::pgbackrest::Repository;
 pub use tusk_postgres::pgbackrest::RestoreSource;
-use tusk_postgres::pgbackrest::S3Repository;
 
 use crate::postgres::synchronous::SynchronousStandbys;
 
@@ -50,7 +50,7 @@ pub struct DesiredState {
     pub restart_for_pending: bool,
     /// Where WAL is archived (`spec.backup` with `walArchiving`); `None`
     /// when it is not.
-    pub archiving: Option<S3Repository>,
+    pub archiving: Option<Repository>,
     /// The base backup this instance is asked to take
     /// (`status.backup.running`, when it names this instance).
     pub backup: Option<BackupAssignment>,

@@ -15,7 +15,7 @@ use common::s3::S3Server;
 use common::{TestCluster, TestInstance, desired};
 use tusk_api::contract::RepositoryKeys;
 use tusk_api::instance::ArchivingReport;
-use tusk_api::pgbackrest::S3Repository;
+use tusk_api::pgbackrest::Repository;
 use tusk_instance::context::InstanceContext;
 
 const BUCKET: &str = "wal";
@@ -26,7 +26,7 @@ const ARCHIVE_WAIT: Duration = Duration::from_secs(120);
 /// Starts `db-1` as a primary archiving to `repository` with `keys`.
 async fn archiving_primary(
     cluster: &mut TestCluster,
-    repository: S3Repository,
+    repository: Repository,
     keys: RepositoryKeys,
 ) -> TestInstance {
     let mut db = cluster.instance("db-1");

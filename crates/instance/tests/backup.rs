@@ -10,6 +10,7 @@
 //! manager renders it) keeps every backup inside the window and expires
 //! an older full one only once a newer one covers the window, with the
 //! WAL before it: pgBackRest's expire is run days ahead with libfaketime.
+//! A directory on a volume serves as the repository as well as S3 does.
 
 mod common;
 
@@ -276,6 +277,89 @@ async fn a_restore_to_a_time_has_every_row_committed_before_it_and_none_after() 
     assert!(settings.is_empty(), "recovery settings left: {settings:?}");
     // The source's repository still lists only its own backup.
     assert_eq!(listed(&db).await.len(), 1);
+    copy.stop(Duration::from_secs(30)).await;
+    db.stop(Duration::from_secs(30)).await;
+}
+
+/// The same cycle on a directory of a volume (pgBackRest's posix
+/// repository) instead of an object store: a primary archives and backs
+/// up there, and a new cluster restored from it has every row, then
+/// archives to its own path on the same volume.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_volume_repository_archives_backs_up_and_restores() {
+    common::init_logs();
+    let volume = common::shared_volume();
+    let root = volume.path().display().to_string();
+    let repository =
+        || pgbackrest::Repository::parse("file:///pg", None, None, Some(&root)).expect("a volume");
+    let mut cluster = TestCluster::new();
+    let mut db = cluster.instance("db-1");
+    let on_db = DesiredState {
+        archiving: Some(repository()),
+        ..desired("db-1", db.address)
+    };
+    db.start(on_db.clone());
+    db.wait_status("the stanza", WAIT, |r| {
+        r.ready && r.archiving.as_ref().is_some_and(|a| a.stanza_created)
+    })
+    .await;
+    let client = db.superuser().await;
+    client
+        .batch_execute("CREATE TABLE t (v int); INSERT INTO t SELECT generate_series(1, 100)")
+        .await
+        .expect("data");
+    db.set_desired(DesiredState {
+        backup: Some(assigned(&db, "base", BackupType::Full)),
+        ..on_db.clone()
+    });
+    let base = finished(&db, "base").await;
+    assert_eq!(base.status.phase, Some(BackupPhase::Completed), "{base:?}");
+    let location = base.status.location.clone().unwrap_or_default();
+    assert!(
+        location.starts_with("file:///pg/default/db/backup/db/"),
+        "{location}"
+    );
+    let label = base.status.backup_id.clone().expect("an id");
+    assert!(
+        volume
+            .path()
+            .join("pg/default/db/backup/db")
+            .join(&label)
+            .is_dir(),
+        "the backup lies on the volume"
+    );
+    client
+        .batch_execute("INSERT INTO t SELECT generate_series(101, 200)")
+        .await
+        .expect("after the backup");
+    db.switch_wal_until_archived(&client, WAIT).await;
+
+    let mut copy = cluster.instance("copy-1");
+    copy.settings.cluster_name = "copy".into();
+    copy.start(DesiredState {
+        archiving: Some(repository()),
+        restore: Some(RestoreSource {
+            repository: repository(),
+            namespace: "default".into(),
+            cluster: "db".into(),
+            target: pgbackrest::RecoveryTarget::Latest,
+        }),
+        ..desired("copy-1", copy.address)
+    });
+    copy.wait_status("the restored primary, archiving", WAIT, |r| {
+        r.ready && r.archiving.as_ref().is_some_and(|a| a.stanza_created)
+    })
+    .await;
+    assert_eq!(rows(&copy).await, (200, Some(200)));
+    assert!(
+        volume.path().join("pg/default/copy/archive/copy").is_dir(),
+        "the restored cluster archives to its own path"
+    );
+    assert_eq!(
+        listed(&db).await.len(),
+        1,
+        "the source's backups are its own"
+    );
     copy.stop(Duration::from_secs(30)).await;
     db.stop(Duration::from_secs(30)).await;
 }

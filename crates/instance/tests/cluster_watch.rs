@@ -66,7 +66,7 @@ async fn the_watch_follows_target_primary_its_address_fencing_and_parameters() {
         "default",
         "db",
         "db-2",
-        std::path::Path::new(tusk_api::contract::SECRETS_DIR),
+        &tusk_api::contract::MountDirs::in_pod(),
     );
     let first = wait_for(&mut desired, "the cluster", |_| true).await;
     assert_eq!(first.target_primary, None, "no primary chosen yet");
@@ -159,7 +159,7 @@ async fn an_instance_manager_converges_to_what_the_api_declares() {
         "default",
         "db",
         "db-1",
-        std::path::Path::new(tusk_api::contract::SECRETS_DIR),
+        &tusk_api::contract::MountDirs::in_pod(),
     ));
     let report = primary
         .wait_status("the declared primary", Duration::from_secs(60), |r| r.ready)

@@ -134,7 +134,7 @@ async fn serving_leased_primary() -> Serving {
         "default",
         "db",
         "db-1",
-        std::path::Path::new(tusk_api::contract::SECRETS_DIR),
+        &tusk_api::contract::MountDirs::in_pod(),
     );
     primary.start_leased(desired, client.clone(), "db");
     primary

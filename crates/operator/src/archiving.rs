@@ -22,6 +22,8 @@ pub struct ArchiveTarget {
     pub url: String,
     /// The Secret holding the repository's keys, if one is named.
     pub credentials_secret: Option<String>,
+    /// The claim of the volume holding a `file://` repository.
+    pub volume_claim: Option<String>,
 }
 
 /// Updates `status` from the primary's report. `target` is `None` when
@@ -116,6 +118,9 @@ fn failing_message(target: &ArchiveTarget, report: &ArchivingReport) -> String {
     if let Some(secret) = &target.credentials_secret {
         message.push_str(&format!(" (keys from Secret {secret})"));
     }
+    if let Some(claim) = &target.volume_claim {
+        message.push_str(&format!(" (on the volume of claim {claim})"));
+    }
     if let Some(why) = &report.message {
         message.push_str(&format!(": {why}"));
     }
@@ -161,6 +166,7 @@ mod tests {
         ArchiveTarget {
             url: "s3://backups/prod".into(),
             credentials_secret: Some("orders-s3".into()),
+            volume_claim: None,
         }
     }
 
@@ -270,6 +276,26 @@ mod tests {
         let recovered = notes(Some(&before), &status);
         assert_eq!(recovered.len(), 1);
         assert!(!recovered[0].warning);
+
+        // A directory's failure names the volume's claim.
+        let on_volume = ArchiveTarget {
+            url: "file:///pg".into(),
+            credentials_secret: None,
+            volume_claim: Some("pg-backups".into()),
+        };
+        let mut status = PostgresClusterStatus::default();
+        apply(
+            &mut status,
+            Some(&on_volume),
+            Some(&report),
+            Some(3),
+            &now(),
+        );
+        let message = condition(&status).2;
+        assert!(
+            message.contains("file:///pg") && message.contains("claim pg-backups"),
+            "{message}"
+        );
     }
 
     #[test]

@@ -36,7 +36,7 @@ fn spec_error(field: &str, rule: impl Into<String>) -> SpecError {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Bootstrap {
     Initdb(InitdbSpec),
-    Recovery(RecoverySpec),
+    Recovery(Box<RecoverySpec>),
 }
 
 /// A cluster whose spec the controller can act on.
@@ -330,14 +330,16 @@ fn bootstrap(spec: &PostgresClusterSpec, bootstrapped: bool) -> Result<Bootstrap
                 Bootstrap::Initdb(initdb.clone())
             }
             (None, Some(recovery)) => {
-                let secrets = std::path::Path::new(tusk_api::contract::SECRETS_DIR);
-                if let Some(Err(error)) = spec.restore_source("", secrets) {
+                let dirs = tusk_api::contract::MountDirs::in_pod();
+                if let Some(Err(error)) = spec.restore_source("", &dirs) {
                     return Err(spec_error(
                         "spec.bootstrap.recovery.source",
-                        format!("{error}; restores read S3 repositories over HTTPS"),
+                        format!(
+                            "{error}; restores read S3 repositories over HTTPS and directories on volumes"
+                        ),
                     ));
                 }
-                Bootstrap::Recovery(recovery.clone())
+                Bootstrap::Recovery(Box::new(recovery.clone()))
             }
             _ => {
                 return Err(spec_error(
@@ -352,12 +354,13 @@ fn bootstrap(spec: &PostgresClusterSpec, bootstrapped: bool) -> Result<Bootstrap
 
 /// WAL archiving's destination, when the spec archives to a supported one.
 fn archive_target(spec: &PostgresClusterSpec) -> Option<ArchiveTarget> {
-    let secrets = std::path::Path::new(tusk_api::contract::SECRETS_DIR);
-    spec.wal_archive(secrets)?.ok()?;
+    spec.wal_archive(&tusk_api::contract::MountDirs::in_pod())?
+        .ok()?;
     let destination = &spec.backup.as_ref()?.destination;
     Some(ArchiveTarget {
         url: destination.url.clone(),
         credentials_secret: destination.credentials_secret.clone(),
+        volume_claim: destination.volume_claim.clone(),
     })
 }
 
@@ -375,7 +378,7 @@ impl ValidatedCluster {
         }
         if self.archive.is_none() {
             return Some(format!(
-                "spec.backup.destination `{}` is not supported yet (S3 is)",
+                "spec.backup.destination `{}` is not supported yet (S3 and volumes are)",
                 backup.destination.url
             ));
         }
@@ -387,8 +390,7 @@ impl ValidatedCluster {
 fn unsupported(spec: &PostgresClusterSpec) -> Vec<String> {
     let mut unsupported = Vec::new();
     if let Some(backup) = &spec.backup {
-        let secrets = std::path::Path::new(tusk_api::contract::SECRETS_DIR);
-        if let Some(Err(error)) = spec.wal_archive(secrets) {
+        if let Some(Err(error)) = spec.wal_archive(&tusk_api::contract::MountDirs::in_pod()) {
             unsupported.push(format!(
                 "spec.backup.destination for WAL archiving ({error})"
             ));

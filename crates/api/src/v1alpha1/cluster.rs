@@ -351,16 +351,31 @@ pub struct VerifySpec {
     pub schedule: String,
 }
 
-/// A location in object storage.
+/// Where backups and archived WAL are kept: a bucket of an object store,
+/// or a directory on a volume.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
+#[x_kube(validation = rules::directory_repository_on_a_volume())]
+#[x_kube(validation = rules::volume_repository_takes_no_service_settings())]
 pub struct ObjectStore {
     /// Bucket and prefix as a URL: `s3://bucket/prefix`, `gs://bucket/prefix`,
-    /// `az://container/prefix` or `file:///path` (local file system, for
-    /// tests and single-machine use).
+    /// `az://container/prefix`, or `file:///path` for a directory on the
+    /// volume `volumeClaim` names.
     #[schemars(length(max = 1024))]
     #[x_kube(validation = rules::object_store_url())]
     pub url: String,
+
+    /// Name of a PersistentVolumeClaim in the cluster's namespace holding
+    /// a `file:///path` repository (required with such a URL, refused
+    /// with any other). Every instance, backup and restore rehearsal
+    /// mounts it, so it must be shareable between them: ReadWriteMany
+    /// when instances run on different nodes (NFS, CephFS, EFS and the
+    /// like). A volume on the cluster's own nodes shares their fate: keep
+    /// it elsewhere, or also back up to an object store.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 253))]
+    #[x_kube(validation = rules::object_name())]
+    pub volume_claim: Option<String>,
 
     /// Endpoint of an S3-compatible service (e.g. MinIO); the provider's
     /// default when omitted.

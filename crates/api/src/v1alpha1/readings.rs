@@ -5,64 +5,67 @@
 
 use std::collections::BTreeMap;
 
-use tusk_postgres::pgbackrest::{RecoveryTarget, RepositoryError, RestoreSource, S3Repository};
+use tusk_postgres::pgbackrest::{RecoveryTarget, Repository, RepositoryError, RestoreSource};
 use tusk_postgres::synchronous::{Synchronous, SynchronousError};
 
 use super::*;
+use crate::contract::MountDirs;
+
+impl ObjectStore {
+    /// The repository this destination names, trusting the CA mounted at
+    /// `ca` when it names a CA Secret, on the volume mounted under `dirs`
+    /// when it names a claim.
+    fn repository(
+        &self,
+        dirs: &MountDirs,
+        ca: &std::path::Path,
+    ) -> Result<Repository, RepositoryError> {
+        let volume = self
+            .volume_claim
+            .as_deref()
+            .map(|claim| dirs.repository_volume(claim).display().to_string());
+        Ok(Repository::parse(
+            &self.url,
+            self.endpoint.as_deref(),
+            self.region.as_deref(),
+            volume.as_deref(),
+        )?
+        .with_ca_file(self.ca_secret.as_ref().map(|_| ca.display().to_string())))
+    }
+}
 
 impl PostgresClusterSpec {
     /// Where WAL is archived: `spec.backup.destination` when `walArchiving`
-    /// is on, as pgBackRest's repository, with the CA mounted where the pod
-    /// contract puts it under `secrets_dir` and the retention of backups.
-    /// `None` when WAL is not archived; an error for a destination archiving does not support yet.
-    pub fn wal_archive(
-        &self,
-        secrets_dir: &std::path::Path,
-    ) -> Option<Result<S3Repository, RepositoryError>> {
+    /// is on, as pgBackRest's repository, with its CA or volume where the
+    /// pod contract mounts them under `dirs`, and the retention of backups.
+    /// `None` when WAL is not archived; an error for a destination
+    /// archiving does not support yet.
+    pub fn wal_archive(&self, dirs: &MountDirs) -> Option<Result<Repository, RepositoryError>> {
         let backup = self.backup.as_ref().filter(|b| b.wal_archiving)?;
-        let destination = &backup.destination;
+        let ca = crate::contract::backup_ca_file(&dirs.secrets);
         Some(
-            S3Repository::parse(
-                &destination.url,
-                destination.endpoint.as_deref(),
-                destination.region.as_deref(),
-            )
-            .map(|mut repository| {
-                repository.ca_file = destination.ca_secret.as_ref().map(|_| {
-                    crate::contract::backup_ca_file(secrets_dir)
-                        .display()
-                        .to_string()
-                });
-                repository.retention_days = u32::try_from(backup.retention_days).ok();
-                repository
-            }),
+            backup
+                .destination
+                .repository(dirs, &ca)
+                .map(|mut repository| {
+                    repository.retention_days = u32::try_from(backup.retention_days).ok();
+                    repository
+                }),
         )
     }
 
     /// Where a restore reads (`spec.bootstrap.recovery`): the source's
-    /// repository, with its CA mounted where the pod contract puts it
-    /// under `secrets_dir`; `None` for a cluster created by `initdb`; an
+    /// repository, with its CA or volume where the pod contract mounts
+    /// them under `dirs`; `None` for a cluster created by `initdb`; an
     /// error for a source restores do not support yet.
     pub fn restore_source(
         &self,
         namespace: &str,
-        secrets_dir: &std::path::Path,
+        dirs: &MountDirs,
     ) -> Option<Result<RestoreSource, RepositoryError>> {
         let recovery = self.bootstrap.as_ref()?.recovery.as_ref()?;
-        let source = &recovery.source;
-        let repository = S3Repository::parse(
-            &source.url,
-            source.endpoint.as_deref(),
-            source.region.as_deref(),
-        )
-        .map(|mut repository| {
-            repository.ca_file = source.ca_secret.as_ref().map(|_| {
-                crate::contract::restore_ca_file(secrets_dir)
-                    .display()
-                    .to_string()
-            });
-            repository
-        });
+        let ca = crate::contract::restore_ca_file(&dirs.secrets);
+        let repository = recovery.source.repository(dirs, &ca);
         let target = match (
             &recovery.target_time,
             &recovery.target_lsn,

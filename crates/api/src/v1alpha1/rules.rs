@@ -283,6 +283,22 @@ pub fn object_store_url() -> Rule {
         .message("must be s3://bucket[/prefix], gs://bucket[/prefix], az://container[/prefix] or file:///path")
 }
 
+/// A `file://` repository is a directory on a volume: the claim is named
+/// with such a URL, and only with one.
+pub fn directory_repository_on_a_volume() -> Rule {
+    Rule::new("self.url.startsWith('file://') == has(self.volumeClaim)").message(
+        "a file:///path repository needs volumeClaim (the PersistentVolumeClaim holding it), and volumeClaim needs a file:///path url",
+    )
+}
+
+/// A volume has no endpoint, region, keys or certificate.
+pub fn volume_repository_takes_no_service_settings() -> Rule {
+    Rule::new(
+        "!self.url.startsWith('file://') || !(has(self.endpoint) || has(self.region) || has(self.credentialsSecret) || has(self.caSecret))",
+    )
+    .message("a file:///path repository takes no endpoint, region, credentialsSecret or caSecret")
+}
+
 /// Service endpoints are HTTP(S) URLs.
 pub fn http_endpoint() -> Rule {
     Rule::new("self.matches('^https?://[^/]+')")

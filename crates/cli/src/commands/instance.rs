@@ -193,7 +193,8 @@ struct Started {
     namespace: String,
     cluster: String,
     me: String,
-    secrets_dir: std::path::PathBuf,
+    /// Where the pod mounts its repositories' CAs and volumes.
+    dirs: tusk_api::contract::MountDirs,
 }
 
 fn start(args: &RunArgs) -> Result<Started, String> {
@@ -214,12 +215,15 @@ fn start(args: &RunArgs) -> Result<Started, String> {
         ],
     );
     let credentials = Credentials::read(&env.secrets_dir).map_err(|e| e.to_string())?;
-    let (namespace, cluster, me, secrets_dir) = (
+    let (namespace, cluster, me) = (
         env.namespace.clone(),
         env.cluster_name.clone(),
         env.pod_name.clone(),
-        env.secrets_dir.clone(),
     );
+    let dirs = tusk_api::contract::MountDirs {
+        secrets: env.secrets_dir.clone(),
+        repositories: env.repositories_dir.clone(),
+    };
     let settings = Settings::from_environment(env, credentials);
     let ctx = InstanceContext::new(settings).map_err(|e| e.to_string())?;
     Ok(Started {
@@ -227,7 +231,7 @@ fn start(args: &RunArgs) -> Result<Started, String> {
         namespace,
         cluster,
         me,
-        secrets_dir,
+        dirs,
     })
 }
 
@@ -237,7 +241,7 @@ async fn run_manager(args: &RunArgs) -> Result<(), String> {
         namespace,
         cluster,
         me,
-        secrets_dir,
+        dirs,
     } = start(args)?;
     let client = kube::Client::try_default()
         .await
@@ -247,7 +251,7 @@ async fn run_manager(args: &RunArgs) -> Result<(), String> {
         &namespace,
         &cluster,
         &me,
-        &secrets_dir,
+        &dirs,
     );
     let state = SharedState::default();
     let primacy = Primacy::lease(client, &namespace, &cluster, &me, state.clone());
@@ -305,7 +309,7 @@ async fn desired_once(started: &Started) -> Result<tusk_instance::desired::Desir
         .map_err(|e| format!("cannot read PostgresCluster {}: {e}", started.cluster))?;
     Ok(tusk_instance::cluster_watch::desired_from_cluster(
         &cluster,
-        &started.secrets_dir,
+        &started.dirs,
         &started.me,
         None,
         None,

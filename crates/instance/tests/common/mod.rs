@@ -115,6 +115,19 @@ fn give_to_postgres(path: &std::path::Path) {
     nix::unistd::chown(path, Some(user.uid), Some(user.gid)).expect("chown to postgres");
 }
 
+/// A directory standing for a volume every instance of a test mounts
+/// (a `file://` repository's), writable by the PostgreSQL user.
+pub fn shared_volume() -> tempfile::TempDir {
+    let dir = tempfile::Builder::new()
+        .prefix("tusk-it-volume-")
+        .tempdir()
+        .expect("temporary directory");
+    if nix::unistd::Uid::effective().is_root() {
+        give_to_postgres(dir.path());
+    }
+    dir
+}
+
 impl TestInstance {
     fn new(name: &str, address: IpAddr, port: u16) -> Self {
         let root = tempfile::Builder::new()

@@ -10,7 +10,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use tusk_api::contract::RepositoryKeys;
-use tusk_api::pgbackrest::S3Repository;
+use tusk_api::pgbackrest::Repository;
 
 /// How long the server may take to start (Python imports moto, makes keys).
 const START_TIMEOUT: Duration = Duration::from_secs(60);
@@ -90,21 +90,20 @@ impl S3Server {
     }
 
     /// The repository in `bucket` under `prefix`, trusting the server's CA.
-    pub fn repository(&self, bucket: &str, prefix: &str) -> S3Repository {
+    pub fn repository(&self, bucket: &str, prefix: &str) -> Repository {
         self.repository_through(bucket, prefix, self.served.port)
     }
 
     /// [`S3Server::repository`] reached through `port` on loopback (a
     /// relay in front of the server).
-    pub fn repository_through(&self, bucket: &str, prefix: &str, port: u16) -> S3Repository {
-        let mut repository = S3Repository::parse(
+    pub fn repository_through(&self, bucket: &str, prefix: &str, port: u16) -> Repository {
+        Repository::s3(
             &format!("s3://{bucket}/{prefix}"),
             Some(&format!("https://{}:{port}", self.served.host)),
             Some(&self.served.region),
         )
-        .expect("a valid repository");
-        repository.ca_file = Some(self.served.ca_file.clone());
-        repository
+        .expect("a valid repository")
+        .with_ca_file(Some(self.served.ca_file.clone()))
     }
 
     /// Where the server listens.

@@ -208,12 +208,50 @@ fn a_restore_source_restores_cannot_read_is_refused_naming_the_field() {
     assert!(matches!(valid.bootstrap, Bootstrap::Recovery(_)));
     assert!(valid.unsupported.is_empty(), "{:?}", valid.unsupported);
     spec["bootstrap"]["recovery"]["source"] = serde_json::json!({"url": "gs://b/o"});
-    let error = validate(&cluster(spec), &OperatorConfig::default()).expect_err("gs://");
+    let error = validate(&cluster(spec.clone()), &OperatorConfig::default()).expect_err("gs://");
     let text = error.to_string();
     assert!(
         text.contains("spec.bootstrap.recovery.source") && text.contains("gs://b/o"),
         "{text}"
     );
+    // A directory is read from the volume it names; without one there is
+    // nothing to read it from.
+    spec["bootstrap"]["recovery"]["source"] =
+        serde_json::json!({"url": "file:///pg", "volumeClaim": "pg-backups"});
+    let valid = validate(&cluster(spec.clone()), &OperatorConfig::default()).expect("valid");
+    assert!(matches!(valid.bootstrap, Bootstrap::Recovery(_)));
+    spec["bootstrap"]["recovery"]["source"] = serde_json::json!({"url": "file:///pg"});
+    let error = validate(&cluster(spec), &OperatorConfig::default()).expect_err("no volume");
+    let text = error.to_string();
+    assert!(
+        text.contains("spec.bootstrap.recovery.source") && text.contains("volumeClaim"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_directory_on_a_volume_is_archived_and_backed_up_to() {
+    let mut spec = three_instances();
+    spec["backup"] = serde_json::json!({"destination": {
+        "url": "file:///pg", "volumeClaim": "pg-backups"}});
+    let valid = validate(&cluster(spec.clone()), &OperatorConfig::default()).expect("valid");
+    assert!(valid.unsupported.is_empty(), "{:?}", valid.unsupported);
+    assert_eq!(
+        valid
+            .archive
+            .as_ref()
+            .and_then(|a| a.volume_claim.as_deref()),
+        Some("pg-backups")
+    );
+    assert_eq!(valid.backups_unable(), None);
+
+    // Admission refuses a directory without its volume; one that got in
+    // anyway (an older CRD) is reported, not archived to.
+    spec["backup"] = serde_json::json!({"destination": {"url": "file:///pg"}});
+    let valid = validate(&cluster(spec), &OperatorConfig::default()).expect("valid");
+    assert_eq!(valid.archive, None);
+    let said = valid.unsupported.join("; ");
+    assert!(said.contains("volumeClaim"), "{said}");
 }
 
 #[test]

@@ -5,10 +5,11 @@
 //! it, and the reading of what it reports. Pure functions; the instance
 //! manager writes the files and runs the commands.
 //!
-//! - The repository is S3 (or S3-compatible, with an endpoint). Each
-//!   cluster archives under its own path (`<prefix>/<namespace>/<cluster>`),
-//!   so two clusters sharing a bucket never mix their WAL.
-//! - The keys are never written to the file: pgBackRest reads them from
+//! - The repository ([`Repository`]) is S3 (or S3-compatible, with an
+//!   endpoint) or a directory on a mounted volume. Each cluster archives
+//!   under its own path (`<prefix>/<namespace>/<cluster>`), so two
+//!   clusters sharing a bucket or a volume never mix their WAL.
+//! - S3 keys are never written to the file: pgBackRest reads them from
 //!   [`S3_KEY_ENV`] and [`S3_KEY_SECRET_ENV`] in its environment.
 //! - `archive-async=y`: PostgreSQL's archiver returns at once while a
 //!   pgBackRest process pushes segments in parallel; its spool (status
@@ -19,12 +20,16 @@
 use std::fmt::Write as _;
 
 mod backup;
+mod repository;
 mod restore;
 mod stanza;
 
 pub use backup::*;
+pub use repository::*;
 pub use restore::*;
 pub use stanza::*;
+
+use repository::no_line_break;
 
 /// Environment variable holding the S3 access key id.
 pub const S3_KEY_ENV: &str = "PGBACKREST_REPO1_S3_KEY";
@@ -32,120 +37,6 @@ pub const S3_KEY_ENV: &str = "PGBACKREST_REPO1_S3_KEY";
 pub const S3_KEY_SECRET_ENV: &str = "PGBACKREST_REPO1_S3_KEY_SECRET";
 /// The program, found on `PATH` (`/usr/bin/pgbackrest` from Debian's package).
 pub const PROGRAM: &str = "pgbackrest";
-/// The region pgBackRest is given when the destination names none (S3
-/// needs one to sign requests; S3-compatible servers accept any).
-pub const DEFAULT_REGION: &str = "us-east-1";
-
-/// A destination pgBackRest cannot use.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum RepositoryError {
-    #[error("`{0}` is not an s3://bucket[/prefix] URL; only S3 repositories archive WAL so far")]
-    NotS3(String),
-    #[error("endpoint `{0}` is not an http(s)://host[:port] URL")]
-    Endpoint(String),
-    #[error("endpoint `{0}` uses plain HTTP; pgBackRest speaks only HTTPS to S3")]
-    PlainHttp(String),
-    #[error("`{0}` contains a line break")]
-    LineBreak(String),
-}
-
-/// An S3 (or S3-compatible) repository.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct S3Repository {
-    pub bucket: String,
-    /// Path inside the bucket under which clusters archive, without
-    /// leading or trailing `/` (empty for the bucket's root).
-    pub prefix: String,
-    /// Host of the S3 service; `s3.<region>.amazonaws.com` when `None`.
-    pub endpoint_host: Option<String>,
-    pub endpoint_port: Option<u16>,
-    pub region: String,
-    /// PEM file of the certificate authority that signed the service's
-    /// certificate, when it is not a public one.
-    pub ca_file: Option<String>,
-    /// Days full backups are kept (pgBackRest's time-based retention: a
-    /// full backup older than this goes only once a newer one covers the
-    /// whole window, so point-in-time recovery to any moment inside it
-    /// stays possible; WAL older than the oldest kept backup goes with
-    /// it). `None` keeps everything.
-    pub retention_days: Option<u32>,
-}
-
-impl S3Repository {
-    /// The repository a destination URL (`s3://bucket/prefix`), endpoint
-    /// (`https://host:port`) and region describe. An endpoint means an
-    /// S3-compatible service, addressed path-style.
-    pub fn parse(
-        url: &str,
-        endpoint: Option<&str>,
-        region: Option<&str>,
-    ) -> Result<Self, RepositoryError> {
-        let rest = url
-            .strip_prefix("s3://")
-            .ok_or_else(|| RepositoryError::NotS3(url.to_owned()))?;
-        let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
-        if bucket.is_empty() {
-            return Err(RepositoryError::NotS3(url.to_owned()));
-        }
-        let (endpoint_host, endpoint_port) = match endpoint {
-            Some(endpoint) => {
-                let (host, port) = parse_endpoint(endpoint)?;
-                (Some(host), port)
-            }
-            None => (None, None),
-        };
-        let repository = S3Repository {
-            bucket: bucket.to_owned(),
-            prefix: prefix.trim_matches('/').to_owned(),
-            endpoint_host,
-            endpoint_port,
-            region: region.unwrap_or(DEFAULT_REGION).to_owned(),
-            ca_file: None,
-            retention_days: None,
-        };
-        for value in [url, &repository.region] {
-            no_line_break(value)?;
-        }
-        Ok(repository)
-    }
-
-    /// Where the cluster `cluster` of `namespace` archives in the bucket.
-    pub fn cluster_path(&self, namespace: &str, cluster: &str) -> String {
-        let mut path = String::from("/");
-        if !self.prefix.is_empty() {
-            path.push_str(&self.prefix);
-            path.push('/');
-        }
-        let _ = write!(path, "{namespace}/{cluster}");
-        path
-    }
-}
-
-fn parse_endpoint(endpoint: &str) -> Result<(String, Option<u16>), RepositoryError> {
-    let bad = || RepositoryError::Endpoint(endpoint.to_owned());
-    if endpoint.starts_with("http://") {
-        return Err(RepositoryError::PlainHttp(endpoint.to_owned()));
-    }
-    let rest = endpoint.strip_prefix("https://").ok_or_else(bad)?;
-    let authority = rest.split('/').next().unwrap_or_default();
-    let (host, port) = match authority.rsplit_once(':') {
-        Some((host, port)) if !host.ends_with(']') || authority.starts_with('[') => {
-            (host, Some(port.parse::<u16>().map_err(|_| bad())?))
-        }
-        _ => (authority, None),
-    };
-    if host.is_empty() || host.contains(char::is_whitespace) {
-        return Err(bad());
-    }
-    Ok((host.to_owned(), port))
-}
-
-fn no_line_break(value: &str) -> Result<(), RepositoryError> {
-    if value.contains(['\n', '\r']) {
-        return Err(RepositoryError::LineBreak(value.to_owned()));
-    }
-    Ok(())
-}
 
 /// One stanza: the cluster's PostgreSQL as pgBackRest sees it from inside
 /// the instance, and where it archives.
@@ -153,8 +44,8 @@ fn no_line_break(value: &str) -> Result<(), RepositoryError> {
 pub struct Stanza {
     /// The stanza's name (the cluster's name).
     pub name: String,
-    pub repository: S3Repository,
-    /// `repo1-path`: see [`S3Repository::cluster_path`].
+    pub repository: Repository,
+    /// `repo1-path`: see [`Repository::cluster_path`].
     pub repository_path: String,
     /// PGDATA.
     pub pgdata: String,
@@ -194,32 +85,7 @@ pub const TRANSFER_PROCESSES: u32 = 4;
 
 /// `pgbackrest.conf` for `stanza`.
 pub fn render_conf(stanza: &Stanza) -> Result<String, RepositoryError> {
-    let repo = &stanza.repository;
-    let endpoint = repo
-        .endpoint_host
-        .clone()
-        .unwrap_or_else(|| format!("s3.{}.amazonaws.com", repo.region));
-    let mut global: Vec<(&str, String)> = vec![
-        ("repo1-type", "s3".into()),
-        ("repo1-path", stanza.repository_path.clone()),
-        ("repo1-s3-bucket", repo.bucket.clone()),
-        ("repo1-s3-endpoint", endpoint),
-        ("repo1-s3-region", repo.region.clone()),
-    ];
-    if repo.endpoint_host.is_some() {
-        // S3-compatible services rarely resolve bucket.host names.
-        global.push(("repo1-s3-uri-style", "path".into()));
-    }
-    if let Some(port) = repo.endpoint_port {
-        global.push(("repo1-storage-port", port.to_string()));
-    }
-    if let Some(ca) = &repo.ca_file {
-        global.push(("repo1-storage-ca-file", ca.clone()));
-    }
-    if let Some(days) = repo.retention_days {
-        global.push(("repo1-retention-full-type", "time".into()));
-        global.push(("repo1-retention-full", days.to_string()));
-    }
+    let mut global = stanza.repository.options(&stanza.repository_path);
     global.extend([
         ("archive-async", "y".into()),
         ("spool-path", stanza.spool_path.clone()),

@@ -1,7 +1,7 @@
 //! Restores: where to recover to, the arguments of `pgbackrest restore`,
 //! and the settings it leaves behind.
 
-use super::S3Repository;
+use super::Repository;
 
 /// Where a restore recovers to, after which the restored instance is
 /// promoted.
@@ -21,7 +21,7 @@ pub enum RecoveryTarget {
 /// recover to.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RestoreSource {
-    pub repository: S3Repository,
+    pub repository: Repository,
     /// The source cluster's namespace and name: its path in the
     /// repository, and its stanza.
     pub namespace: String,

@@ -1,6 +1,6 @@
 use super::*;
 
-fn stanza(repository: S3Repository) -> Stanza {
+fn stanza(repository: Repository) -> Stanza {
     Stanza {
         name: "orders".into(),
         repository_path: repository.cluster_path("shop", "orders"),
@@ -32,13 +32,13 @@ fn option<'a>(conf: &'a str, section: &str, key: &str) -> Option<&'a str> {
 
 #[test]
 fn an_s3_compatible_endpoint_renders_path_style_with_its_port_and_ca() {
-    let mut repository = S3Repository::parse(
+    let repository = Repository::s3(
         "s3://backups/prod/",
         Some("https://minio.example:9000"),
         None,
     )
-    .expect("parses");
-    repository.ca_file = Some("/etc/tusk/backup-ca/ca.crt".into());
+    .expect("parses")
+    .with_ca_file(Some("/etc/tusk/backup-ca/ca.crt".into()));
     let conf = render_conf(&stanza(repository)).expect("renders");
     let global = |key| option(&conf, "global", key);
     assert_eq!(global("repo1-type"), Some("s3"));
@@ -79,7 +79,7 @@ fn an_s3_compatible_endpoint_renders_path_style_with_its_port_and_ca() {
 
 #[test]
 fn aws_needs_no_endpoint_and_addresses_the_bucket_by_host() {
-    let repository = S3Repository::parse("s3://backups", None, Some("eu-west-3")).expect("parses");
+    let repository = Repository::s3("s3://backups", None, Some("eu-west-3")).expect("parses");
     let conf = render_conf(&stanza(repository)).expect("renders");
     assert_eq!(
         option(&conf, "global", "repo1-s3-endpoint"),
@@ -91,8 +91,80 @@ fn aws_needs_no_endpoint_and_addresses_the_bucket_by_host() {
 }
 
 #[test]
+fn a_volume_repository_is_a_posix_path_under_the_volumes_mount() {
+    let mut repository = Repository::parse(
+        "file:///backups/prod/",
+        None,
+        None,
+        Some("/var/lib/tusk/repositories/pg-backups/"),
+    )
+    .expect("parses");
+    repository.retention_days = Some(7);
+    let conf = render_conf(&stanza(repository.clone())).expect("renders");
+    let global = |key| option(&conf, "global", key);
+    assert_eq!(global("repo1-type"), Some("posix"));
+    assert_eq!(
+        global("repo1-path"),
+        Some("/var/lib/tusk/repositories/pg-backups/backups/prod/shop/orders")
+    );
+    assert_eq!(global("repo1-retention-full"), Some("7"));
+    assert_eq!(global("archive-async"), Some("y"));
+    assert!(!conf.contains("repo1-s3"), "{conf}");
+    assert!(!conf.contains("repo1-storage"), "{conf}");
+    // A volume has no service certificate to trust.
+    assert_eq!(
+        repository.clone().with_ca_file(Some("/ca".into())),
+        repository
+    );
+    assert_eq!(
+        repository.describe(),
+        "the volume at /var/lib/tusk/repositories/pg-backups"
+    );
+    // As the destination names it: inside the volume, not the mount.
+    assert_eq!(
+        repository.url_of("shop", "orders", "backup/orders/F"),
+        "file:///backups/prod/shop/orders/backup/orders/F"
+    );
+}
+
+#[test]
+fn a_volume_repository_needs_its_volume_and_nothing_of_s3() {
+    let parse = |url, endpoint, region, root| Repository::parse(url, endpoint, region, root);
+    assert!(matches!(
+        parse("file:///backups", None, None, None),
+        Err(RepositoryError::NoVolume(_))
+    ));
+    assert!(matches!(
+        parse("s3://b/p", None, None, Some("/v")),
+        Err(RepositoryError::VolumeForObjectStore(_))
+    ));
+    assert!(matches!(
+        parse("file:///b", Some("https://minio:9000"), None, Some("/v")),
+        Err(RepositoryError::EndpointForVolume(_))
+    ));
+    assert!(matches!(
+        parse("file:///b", None, Some("eu-west-3"), Some("/v")),
+        Err(RepositoryError::EndpointForVolume(_))
+    ));
+    assert!(matches!(
+        parse("file:///b/../../etc", None, None, Some("/v")),
+        Err(RepositoryError::OutsideVolume(_))
+    ));
+    assert!(matches!(
+        parse("gs://b/p", None, None, Some("/v")),
+        Err(RepositoryError::Scheme(_))
+    ));
+    // The volume's root is the repository's when the path is `/`.
+    let root = parse("file:///", None, None, Some("/v")).expect("parses");
+    assert_eq!(root.cluster_path("shop", "orders"), "/v/shop/orders");
+    let s3 = parse("s3://b/p", None, None, None).expect("parses");
+    assert_eq!(s3.cluster_path("shop", "orders"), "/p/shop/orders");
+    assert_eq!(s3.url_of("shop", "orders", "x"), "s3://b/p/shop/orders/x");
+}
+
+#[test]
 fn keys_never_reach_the_file_and_wal_is_never_dropped() {
-    let repository = S3Repository::parse("s3://b", None, None).expect("parses");
+    let repository = Repository::s3("s3://b", None, None).expect("parses");
     let conf = render_conf(&stanza(repository)).expect("renders");
     assert!(!conf.contains("repo1-s3-key"), "{conf}");
     // A full queue would make pgBackRest drop WAL and report success.
@@ -104,22 +176,23 @@ fn other_destinations_and_plain_http_are_refused() {
     for url in ["gs://b/p", "az://c", "file:///backups", "s3://", "s3:///p"] {
         assert!(
             matches!(
-                S3Repository::parse(url, None, None),
-                Err(RepositoryError::NotS3(_))
+                Repository::s3(url, None, None),
+                Err(RepositoryError::Scheme(_))
             ),
             "{url}"
         );
     }
     assert!(matches!(
-        S3Repository::parse("s3://b", Some("http://minio:9000"), None),
+        Repository::s3("s3://b", Some("http://minio:9000"), None),
         Err(RepositoryError::PlainHttp(_))
     ));
     assert!(matches!(
-        S3Repository::parse("s3://b", Some("https://minio:port"), None),
+        Repository::s3("s3://b", Some("https://minio:port"), None),
         Err(RepositoryError::Endpoint(_))
     ));
-    let mut repository = S3Repository::parse("s3://b", None, None).expect("parses");
-    repository.ca_file = Some("/ca\n[global]".into());
+    let repository = Repository::s3("s3://b", None, None)
+        .expect("parses")
+        .with_ca_file(Some("/ca\n[global]".into()));
     assert!(matches!(
         render_conf(&stanza(repository)),
         Err(RepositoryError::LineBreak(_))

@@ -33,7 +33,8 @@ use tusk_api::v1alpha1::ObjectStore;
 
 pub use tusk_api::contract::{
     BACKUP_CA_MOUNT_NAME, CONTROLLER_DIR, DATA_MOUNT, InstanceEnv, PGDATA, POSTGRES_PORT,
-    RESTORE_CA_MOUNT_NAME, RUN_DIR, S3_ACCESS_KEY_ID, S3_SECRET_ACCESS_KEY, SECRETS_DIR,
+    REPOSITORIES_DIR, RESTORE_CA_MOUNT_NAME, RUN_DIR, S3_ACCESS_KEY_ID, S3_SECRET_ACCESS_KEY,
+    SECRETS_DIR,
 };
 
 /// The pod of `instance`, labelled with `role` (`None` while the operator
@@ -175,7 +176,32 @@ fn postgres_mounts(cluster: &ValidatedCluster) -> Vec<VolumeMount> {
             true,
         ));
     }
+    for (volume, claim) in repository_claims(cluster) {
+        mounts.push(mount(
+            &volume,
+            &format!("{REPOSITORIES_DIR}/{claim}"),
+            false,
+        ));
+    }
     mounts
+}
+
+/// The claims of the `file://` repositories the pod reads or writes (the
+/// backup destination's, the restore source's; once each), with the name
+/// of the pod volume each becomes.
+fn repository_claims(cluster: &ValidatedCluster) -> Vec<(String, &str)> {
+    let destination = cluster
+        .archive
+        .as_ref()
+        .and_then(|a| a.volume_claim.as_deref());
+    let source = restore_source(cluster).and_then(|s| s.volume_claim.as_deref());
+    let mut claims: Vec<&str> = destination.into_iter().chain(source).collect();
+    claims.dedup();
+    claims
+        .into_iter()
+        .enumerate()
+        .map(|(at, claim)| (format!("repository-{at}"), claim))
+        .collect()
 }
 
 /// How often the startup probe runs, and how long it lets an instance
@@ -331,6 +357,14 @@ fn environment(cluster: &ValidatedCluster) -> Vec<EnvVar> {
         value(InstanceEnv::API_TLS, "true".to_owned()),
     ];
     env.extend(repository_keys(cluster));
+    // Only with a volume to find there: a pod without one keeps the
+    // template (and fingerprint) it had before volumes were supported.
+    if !repository_claims(cluster).is_empty() {
+        env.push(value(
+            InstanceEnv::REPOSITORIES_DIR,
+            REPOSITORIES_DIR.to_owned(),
+        ));
+    }
     env
 }
 
@@ -406,6 +440,16 @@ fn volumes(cluster: &ValidatedCluster, instance: &InstanceName) -> Vec<Volume> {
                 secret_name: Some(secret.to_owned()),
                 default_mode: Some(0o444),
                 ..SecretVolumeSource::default()
+            }),
+            ..Volume::default()
+        });
+    }
+    for (volume, claim) in repository_claims(cluster) {
+        volumes.push(Volume {
+            name: volume,
+            persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+                claim_name: claim.to_owned(),
+                read_only: Some(false),
             }),
             ..Volume::default()
         });

@@ -136,6 +136,7 @@ fn the_pod_environment_round_trips_through_the_instance_managers_parser() {
             pgdata: PGDATA.into(),
             bin_dir: "/usr/lib/postgresql/16/bin".into(),
             secrets_dir: SECRETS_DIR.into(),
+            repositories_dir: REPOSITORIES_DIR.into(),
             run_dir: RUN_DIR.into(),
             postgres_port: POSTGRES_PORT,
             http_port: HTTP_PORT,
@@ -180,6 +181,92 @@ fn the_pod_environment_round_trips_through_the_instance_managers_parser() {
     }
     // The PGDATA the manager uses lies on the data volume.
     assert!(parsed.pgdata.starts_with(DATA_MOUNT));
+}
+
+/// The claim of the volume mounted at a directory holding `path`.
+fn claim_mounted_at(spec: &PodSpec, path: &std::path::Path) -> Option<String> {
+    let mount = spec.containers[0]
+        .volume_mounts
+        .iter()
+        .flatten()
+        .find(|m| path.starts_with(&m.mount_path))?;
+    assert!(
+        !mount.read_only.unwrap_or(false),
+        "{} is writable",
+        mount.mount_path
+    );
+    spec.volumes
+        .iter()
+        .flatten()
+        .find(|v| v.name == mount.name)
+        .and_then(|v| v.persistent_volume_claim.as_ref())
+        .map(|c| c.claim_name.clone())
+}
+
+/// A `file://` repository's volume is mounted where the instance
+/// manager, reading the pod's environment, puts pgBackRest's repository;
+/// a claim named by both the destination and the restore source is
+/// mounted once, and a pod with no such repository is as before.
+#[test]
+fn a_volume_repository_is_mounted_where_the_instance_manager_looks() {
+    use tusk_api::contract::{InstanceEnvironment, MountDirs};
+
+    let volume = |claim: &str| serde_json::json!({"url": "file:///pg", "volumeClaim": claim});
+    let read = |source_claim: &str| {
+        let mut spec = small();
+        spec["backup"] = serde_json::json!({"destination": volume("backups")});
+        spec["bootstrap"] = serde_json::json!({"recovery": {
+            "cluster": "old-orders", "source": volume(source_claim)}});
+        let cluster: tusk_api::v1alpha1::PostgresClusterSpec =
+            serde_json::from_value(spec.clone()).expect("spec");
+        let pod_spec = pod(spec, None).spec.expect("spec");
+        let resolved = resolved_env(&pod_spec.containers[0]);
+        let env = InstanceEnvironment::from_lookup(|name| resolved.get(name).cloned())
+            .expect("the instance manager accepts the pod's environment");
+        let dirs = MountDirs {
+            secrets: env.secrets_dir,
+            repositories: env.repositories_dir,
+        };
+        let archive = cluster
+            .wal_archive(&dirs)
+            .expect("archives")
+            .expect("a volume repository");
+        let source = cluster
+            .restore_source("shop", &dirs)
+            .expect("restores")
+            .expect("a volume repository");
+        let claims = |path: String| claim_mounted_at(&pod_spec, std::path::Path::new(&path));
+        let mounted = (
+            claims(archive.cluster_path("shop", "orders")),
+            claims(source.repository.cluster_path("shop", "old-orders")),
+        );
+        let volumes = pod_spec.volumes.iter().flatten();
+        let claim_volumes = volumes
+            .filter(|v| v.persistent_volume_claim.is_some())
+            .count();
+        (mounted, claim_volumes)
+    };
+    assert_eq!(
+        read("old-backups"),
+        (
+            (Some("backups".into()), Some("old-backups".into())),
+            3 // the data volume and two repositories
+        )
+    );
+    assert_eq!(
+        read("backups"),
+        ((Some("backups".into()), Some("backups".into())), 2)
+    );
+
+    let plain = pod(small(), None).spec.expect("spec");
+    assert!(
+        plain.containers[0]
+            .env
+            .iter()
+            .flatten()
+            .all(|e| e.name != InstanceEnv::REPOSITORIES_DIR),
+        "a pod without a volume repository keeps its template"
+    );
 }
 
 #[test]

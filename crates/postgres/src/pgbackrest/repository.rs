@@ -1,0 +1,289 @@
+//! Where pgBackRest keeps a cluster's backups and archived WAL: an S3 (or
+//! S3-compatible) bucket, or a directory tree on a mounted volume
+//! (pgBackRest's `posix` repository), read from a destination URL.
+//!
+//! - `s3://bucket[/prefix]`, with an optional endpoint (`https://host[:port]`,
+//!   an S3-compatible service, addressed path-style) and region;
+//! - `file:///path`: `path` inside a volume the caller has mounted at
+//!   `root`. Every instance that archives, backs up or restores mounts the
+//!   same volume, so it must be shareable between them (ReadWriteMany when
+//!   they run on different nodes).
+//!
+//! Each cluster keeps its files under its own path,
+//! `<prefix>/<namespace>/<cluster>` ([`Repository::cluster_path`]), so two
+//! clusters sharing a bucket or a volume never mix their WAL.
+
+use std::fmt::Write as _;
+
+/// The region pgBackRest is given when the destination names none (S3
+/// needs one to sign requests; S3-compatible servers accept any).
+pub const DEFAULT_REGION: &str = "us-east-1";
+
+/// A destination pgBackRest cannot use.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum RepositoryError {
+    #[error(
+        "`{0}` is neither an s3://bucket[/prefix] nor a file:///path URL; \
+         GCS (gs://) and Azure (az://) repositories are not supported yet"
+    )]
+    Scheme(String),
+    #[error("endpoint `{0}` is not an http(s)://host[:port] URL")]
+    Endpoint(String),
+    #[error("endpoint `{0}` uses plain HTTP; pgBackRest speaks only HTTPS to S3")]
+    PlainHttp(String),
+    #[error("`{0}` contains a line break")]
+    LineBreak(String),
+    #[error(
+        "`{0}` is a directory, which must be on a volume every instance mounts: \
+         name its PersistentVolumeClaim in volumeClaim"
+    )]
+    NoVolume(String),
+    #[error("`{0}` is an object store: volumeClaim applies to file:///path URLs only")]
+    VolumeForObjectStore(String),
+    #[error("`{0}` is a directory on a volume: an endpoint or region applies to S3 only")]
+    EndpointForVolume(String),
+    #[error("`{0}` climbs out of its volume (`..`)")]
+    OutsideVolume(String),
+}
+
+/// A repository: where it stores, under which prefix, and how long it
+/// keeps backups.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Repository {
+    pub store: Store,
+    /// Path inside the bucket or volume under which clusters archive,
+    /// without leading or trailing `/` (empty for its root).
+    pub prefix: String,
+    /// Days full backups are kept (pgBackRest's time-based retention: a
+    /// full backup older than this goes only once a newer one covers the
+    /// whole window, so point-in-time recovery to any moment inside it
+    /// stays possible; WAL older than the oldest kept backup goes with
+    /// it). `None` keeps everything.
+    pub retention_days: Option<u32>,
+}
+
+/// The storage behind a [`Repository`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Store {
+    S3(S3Bucket),
+    /// A volume mounted at `root` (pgBackRest's `posix` repository type).
+    Volume {
+        root: String,
+    },
+}
+
+/// An S3 (or S3-compatible) bucket.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct S3Bucket {
+    pub bucket: String,
+    /// Host of the S3 service; `s3.<region>.amazonaws.com` when `None`.
+    pub endpoint_host: Option<String>,
+    pub endpoint_port: Option<u16>,
+    pub region: String,
+    /// PEM file of the certificate authority that signed the service's
+    /// certificate, when it is not a public one.
+    pub ca_file: Option<String>,
+}
+
+impl Repository {
+    /// The repository `url` names: an S3 bucket (with `endpoint` and
+    /// `region`), or a directory of the volume mounted at `volume_root`
+    /// (`None`: no volume is declared, and a `file://` URL is refused).
+    pub fn parse(
+        url: &str,
+        endpoint: Option<&str>,
+        region: Option<&str>,
+        volume_root: Option<&str>,
+    ) -> Result<Self, RepositoryError> {
+        match (url.starts_with("file://"), volume_root) {
+            (true, None) => Err(RepositoryError::NoVolume(url.to_owned())),
+            (true, Some(_)) if endpoint.is_some() || region.is_some() => {
+                Err(RepositoryError::EndpointForVolume(url.to_owned()))
+            }
+            (true, Some(root)) => Self::volume(url, root),
+            (false, Some(_)) if url.starts_with("s3://") => {
+                Err(RepositoryError::VolumeForObjectStore(url.to_owned()))
+            }
+            (false, _) => Self::s3(url, endpoint, region),
+        }
+    }
+
+    /// The S3 repository a destination URL (`s3://bucket/prefix`),
+    /// endpoint (`https://host:port`) and region describe. An endpoint
+    /// means an S3-compatible service, addressed path-style.
+    pub fn s3(
+        url: &str,
+        endpoint: Option<&str>,
+        region: Option<&str>,
+    ) -> Result<Self, RepositoryError> {
+        let rest = url
+            .strip_prefix("s3://")
+            .ok_or_else(|| RepositoryError::Scheme(url.to_owned()))?;
+        let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+        if bucket.is_empty() {
+            return Err(RepositoryError::Scheme(url.to_owned()));
+        }
+        let (endpoint_host, endpoint_port) = match endpoint {
+            Some(endpoint) => {
+                let (host, port) = parse_endpoint(endpoint)?;
+                (Some(host), port)
+            }
+            None => (None, None),
+        };
+        let region = region.unwrap_or(DEFAULT_REGION).to_owned();
+        for value in [url, &region] {
+            no_line_break(value)?;
+        }
+        Ok(Repository {
+            store: Store::S3(S3Bucket {
+                bucket: bucket.to_owned(),
+                endpoint_host,
+                endpoint_port,
+                region,
+                ca_file: None,
+            }),
+            prefix: prefix.trim_matches('/').to_owned(),
+            retention_days: None,
+        })
+    }
+
+    /// The repository `file:///path` names on the volume mounted at `root`.
+    pub fn volume(url: &str, root: &str) -> Result<Self, RepositoryError> {
+        let path = url
+            .strip_prefix("file://")
+            .filter(|p| p.starts_with('/'))
+            .ok_or_else(|| RepositoryError::Scheme(url.to_owned()))?;
+        if path.split('/').any(|part| part == "..") {
+            return Err(RepositoryError::OutsideVolume(url.to_owned()));
+        }
+        for value in [url, root] {
+            no_line_break(value)?;
+        }
+        Ok(Repository {
+            store: Store::Volume {
+                root: root.trim_end_matches('/').to_owned(),
+            },
+            prefix: path.trim_matches('/').to_owned(),
+            retention_days: None,
+        })
+    }
+
+    /// The repository trusting `ca_file` for its service's certificate
+    /// (an S3 bucket's; a volume has none).
+    pub fn with_ca_file(mut self, ca_file: Option<String>) -> Self {
+        if let Store::S3(bucket) = &mut self.store {
+            bucket.ca_file = ca_file;
+        }
+        self
+    }
+
+    /// Where the cluster `cluster` of `namespace` keeps its files: a path
+    /// in the bucket, or an absolute path under the volume's mount.
+    pub fn cluster_path(&self, namespace: &str, cluster: &str) -> String {
+        let path = self.path_in_store(namespace, cluster);
+        match &self.store {
+            Store::S3(_) => path,
+            Store::Volume { root } => format!("{root}{path}"),
+        }
+    }
+
+    /// The URL of `file` (a path under the cluster's own, such as
+    /// `backup/<stanza>/<label>`), as the destination's URL names it:
+    /// `s3://bucket/...`, or `file:///...` inside the volume.
+    pub fn url_of(&self, namespace: &str, cluster: &str, file: &str) -> String {
+        let path = self.path_in_store(namespace, cluster);
+        match &self.store {
+            Store::S3(s3) => format!("s3://{}{path}/{file}", s3.bucket),
+            Store::Volume { .. } => format!("file://{path}/{file}"),
+        }
+    }
+
+    /// `/<prefix>/<namespace>/<cluster>` inside the bucket or volume.
+    fn path_in_store(&self, namespace: &str, cluster: &str) -> String {
+        let mut path = String::from("/");
+        if !self.prefix.is_empty() {
+            path.push_str(&self.prefix);
+            path.push('/');
+        }
+        let _ = write!(path, "{namespace}/{cluster}");
+        path
+    }
+
+    /// The repository as messages name it: `s3://bucket` or
+    /// `the volume at <root>`.
+    pub fn describe(&self) -> String {
+        match &self.store {
+            Store::S3(s3) => format!("s3://{}", s3.bucket),
+            Store::Volume { root } => format!("the volume at {root}"),
+        }
+    }
+
+    /// pgBackRest's `repo1-*` options for it, with `path` as `repo1-path`.
+    pub(super) fn options(&self, path: &str) -> Vec<(&'static str, String)> {
+        let mut options = match &self.store {
+            Store::S3(s3) => s3.options(path),
+            Store::Volume { .. } => {
+                vec![("repo1-type", "posix".into()), ("repo1-path", path.into())]
+            }
+        };
+        if let Some(days) = self.retention_days {
+            options.push(("repo1-retention-full-type", "time".into()));
+            options.push(("repo1-retention-full", days.to_string()));
+        }
+        options
+    }
+}
+
+impl S3Bucket {
+    fn options(&self, path: &str) -> Vec<(&'static str, String)> {
+        let endpoint = self
+            .endpoint_host
+            .clone()
+            .unwrap_or_else(|| format!("s3.{}.amazonaws.com", self.region));
+        let mut options: Vec<(&str, String)> = vec![
+            ("repo1-type", "s3".into()),
+            ("repo1-path", path.into()),
+            ("repo1-s3-bucket", self.bucket.clone()),
+            ("repo1-s3-endpoint", endpoint),
+            ("repo1-s3-region", self.region.clone()),
+        ];
+        if self.endpoint_host.is_some() {
+            // S3-compatible services rarely resolve bucket.host names.
+            options.push(("repo1-s3-uri-style", "path".into()));
+        }
+        if let Some(port) = self.endpoint_port {
+            options.push(("repo1-storage-port", port.to_string()));
+        }
+        if let Some(ca) = &self.ca_file {
+            options.push(("repo1-storage-ca-file", ca.clone()));
+        }
+        options
+    }
+}
+
+fn parse_endpoint(endpoint: &str) -> Result<(String, Option<u16>), RepositoryError> {
+    let bad = || RepositoryError::Endpoint(endpoint.to_owned());
+    if endpoint.starts_with("http://") {
+        return Err(RepositoryError::PlainHttp(endpoint.to_owned()));
+    }
+    let rest = endpoint.strip_prefix("https://").ok_or_else(bad)?;
+    let authority = rest.split('/').next().unwrap_or_default();
+    let (host, port) = match authority.rsplit_once(':') {
+        Some((host, port)) if !host.ends_with(']') || authority.starts_with('[') => {
+            (host, Some(port.parse::<u16>().map_err(|_| bad())?))
+        }
+        _ => (authority, None),
+    };
+    if host.is_empty() || host.contains(char::is_whitespace) {
+        return Err(bad());
+    }
+    Ok((host.to_owned(), port))
+}
+
+/// Refuses a value that would break pgBackRest's configuration file.
+pub(super) fn no_line_break(value: &str) -> Result<(), RepositoryError> {
+    if value.contains(['\n', '\r']) {
+        return Err(RepositoryError::LineBreak(value.to_owned()));
+    }
+    Ok(())
+}
