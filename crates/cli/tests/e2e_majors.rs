@@ -2,8 +2,10 @@
 //! PostgreSQL 16, 17 and 18 (from the installations `scripts/setup` makes,
 //! which the sandbox maps `postgres:<major>` images to) become ready, serve
 //! through their Services, and a replica of 16 streams from its primary.
-//! A cluster of 18, the newest, archives its WAL to the tests' S3 server,
-//! takes a backup, and a rehearsal restores it and passes every check.
+//! A cluster of 18, the newest, archives its WAL to a directory on a
+//! shared volume (a `file://` repository), takes a backup there, a
+//! rehearsal restores it and passes every check, and a new cluster
+//! restored from the volume has every archived row.
 
 #[path = "common/archive.rs"]
 #[allow(dead_code)]
@@ -15,9 +17,8 @@ mod s3;
 
 use std::time::Duration;
 
-use archive::{create_archiving_cluster_of, superuser, switch_wal_and_wait_archived, tusk_ok};
+use archive::{create_shared_claim, superuser, switch_wal_and_wait_archived, tusk_ok};
 use common::{NS, World, count_rows, wait_for};
-use s3::S3Server;
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -65,18 +66,25 @@ async fn clusters_of_postgresql_16_17_and_18_serve_and_replicate() {
     world.shutdown().await;
 }
 
+/// A cluster of 18 with its repository on a volume: `spec` with a
+/// `file://` destination on claim `repository`.
+fn on_the_volume(spec: serde_json::Value) -> serde_json::Value {
+    let mut cluster = json!({"instances": 1, "storage": {"size": "1Gi"},
+        "postgres": {"version": 18, "parameters": {"shared_buffers": "16MB"}, "superuserAccess": true},
+        "backup": {"destination": {"url": "file:///pg", "volumeClaim": "repository"}}});
+    for (key, value) in spec.as_object().cloned().unwrap_or_default() {
+        cluster[key] = value;
+    }
+    cluster
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_cluster_of_postgresql_18_archives_backs_up_and_rehearses_a_restore() {
+async fn a_cluster_of_postgresql_18_archives_to_a_volume_backs_up_rehearses_and_restores() {
     let world = World::start().await;
-    let server = S3Server::start_listening(&["wal"], world.host_address_for_pods());
-    create_archiving_cluster_of(
-        &world,
-        &server,
-        "bk18",
-        18,
-        json!({"verify": {"schedule": "0 0 1 1 *"}}),
-    )
-    .await;
+    create_shared_claim(&world, NS, "repository").await;
+    let mut spec = on_the_volume(json!({}));
+    spec["backup"]["verify"] = json!({"schedule": "0 0 1 1 *"});
+    world.create_cluster("bk18", spec).await;
     world.wait_ready("bk18", 1).await;
     let primary = superuser(&world, NS, "bk18").await;
     primary
@@ -117,6 +125,30 @@ async fn a_cluster_of_postgresql_18_archives_backs_up_and_rehearses_a_restore() 
         .last_restore_verification
         .expect("the rehearsal recorded");
     assert!(record.succeeded, "{record:?}");
-    println!("PostgreSQL 18: backup and rehearsal {record:?}");
+    println!("PostgreSQL 18 on a volume: backup and rehearsal {record:?}");
+
+    // Rows committed after the backup come back from the archived WAL.
+    primary
+        .batch_execute("INSERT INTO t SELECT generate_series(101, 150)")
+        .await
+        .expect("write after the backup");
+    switch_wal_and_wait_archived(&world, "bk18", Duration::from_secs(240)).await;
+    world
+        .create_cluster(
+            "rs18",
+            on_the_volume(json!({"bootstrap": {"recovery": {"cluster": "bk18",
+                "source": {"url": "file:///pg", "volumeClaim": "repository"}}}})),
+        )
+        .await;
+    world.wait_ready("rs18", 1).await;
+    let restored = superuser(&world, NS, "rs18").await;
+    let rows: i64 = restored
+        .query_one("SELECT count(*) FROM t", &[])
+        .await
+        .expect("count")
+        .get(0);
+    assert_eq!(rows, 150, "every row archived before the restore");
+    // It archives to its own path on the same volume.
+    switch_wal_and_wait_archived(&world, "rs18", Duration::from_secs(240)).await;
     world.shutdown().await;
 }

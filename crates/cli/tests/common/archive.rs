@@ -63,23 +63,27 @@ pub fn object_store(server: &S3Server, name: &str) -> serde_json::Value {
         "caSecret": format!("{name}-s3-ca")})
 }
 
+/// Creates, in `ns`, the claim `name` of a volume every instance may
+/// mount (ReadWriteMany), for `file://` repositories.
+pub async fn create_shared_claim(world: &World, ns: &str, name: &str) {
+    let claim: k8s_openapi::api::core::v1::PersistentVolumeClaim = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Gi"}}},
+    }))
+    .expect("a claim");
+    Api::<k8s_openapi::api::core::v1::PersistentVolumeClaim>::namespaced(world.client.clone(), ns)
+        .create(&PostParams::default(), &claim)
+        .await
+        .expect("claim created");
+}
+
 /// Creates the cluster `name` (one instance of PostgreSQL 15) archiving to
 /// `server`'s bucket `wal`, with `backup` merged into its `spec.backup`.
 pub async fn create_archiving_cluster(
     world: &World,
     server: &S3Server,
     name: &str,
-    backup: serde_json::Value,
-) {
-    create_archiving_cluster_of(world, server, name, 15, backup).await;
-}
-
-/// [`create_archiving_cluster`] of PostgreSQL `major`.
-pub async fn create_archiving_cluster_of(
-    world: &World,
-    server: &S3Server,
-    name: &str,
-    major: u32,
     backup: serde_json::Value,
 ) {
     create_s3_secrets(world, server, NS, name).await;
@@ -90,7 +94,7 @@ pub async fn create_archiving_cluster_of(
     world
         .create_cluster(
             name,
-            json!({"instances": 1, "postgres": {"version": major, "parameters": {"shared_buffers": "16MB"}, "superuserAccess": true},
+            json!({"instances": 1, "postgres": {"version": 15, "parameters": {"shared_buffers": "16MB"}, "superuserAccess": true},
                    "storage": {"size": "1Gi"},
                    "backup": spec}),
         )
