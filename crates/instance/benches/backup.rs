@@ -5,12 +5,14 @@
 //!
 //! ```sh
 //! scripts/setup      # PostgreSQL, pgBackRest, moto, PostgreSQL 17
-//! cargo bench -p tusk-instance --bench backup [-- SCALE [random]]
+//! cargo bench -p tusk-instance --bench backup [-- SCALE [random] [volume]]
 //! ```
 //!
 //! A PostgreSQL 15 instance run by the instance manager archives to the
 //! tests' S3-compatible server (`scripts/s3-test-server`: moto over HTTPS
-//! on loopback, objects in memory) and is filled by `pgbench -i` (scale 68
+//! on loopback, objects in memory), or with `volume` to a directory on
+//! the local disk (a `file://` repository, pgBackRest's `posix` type, as a
+//! mounted volume holds it), and is filled by `pgbench -i` (scale 68
 //! by default, about 1 GiB), or with `random`, by as many MiB of random
 //! bytes (15 MiB a scale unit), which no compression shrinks (pgbench's
 //! rows are mostly padding, which zstd shrinks to a few percent). Then,
@@ -54,13 +56,14 @@ fn main() {
         .filter(|a| !a.starts_with('-'))
         .collect();
     let scale: u32 = args.first().and_then(|a| a.parse().ok()).unwrap_or(68);
-    let random = args.get(1).is_some_and(|a| a == "random");
+    let random = args.iter().any(|a| a == "random");
+    let volume = args.iter().any(|a| a == "volume");
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .expect("a runtime");
-    runtime.block_on(bench(scale, random));
+    runtime.block_on(bench(scale, random, volume));
 }
 
 /// Fills the database: `pgbench -i` at `scale`, or 15 MiB of random bytes
@@ -138,14 +141,40 @@ fn timed_command(program: &str, args: &[&str], env: &[(&str, &str)]) -> Duration
     started.elapsed()
 }
 
-async fn bench(scale: u32, random: bool) {
+/// The repository the bench archives to: moto's bucket, or a directory
+/// of `volume`; the keys it needs.
+fn repository(
+    server: &S3Server,
+    volume: &tempfile::TempDir,
+    on_volume: bool,
+) -> (
+    pgbackrest::Repository,
+    Option<tusk_api::contract::RepositoryKeys>,
+) {
+    if on_volume {
+        let root = volume.path().display().to_string();
+        let repository = pgbackrest::Repository::volume("file:///tusk", &root).expect("a volume");
+        (repository, None)
+    } else {
+        (server.repository(BUCKET, "tusk"), Some(server.keys()))
+    }
+}
+
+async fn bench(scale: u32, random: bool, on_volume: bool) {
     common::init_logs();
     let server = S3Server::start(&[BUCKET]);
+    let volume = common::shared_volume();
+    let (repository, keys) = repository(&server, &volume, on_volume);
+    let store = if on_volume {
+        "a directory on the local disk"
+    } else {
+        "the object store (moto)"
+    };
     let mut cluster = TestCluster::new();
     let mut db = cluster.instance("db-1");
-    db.settings.repository_keys = Some(server.keys());
+    db.settings.repository_keys = keys.clone();
     let on_db = DesiredState {
-        archiving: Some(server.repository(BUCKET, "tusk")),
+        archiving: Some(repository),
         ..desired("db-1", db.address)
     };
     db.start(on_db.clone());
@@ -223,7 +252,7 @@ async fn bench(scale: u32, random: bool) {
     // 4. and 5. The rehearsal and the pre-check, each on a scratch
     // instance of the same cluster, as their pods are.
     let mut scratch = cluster.instance("db-scratch");
-    scratch.settings.repository_keys = Some(server.keys());
+    scratch.settings.repository_keys = keys;
     let scratch_ctx = InstanceContext::new(scratch.settings.clone()).expect("context");
     let rehearsal = tusk_instance::rehearsal::rehearse(&scratch_ctx, &on_db).await;
     assert!(rehearsal.succeeded(), "{rehearsal:?}");
@@ -244,11 +273,12 @@ async fn bench(scale: u32, random: bool) {
 
     let rate = |took: Duration| mib(data_bytes) / took.as_secs_f64();
     let ratio = |took: Duration| took.as_secs_f64() / copied.as_secs_f64();
+    println!("repository: {store}");
     println!("| step | time | MiB/s of the database files | time / plain copy |");
     println!("|---|---:|---:|---:|");
     for (step, took) in [
         ("plain copy (`tar`, `sync`)", copied),
-        ("full backup to the object store", backed_up),
+        ("full backup", backed_up),
         ("`pgbackrest restore`", restored),
         (
             "restore rehearsal (restore, replay, checks)",
