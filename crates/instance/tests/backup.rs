@@ -57,10 +57,30 @@ async fn archiving_primary(data: &str) -> Archiving {
     common::init_logs();
     let server = S3Server::start(&[BUCKET]);
     let mut cluster = TestCluster::new();
-    let mut db = cluster.instance("db-1");
-    db.settings.repository_keys = Some(server.keys());
     let mut repository = server.repository(BUCKET, "tusk");
     repository.retention_days = Some(7);
+    let (db, on_db, client) =
+        primary_archiving_to(&mut cluster, repository, Some(server.keys()), data).await;
+    Archiving {
+        server,
+        _cluster: cluster,
+        db,
+        on_db,
+        client,
+    }
+}
+
+/// `db-1` of `cluster` running as a primary archiving to `repository`
+/// (with `keys`), its stanza created and `data` (SQL) written; the
+/// desired state it runs with, and a superuser session.
+async fn primary_archiving_to(
+    cluster: &mut TestCluster,
+    repository: pgbackrest::Repository,
+    keys: Option<tusk_api::contract::RepositoryKeys>,
+    data: &str,
+) -> (TestInstance, DesiredState, tokio_postgres::Client) {
+    let mut db = cluster.instance("db-1");
+    db.settings.repository_keys = keys;
     let on_db = DesiredState {
         archiving: Some(repository),
         ..desired("db-1", db.address)
@@ -72,13 +92,7 @@ async fn archiving_primary(data: &str) -> Archiving {
     .await;
     let client = db.superuser().await;
     client.batch_execute(data).await.expect("data");
-    Archiving {
-        server,
-        _cluster: cluster,
-        db,
-        on_db,
-        client,
-    }
+    (db, on_db, client)
 }
 
 async fn finished(db: &TestInstance, name: &str) -> BackupReport {
@@ -293,21 +307,13 @@ async fn a_volume_repository_archives_backs_up_and_restores() {
     let repository =
         || pgbackrest::Repository::parse("file:///pg", None, None, Some(&root)).expect("a volume");
     let mut cluster = TestCluster::new();
-    let mut db = cluster.instance("db-1");
-    let on_db = DesiredState {
-        archiving: Some(repository()),
-        ..desired("db-1", db.address)
-    };
-    db.start(on_db.clone());
-    db.wait_status("the stanza", WAIT, |r| {
-        r.ready && r.archiving.as_ref().is_some_and(|a| a.stanza_created)
-    })
+    let (mut db, on_db, client) = primary_archiving_to(
+        &mut cluster,
+        repository(),
+        None,
+        "CREATE TABLE t (v int); INSERT INTO t SELECT generate_series(1, 100)",
+    )
     .await;
-    let client = db.superuser().await;
-    client
-        .batch_execute("CREATE TABLE t (v int); INSERT INTO t SELECT generate_series(1, 100)")
-        .await
-        .expect("data");
     db.set_desired(DesiredState {
         backup: Some(assigned(&db, "base", BackupType::Full)),
         ..on_db.clone()

@@ -89,19 +89,32 @@ fn resolved_env(postgres: &Container) -> BTreeMap<String, String> {
         .collect()
 }
 
-/// The Secret mounted at a directory holding `path`, in `spec`.
-fn secret_mounted_at(spec: &PodSpec, path: &std::path::Path) -> Option<String> {
+/// The mount of the postgres container holding `path`, and its volume.
+fn volume_at<'s>(
+    spec: &'s PodSpec,
+    path: &std::path::Path,
+) -> Option<(&'s VolumeMount, &'s Volume)> {
     let mount = spec.containers[0]
         .volume_mounts
         .iter()
         .flatten()
         .find(|m| path.starts_with(&m.mount_path))?;
-    spec.volumes
+    let volume = spec
+        .volumes
         .iter()
         .flatten()
-        .find(|v| v.name == mount.name)
-        .and_then(|v| v.secret.as_ref())
-        .and_then(|s| s.secret_name.clone())
+        .find(|v| v.name == mount.name)?;
+    Some((mount, volume))
+}
+
+/// The Secret mounted at a directory holding `path`, in `spec`.
+fn secret_mounted_at(spec: &PodSpec, path: &std::path::Path) -> Option<String> {
+    volume_at(spec, path)?
+        .1
+        .secret
+        .as_ref()?
+        .secret_name
+        .clone()
 }
 
 /// The environment the pod builder writes is what the instance
@@ -183,24 +196,16 @@ fn the_pod_environment_round_trips_through_the_instance_managers_parser() {
     assert!(parsed.pgdata.starts_with(DATA_MOUNT));
 }
 
-/// The claim of the volume mounted at a directory holding `path`.
+/// The claim of the volume mounted, writable, at a directory holding
+/// `path`.
 fn claim_mounted_at(spec: &PodSpec, path: &std::path::Path) -> Option<String> {
-    let mount = spec.containers[0]
-        .volume_mounts
-        .iter()
-        .flatten()
-        .find(|m| path.starts_with(&m.mount_path))?;
+    let (mount, volume) = volume_at(spec, path)?;
     assert!(
         !mount.read_only.unwrap_or(false),
         "{} is writable",
         mount.mount_path
     );
-    spec.volumes
-        .iter()
-        .flatten()
-        .find(|v| v.name == mount.name)
-        .and_then(|v| v.persistent_volume_claim.as_ref())
-        .map(|c| c.claim_name.clone())
+    Some(volume.persistent_volume_claim.as_ref()?.claim_name.clone())
 }
 
 /// A `file://` repository's volume is mounted where the instance
