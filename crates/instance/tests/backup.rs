@@ -95,6 +95,21 @@ async fn primary_archiving_to(
     (db, on_db, client)
 }
 
+/// Assigns `db` (running `on_db`) backup `name` of `backup_type`; its
+/// report once finished.
+async fn take(
+    db: &mut TestInstance,
+    on_db: &DesiredState,
+    name: &str,
+    backup_type: BackupType,
+) -> BackupReport {
+    db.set_desired(DesiredState {
+        backup: Some(assigned(db, name, backup_type)),
+        ..on_db.clone()
+    });
+    finished(db, name).await
+}
+
 async fn finished(db: &TestInstance, name: &str) -> BackupReport {
     let report = db
         .wait_status(&format!("backup {name} finished"), WAIT, |r| {
@@ -124,11 +139,7 @@ async fn the_primary_takes_its_assigned_backup_once_and_reports_it() {
     } = archiving_primary("CREATE TABLE t AS SELECT generate_series(1, 10000) AS v").await;
 
     // A full backup, recorded as pgBackRest records it.
-    db.set_desired(DesiredState {
-        backup: Some(assigned(&db, "nightly-1", BackupType::Full)),
-        ..on_db.clone()
-    });
-    let full = finished(&db, "nightly-1").await;
+    let full = take(&mut db, &on_db, "nightly-1", BackupType::Full).await;
     let status = &full.status;
     assert_eq!(status.phase, Some(BackupPhase::Completed), "{status:?}");
     let id = status.backup_id.clone().expect("an id");
@@ -148,11 +159,7 @@ async fn the_primary_takes_its_assigned_backup_once_and_reports_it() {
     assert!(status.started_at <= status.completed_at, "{status:?}");
 
     // An incremental one builds on it.
-    db.set_desired(DesiredState {
-        backup: Some(assigned(&db, "hourly-1", BackupType::Incremental)),
-        ..on_db.clone()
-    });
-    let incremental = finished(&db, "hourly-1").await;
+    let incremental = take(&mut db, &on_db, "hourly-1", BackupType::Incremental).await;
     let incremental_id = incremental.status.backup_id.clone().expect("an id");
     assert!(incremental_id.ends_with('I'), "{incremental:?}");
     assert_eq!(listed(&db).await.len(), 2);
@@ -223,11 +230,7 @@ async fn a_restore_to_a_time_has_every_row_committed_before_it_and_none_after() 
         client,
     } = archiving_primary("CREATE TABLE t (v int); INSERT INTO t SELECT generate_series(1, 100)")
         .await;
-    db.set_desired(DesiredState {
-        backup: Some(assigned(&db, "base", BackupType::Full)),
-        ..on_db.clone()
-    });
-    let base = finished(&db, "base").await;
+    let base = take(&mut db, &on_db, "base", BackupType::Full).await;
     assert_eq!(base.status.phase, Some(BackupPhase::Completed), "{base:?}");
 
     // Committed after the backup and before the target: restored from WAL.
@@ -314,11 +317,7 @@ async fn a_volume_repository_archives_backs_up_and_restores() {
         "CREATE TABLE t (v int); INSERT INTO t SELECT generate_series(1, 100)",
     )
     .await;
-    db.set_desired(DesiredState {
-        backup: Some(assigned(&db, "base", BackupType::Full)),
-        ..on_db.clone()
-    });
-    let base = finished(&db, "base").await;
+    let base = take(&mut db, &on_db, "base", BackupType::Full).await;
     assert_eq!(base.status.phase, Some(BackupPhase::Completed), "{base:?}");
     let location = base.status.location.clone().unwrap_or_default();
     assert!(
@@ -421,11 +420,7 @@ async fn a_rehearsal_proves_the_newest_backup_and_names_the_check_that_fails() {
         "CREATE TABLE t (v int PRIMARY KEY); INSERT INTO t SELECT generate_series(1, 1000)",
     )
     .await;
-    db.set_desired(DesiredState {
-        backup: Some(assigned(&db, "nightly", BackupType::Full)),
-        ..on_db.clone()
-    });
-    let taken = finished(&db, "nightly").await;
+    let taken = take(&mut db, &on_db, "nightly", BackupType::Full).await;
     assert_eq!(
         taken.status.phase,
         Some(BackupPhase::Completed),
