@@ -368,6 +368,31 @@ fn environment(cluster: &ValidatedCluster) -> Vec<EnvVar> {
     env
 }
 
+/// A volume of Secret `secret`, its files readable as `mode` says.
+fn secret_volume(name: &str, secret: &str, mode: i32) -> Volume {
+    Volume {
+        name: name.to_owned(),
+        secret: Some(SecretVolumeSource {
+            secret_name: Some(secret.to_owned()),
+            default_mode: Some(mode),
+            ..SecretVolumeSource::default()
+        }),
+        ..Volume::default()
+    }
+}
+
+/// A writable volume of claim `claim`.
+fn claim_volume(name: &str, claim: &str) -> Volume {
+    Volume {
+        name: name.to_owned(),
+        persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+            claim_name: claim.to_owned(),
+            read_only: Some(false),
+        }),
+        ..Volume::default()
+    }
+}
+
 fn volumes(cluster: &ValidatedCluster, instance: &InstanceName) -> Vec<Volume> {
     let empty = |name: &str| Volume {
         name: name.to_owned(),
@@ -375,55 +400,27 @@ fn volumes(cluster: &ValidatedCluster, instance: &InstanceName) -> Vec<Volume> {
         ..Volume::default()
     };
     let mut volumes = vec![
-        Volume {
-            name: "pgdata".to_owned(),
-            persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
-                claim_name: instance.to_string(),
-                read_only: Some(false),
-            }),
-            ..Volume::default()
-        },
+        claim_volume("pgdata", instance.as_str()),
         empty("controller"),
         empty("run"),
         empty("tmp"),
     ];
     for credential in Credential::ALL {
-        volumes.push(Volume {
-            name: format!("secret-{}", credential.mount_name()),
-            secret: Some(SecretVolumeSource {
-                secret_name: Some(credential.secret_name(cluster)),
-                default_mode: Some(0o440),
-                ..SecretVolumeSource::default()
-            }),
-            ..Volume::default()
-        });
+        volumes.push(secret_volume(
+            &format!("secret-{}", credential.mount_name()),
+            &credential.secret_name(cluster),
+            0o440,
+        ));
     }
     for secret in TlsSecret::ALL {
-        let Some(name) = secret.mount_name() else {
-            continue;
-        };
-        volumes.push(Volume {
-            name: name.to_owned(),
-            secret: Some(SecretVolumeSource {
-                secret_name: Some(secret.secret_name(cluster)),
-                default_mode: Some(0o440),
-                ..SecretVolumeSource::default()
-            }),
-            ..Volume::default()
-        });
+        if let Some(name) = secret.mount_name() {
+            volumes.push(secret_volume(name, &secret.secret_name(cluster), 0o440));
+        }
     }
     // The owner's server certificate (it holds a key: readable by the
     // pod's group alone, as the cluster's own).
     if let Some(secret) = &cluster.server_secret {
-        volumes.push(Volume {
-            name: POSTGRES_TLS_MOUNT.to_owned(),
-            secret: Some(SecretVolumeSource {
-                secret_name: Some(secret.clone()),
-                default_mode: Some(0o440),
-                ..SecretVolumeSource::default()
-            }),
-            ..Volume::default()
-        });
+        volumes.push(secret_volume(POSTGRES_TLS_MOUNT, secret, 0o440));
     }
     let ca_secrets = [
         (BACKUP_CA_VOLUME, backup_ca_secret(cluster)),
@@ -433,26 +430,12 @@ fn volumes(cluster: &ValidatedCluster, instance: &InstanceName) -> Vec<Volume> {
         ),
     ];
     for (volume, secret) in ca_secrets {
-        let Some(secret) = secret else { continue };
-        volumes.push(Volume {
-            name: volume.to_owned(),
-            secret: Some(SecretVolumeSource {
-                secret_name: Some(secret.to_owned()),
-                default_mode: Some(0o444),
-                ..SecretVolumeSource::default()
-            }),
-            ..Volume::default()
-        });
+        if let Some(secret) = secret {
+            volumes.push(secret_volume(volume, secret, 0o444));
+        }
     }
     for (volume, claim) in repository_claims(cluster) {
-        volumes.push(Volume {
-            name: volume,
-            persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
-                claim_name: claim.to_owned(),
-                read_only: Some(false),
-            }),
-            ..Volume::default()
-        });
+        volumes.push(claim_volume(&volume, claim));
     }
     volumes
 }
