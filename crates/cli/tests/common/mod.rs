@@ -492,6 +492,12 @@ impl Writer {
             .unwrap_or_default()
     }
 
+    /// When the first acknowledgement after `since` arrived.
+    pub fn first_after(&self, since: Instant) -> Option<Instant> {
+        let times = self.times.lock().ok()?;
+        times.get(times.partition_point(|t| *t < since)).copied()
+    }
+
     /// The longest time without an acknowledged write from `from` to
     /// `to` (counting from the last acknowledgement before `from` to the
     /// first after `to`).

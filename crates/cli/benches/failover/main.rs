@@ -12,14 +12,19 @@
 //!   one before the freeze to the first one after the failover;
 //! - follow: from the freeze until the other standby streams from the new
 //!   primary;
-//! - rejoin: from thawing the former primary until it is a ready standby.
+//! - rejoin: from thawing the former primary until it is a ready standby;
+//! - the steps between ([`timeline`]): when the old primary's lease was
+//!   last renewed, when `-rw` stopped routing to it, when the new primary
+//!   was chosen, took the lease, was seen serving and routed to, and when
+//!   the client's first write after the freeze was acknowledged.
 //!
 //! ```sh
 //! cargo bench -p tusk --bench failover -- [REPETITIONS] [DELAY_SECONDS]
 //! ```
 
-#[path = "../tests/common/mod.rs"]
+#[path = "../../tests/common/mod.rs"]
 mod common;
+mod timeline;
 
 use std::time::{Duration, Instant};
 
@@ -32,6 +37,7 @@ struct Repetition {
     follow: Duration,
     rejoin: Duration,
     decision: f64,
+    steps: timeline::Steps,
 }
 
 fn summary(name: &str, mut values: Vec<f64>) {
@@ -42,7 +48,7 @@ fn summary(name: &str, mut values: Vec<f64>) {
     println!("{name:<8} median {median:6.2} s   min {min:6.2} s   max {max:6.2} s");
 }
 
-async fn repetition(world: &World, writer: &Writer) -> Repetition {
+async fn repetition(world: &World, writer: &Writer, timeline: &timeline::Timeline) -> Repetition {
     world.wait_replicating(CLUSTER, 3).await;
     writer.wait_for_more(10, Duration::from_secs(60)).await;
     let status = world.status(CLUSTER).await;
@@ -103,6 +109,13 @@ async fn repetition(world: &World, writer: &Writer) -> Repetition {
         .current_primary
         .unwrap_or_default();
     let record = world.status(CLUSTER).await.last_failover.expect("recorded");
+    let steps = timeline.steps(frozen, &old, &new, writer.first_after(frozen));
+    for (name, offset) in steps.named() {
+        match offset {
+            Some(offset) => println!("  {name:<22} {offset:+6.2} s"),
+            None => println!("  {name:<22} not seen"),
+        }
+    }
     let thawed = Instant::now();
     faults.thaw(NS, &old, "postgres").expect("thaw");
     world.wait_replicating(CLUSTER, 3).await;
@@ -120,6 +133,7 @@ async fn repetition(world: &World, writer: &Writer) -> Repetition {
         follow,
         rejoin,
         decision: record.duration_seconds.unwrap_or_default(),
+        steps,
     }
 }
 
@@ -134,6 +148,7 @@ async fn main() {
         .await;
     world.wait_replicating(CLUSTER, 3).await;
     world.create_ledger(CLUSTER).await;
+    let timeline = timeline::Timeline::start(&world.client, NS, CLUSTER);
     // A client that gives up on a connection attempt or a write after a
     // second: with the common 5 s, a write or a connection stuck on the
     // frozen primary would hide any failover faster than that.
@@ -148,9 +163,10 @@ async fn main() {
     println!("{repetitions} failovers, delaySeconds {delay}");
     let mut runs = Vec::new();
     for _ in 0..repetitions {
-        runs.push(repetition(&world, &writer).await);
+        runs.push(repetition(&world, &writer, &timeline).await);
     }
     let acknowledged = writer.finish().await;
+    timeline.stop();
     let (missing, _) = world.missing_from_ledger(CLUSTER, &acknowledged).await;
     let lost = missing.len();
     summary("RTO", runs.iter().map(|r| r.rto.as_secs_f64()).collect());
@@ -163,6 +179,9 @@ async fn main() {
         "rejoin",
         runs.iter().map(|r| r.rejoin.as_secs_f64()).collect(),
     );
+    println!("steps, from the freeze:");
+    let steps: Vec<timeline::Steps> = runs.into_iter().map(|r| r.steps).collect();
+    timeline::summary(&steps);
     println!(
         "{} writes acknowledged, {lost} of them missing afterwards",
         acknowledged.len()
