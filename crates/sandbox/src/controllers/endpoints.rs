@@ -4,8 +4,12 @@
 //! A pod is an address of the Service once it has an IP and is not being
 //! deleted; it is under `addresses` while its Ready condition is True and
 //! under `notReadyAddresses` otherwise, which is what gates traffic (the
-//! proxy forwards only to `addresses`). Services without a selector are
-//! left alone: their Endpoints belong to whoever wrote them.
+//! proxy forwards only to `addresses`). A Service with
+//! `publishNotReadyAddresses` has every such pod under `addresses`, ready
+//! or not, pods being deleted included, as Kubernetes' endpoints
+//! controller tolerates unready endpoints and includes terminating pods
+//! for it. Services without a selector are left alone: their Endpoints
+//! belong to whoever wrote them.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -70,11 +74,12 @@ pub fn subsets(service: &Service, pods: &[std::sync::Arc<Pod>]) -> Vec<Value> {
         return Vec::new();
     };
     let namespace = service.namespace().unwrap_or_default();
+    let publish_not_ready = spec.publish_not_ready_addresses == Some(true);
     let mut groups: BTreeMap<String, (Value, Vec<Value>, Vec<Value>)> = BTreeMap::new();
     for pod in pods {
         if pod.namespace().as_deref() != Some(namespace.as_str())
             || !selects(selector, pod)
-            || pod.metadata.deletion_timestamp.is_some()
+            || (pod.metadata.deletion_timestamp.is_some() && !publish_not_ready)
         {
             continue;
         }
@@ -112,7 +117,7 @@ pub fn subsets(service: &Service, pods: &[std::sync::Arc<Pod>]) -> Vec<Value> {
         let group = groups
             .entry(key)
             .or_insert_with(|| (Value::Array(ports), Vec::new(), Vec::new()));
-        if is_ready(pod) {
+        if publish_not_ready || is_ready(pod) {
             group.1.push(address);
         } else {
             group.2.push(address);
@@ -337,6 +342,43 @@ mod tests {
         assert_eq!(subset["addresses"][0]["ip"], "127.1.0.3");
         assert_eq!(subset["notReadyAddresses"][0]["ip"], "127.1.0.2");
         assert_eq!(subset["addresses"][0]["targetRef"]["name"], "b");
+    }
+
+    #[test]
+    fn a_service_publishing_unready_addresses_routes_to_every_selected_pod() {
+        let service: Service = serde_json::from_value(json!({
+            "metadata": {"name": "db-rw", "namespace": "shop"},
+            "spec": {"selector": {"role": "primary"}, "publishNotReadyAddresses": true,
+                     "ports": [{"name": "pg", "port": 5432, "targetPort": "postgres"}]}
+        }))
+        .expect("service");
+        let mut terminating = (*pod("d", "127.1.0.5", true, json!({"role": "primary"}))).clone();
+        terminating.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                "2026-12-06T10:00:00Z".parse().expect("a time"),
+            ));
+        let mut finished = (*pod("e", "127.1.0.6", false, json!({"role": "primary"}))).clone();
+        if let Some(status) = finished.status.as_mut() {
+            status.phase = Some("Succeeded".into());
+        }
+        let pods = vec![
+            pod("a", "127.1.0.2", false, json!({"role": "primary"})),
+            pod("c", "127.1.0.4", true, json!({"role": "replica"})),
+            Arc::new(terminating),
+            Arc::new(finished),
+        ];
+        let subsets = subsets(&service, &pods);
+        assert_eq!(subsets.len(), 1);
+        let ips: Vec<&str> = subsets[0]["addresses"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|a| a["ip"].as_str())
+            .collect();
+        // Unready and terminating pods take traffic; a finished one and
+        // one the selector leaves out do not.
+        assert_eq!(ips, ["127.1.0.2", "127.1.0.5"]);
+        assert!(subsets[0].get("notReadyAddresses").is_none());
     }
 
     #[test]
