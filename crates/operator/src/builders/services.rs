@@ -1,6 +1,7 @@
 //! The cluster's Services: `-rw` reaches the primary, `-ro` the replicas,
 //! `-r` any instance. They select on the role label the operator keeps on
-//! the pods, so repointing `-rw` after a failover is a label change.
+//! the pods, so repointing `-rw` after a failover is a label change, and
+//! `-rw` follows the label alone, not the pod's readiness.
 
 use std::collections::BTreeMap;
 
@@ -11,12 +12,24 @@ use tusk_api::labels;
 use super::{POSTGRES_PORT, child_meta};
 use crate::validate::ValidatedCluster;
 
+/// `-rw` routes to the pod labelled primary whether or not the kubelet
+/// counts it ready (`publishNotReadyAddresses`): the label is the
+/// operator's word that the instance serves as the primary, given only
+/// once the chosen instance reports so and taken from a failed primary the
+/// moment another is chosen. Waiting for readiness as well would keep
+/// writes from a new primary until the kubelet's next probe of it, up to a
+/// probe period after a failover (as a standby with no primary to stream
+/// from, its pod had turned unready).
 pub fn rw_service(cluster: &ValidatedCluster) -> Service {
-    service(
+    let mut service = service(
         cluster,
         &cluster.name.rw_service(),
         Some(labels::role::PRIMARY),
-    )
+    );
+    if let Some(spec) = service.spec.as_mut() {
+        spec.publish_not_ready_addresses = Some(true);
+    }
+    service
 }
 
 pub fn ro_service(cluster: &ValidatedCluster) -> Service {
@@ -65,6 +78,10 @@ mod tests {
             serde_json::json!({"instances": 3, "postgres": {"version": 15}, "storage": {"size": "1Gi"}}),
         );
         let selector = |s: Service| s.spec.and_then(|s| s.selector).expect("selector");
+        let published = |s: &Service| s.spec.as_ref().and_then(|s| s.publish_not_ready_addresses);
+        assert_eq!(published(&rw_service(&cluster)), Some(true));
+        assert_eq!(published(&ro_service(&cluster)), None);
+        assert_eq!(published(&r_service(&cluster)), None);
         let rw = selector(rw_service(&cluster));
         assert_eq!(rw.get(labels::ROLE).map(String::as_str), Some("primary"));
         assert_eq!(rw.get(labels::CLUSTER).map(String::as_str), Some("orders"));

@@ -245,6 +245,7 @@ fn roles(
         &observed.children.pods,
         &observed.reports,
         instances.target_primary.as_str(),
+        observed.lease_quiet_since.is_some(),
     )
 }
 
