@@ -62,9 +62,13 @@ pub struct LeaseTiming {
     pub fence_after: Duration,
 }
 
-/// Shortest lease: two seconds, so that a renewal every 400 ms survives a
-/// lost request or two.
-pub const MIN_LEASE_SECONDS: u32 = 2;
+/// Shortest lease: one second (`leaseDurationSeconds` counts whole
+/// seconds), for `delaySeconds` 0 and 1: renewed every 200 ms, so that two
+/// lost or late renewals still leave one before the fence at 600 ms. The
+/// price of so short a lease: a primary whose renewals the API server does
+/// not acknowledge for 600 ms stops PostgreSQL, as a failover delay of 0
+/// asks for.
+pub const MIN_LEASE_SECONDS: u32 = 1;
 /// Longest lease: a long failover delay need not mean a long fence time.
 pub const MAX_LEASE_SECONDS: u32 = 15;
 
@@ -102,7 +106,7 @@ mod tests {
         for delay in [-1, 0, 1, 2, 5, 10, 30, 3600] {
             let timing = LeaseTiming::for_delay(delay);
             let seconds = timing.duration.as_secs();
-            assert!((2..=15).contains(&seconds), "delay {delay}: {seconds} s");
+            assert!((1..=15).contains(&seconds), "delay {delay}: {seconds} s");
             // At least two renewals may be lost before the fence.
             assert!(timing.renew_every * 2 < timing.fence_after, "{timing:?}");
             // The margin tolerates clock rates differing by 60 %.
@@ -113,7 +117,18 @@ mod tests {
             LeaseTiming::for_delay(5).fence_after,
             Duration::from_secs(3)
         );
-        assert_eq!(LeaseTiming::for_delay(0).duration, Duration::from_secs(2));
+        // The shortest: a failover delay of 0 or 1 s waits for no more.
+        assert_eq!(LeaseTiming::for_delay(0).duration, Duration::from_secs(1));
+        assert_eq!(LeaseTiming::for_delay(1).duration, Duration::from_secs(1));
+        assert_eq!(
+            LeaseTiming::for_delay(0).renew_every,
+            Duration::from_millis(200)
+        );
+        assert_eq!(
+            LeaseTiming::for_delay(0).fence_after,
+            Duration::from_millis(600)
+        );
+        assert_eq!(LeaseTiming::for_delay(2).duration, Duration::from_secs(2));
     }
 
     #[test]

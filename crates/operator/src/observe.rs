@@ -20,8 +20,11 @@ pub const POLL_TIMEOUT: Duration = Duration::from_secs(2);
 /// stopped manager would otherwise hold every reconcile for
 /// [`POLL_TIMEOUT`] (during a failover, or for as long as a former primary
 /// stays hung), while a manager that came back answers in milliseconds and
-/// gets the full timeout again once its pod is ready.
-pub const BRIEF_POLL_TIMEOUT: Duration = Duration::from_millis(300);
+/// gets the full timeout again once its pod is ready. Each pass of a
+/// failover waits this long on the hung former primary (the decision, then
+/// every look at the promotion), so it is short: a manager answers in a
+/// few milliseconds, over TLS included.
+pub const BRIEF_POLL_TIMEOUT: Duration = Duration::from_millis(100);
 
 /// Instances to poll only briefly: those that did not answer last time
 /// (role `unknown` in the status) and whose pods are not ready, or, while

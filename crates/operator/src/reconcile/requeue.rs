@@ -14,8 +14,10 @@ use crate::status;
 
 /// While the cluster is still converging.
 const PROGRESS: Duration = Duration::from_secs(10);
-/// While a standby is being promoted.
-const PROMOTING: Duration = Duration::from_millis(250);
+/// While a standby is being promoted: every pass after the promotion
+/// delays `-rw` moving to the new primary, and a promotion lasts a few
+/// hundred milliseconds.
+const PROMOTING: Duration = Duration::from_millis(100);
 /// While the primary is unavailable and the failover delay runs.
 const FAILING: Duration = Duration::from_secs(1);
 /// While a rolling update replaces pods: a replaced replica is followed
