@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, Time};
 use kube::ResourceExt;
 use tusk_api::conditions::{self, ConditionStatus, DesiredCondition, set_condition};
 use tusk_api::instance::{InstanceReport, InstanceRole};
@@ -444,7 +444,7 @@ fn promoted(
     let decision_to_promotion = now.0.duration_since(record.time.0).as_secs_f64();
     record.duration_seconds =
         Some(record.duration_seconds.unwrap_or(0.0) + decision_to_promotion.max(0.0));
-    record.time = now.clone();
+    record.time = MicroTime(now.0);
 }
 
 /// The failover or switchover record that chose the current target

@@ -2,7 +2,7 @@
 //!
 //! Written only by the operator, through the status subresource.
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, MicroTime, Time};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -195,8 +195,9 @@ impl InstanceStatus {
 #[serde(rename_all = "camelCase")]
 pub struct FailoverRecord {
     /// When the new primary was chosen, then, once it reports serving,
-    /// when it was seen promoted.
-    pub time: Time,
+    /// when it was seen promoted; to the microsecond, as the promotion's
+    /// `durationSeconds` is counted from the decision's.
+    pub time: MicroTime,
     /// The former primary.
     pub from: String,
     /// The promoted instance.
@@ -421,4 +422,27 @@ pub struct RestoreVerification {
     /// What was checked, or why it failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failover_record_keeps_its_time_to_the_microsecond() {
+        let record: FailoverRecord = serde_json::from_value(serde_json::json!({
+            "time": "2026-12-06T10:00:00.250125Z", "from": "db-1", "to": "db-2",
+            "reason": "Failover", "lsnGapBytes": 0,
+        }))
+        .expect("a record");
+        let written = serde_json::to_value(&record).expect("serialized");
+        assert_eq!(written["time"], "2026-12-06T10:00:00.250125Z");
+        // One written in whole seconds before still reads.
+        let older: FailoverRecord = serde_json::from_value(serde_json::json!({
+            "time": "2026-12-06T10:00:00Z", "from": "db-1", "to": "db-2",
+            "reason": "Failover", "lsnGapBytes": 0,
+        }))
+        .expect("a record in whole seconds");
+        assert!(older.time.0 < record.time.0);
+    }
 }

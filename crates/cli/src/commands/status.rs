@@ -10,7 +10,6 @@
 use std::process::ExitCode;
 
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 use serde::Serialize;
 use tusk_api::fencing::Fencing;
@@ -127,8 +126,8 @@ pub fn run(args: &Args) -> Result<ExitCode, CommandError> {
     })
 }
 
-/// RFC 3339, as the API writes it.
-pub fn time_text(time: &Time) -> String {
+/// RFC 3339, as the API writes it (a `MicroTime` with its microseconds).
+pub fn time_text(time: &impl Serialize) -> String {
     serde_json::to_value(time)
         .ok()
         .and_then(|v| v.as_str().map(str::to_owned))

@@ -8,7 +8,7 @@
 //! standbys it abandoned are recorded there too, so a restarted operator
 //! never chooses one of them again in the same failover.
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use tusk_api::instance::{InstanceReport, InstanceRole};
@@ -381,7 +381,7 @@ fn promote(
         ),
     );
     let record = FailoverRecord {
-        time: Time(now),
+        time: MicroTime(now),
         from: failed.from.to_owned(),
         to: instance,
         reason: reason.to_owned(),
@@ -418,7 +418,7 @@ pub fn switchover(
                 ),
             );
             let record = FailoverRecord {
-                time: Time(now),
+                time: MicroTime(now),
                 from: primary.to_owned(),
                 to,
                 reason: "Switchover".to_owned(),

@@ -126,7 +126,7 @@ fn the_ready_condition_says_why_instances_wait() {
 #[test]
 fn a_promotion_is_under_way_until_the_chosen_instance_serves() {
     let record = tusk_api::v1alpha1::FailoverRecord {
-        time: at(100),
+        time: MicroTime(at(100).0),
         from: "db-1".into(),
         to: "db-2".into(),
         reason: "Switchover".into(),
@@ -171,7 +171,7 @@ fn a_promotion_is_under_way_until_the_chosen_instance_serves() {
 #[test]
 fn a_failover_record_times_the_promotion_once_the_new_primary_serves() {
     let mut record = tusk_api::v1alpha1::FailoverRecord {
-        time: at(100),
+        time: MicroTime(at(100).0),
         from: "db-1".into(),
         to: "db-2".into(),
         reason: "Failover".into(),
@@ -184,7 +184,7 @@ fn a_failover_record_times_the_promotion_once_the_new_primary_serves() {
     assert_eq!(record.duration_seconds, Some(5.0), "not promoted yet");
     promoted(&mut record, None, Some("db-2"), &at(102));
     assert_eq!(record.duration_seconds, Some(7.0));
-    assert_eq!(record.time, at(102));
+    assert_eq!(record.time, MicroTime(at(102).0));
     promoted(&mut record, Some("db-2"), Some("db-2"), &at(200));
     assert_eq!(record.duration_seconds, Some(7.0), "counted once");
 }
@@ -273,7 +273,7 @@ fn a_cluster_that_failed_over_is_never_provisioning_again() {
         phase: Some(ClusterPhase::Degraded),
         current_primary: None,
         last_failover: Some(tusk_api::v1alpha1::FailoverRecord {
-            time: at(100),
+            time: MicroTime(at(100).0),
             from: "orders-2".into(),
             to: "orders-1".into(),
             reason: "Switchover".into(),

@@ -1,4 +1,5 @@
 use super::*;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 fn cluster() -> PostgresCluster {
     serde_json::from_value(serde_json::json!({
@@ -44,7 +45,7 @@ fn the_report_takes_status_pods_and_fencing() {
     assert_eq!((second.pod_ready, second.fenced), (None, true));
     assert_eq!(second.lag_bytes, Some(4096));
     let failover = report.last_failover.as_ref().expect("failover");
-    assert_eq!(failover.time, "2026-01-01T00:00:05Z");
+    assert_eq!(failover.time, "2026-01-01T00:00:05.000000Z");
 }
 
 #[test]
@@ -93,7 +94,7 @@ fn the_text_shows_everything_on_one_screen() {
         "Ready  False   InstancesNotReady  db-2: not streaming",
         "db-1  primary  yes    ready      2         0/3000148  -       -      -",
         "db-2  replica  no     not ready  -         -          4096 B  async  fenced",
-        "Last failover  2026-01-01T00:00:05Z db-2 -> db-1 (Failover, gap 0 B, 3.2 s)",
+        "Last failover  2026-01-01T00:00:05.000000Z db-2 -> db-1 (Failover, gap 0 B, 3.2 s)",
         "archiving FAILING: 000000010000000000000003",
     ] {
         assert!(text.contains(expected), "{expected:?} in:\n{text}");

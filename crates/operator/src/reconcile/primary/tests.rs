@@ -1,6 +1,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::{Value, json};
 use tusk_api::v1alpha1::{PostgresClusterStatus, RecoveryPoint};
 
