@@ -4,27 +4,36 @@
 //! A three-instance cluster with `ANY 1` synchronous replication and
 //! `dataDurability: required` takes writes through `-rw` (one autocommit
 //! insert at a time, every acknowledgement timed, a connection attempt or
-//! a write given up after 1 s). Each repetition freezes
-//! the primary's processes (SIGSTOP of the whole tree: a hung node, which
-//! is what a failover is for; a killed one is restarted in place by the
-//! kubelet and comes back within the failover delay), then measures:
+//! a write given up after 1 s). Each repetition strikes the primary
+//! ([`fault`]): by default it freezes its processes (SIGSTOP of the whole
+//! tree: a hung node, which is what a failover is for); `hang` freezes
+//! only its postmaster and instance manager, its backends running on;
+//! `kill` kills its processes again and again until another instance is
+//! chosen (a killed one is otherwise restarted in place by the kubelet);
+//! `cut` cuts its pod off from the API server, its clients still reaching
+//! it.
+//! Then it measures:
 //! - RTO: the longest time without an acknowledged write, from the last
-//!   one before the freeze to the first one after the failover;
+//!   one before the fault to the first one after the failover;
 //! - follow: from the freeze until the other standby streams from the new
 //!   primary;
-//! - rejoin: from thawing the former primary until it is a ready standby;
+//! - rejoin: from thawing the former primary (or the last kill) until it
+//!   is a ready standby;
 //! - the steps between ([`timeline`]): when the old primary's lease was
 //!   last renewed, when `-rw` stopped routing to it, when the new primary
 //!   was chosen, took the lease, was seen serving and routed to, and when
 //!   the client's first write after the freeze was acknowledged.
 //!
 //! ```sh
-//! cargo bench -p tusk --bench failover -- [REPETITIONS] [DELAY_SECONDS]
+//! cargo bench -p tusk --bench failover -- [REPETITIONS] [DELAY_SECONDS] [hang|kill|cut]
 //! ```
 
 #[path = "../../tests/common/mod.rs"]
 mod common;
+mod fault;
 mod timeline;
+
+use fault::Fault;
 
 use std::time::{Duration, Instant};
 
@@ -48,17 +57,35 @@ fn summary(name: &str, mut values: Vec<f64>) {
     println!("{name:<8} median {median:6.2} s   min {min:6.2} s   max {max:6.2} s");
 }
 
-async fn repetition(world: &World, writer: &Writer, timeline: &timeline::Timeline) -> Repetition {
+async fn repetition(
+    world: &World,
+    writer: &Writer,
+    timeline: &timeline::Timeline,
+    fault: Fault,
+) -> Repetition {
     world.wait_replicating(CLUSTER, 3).await;
     writer.wait_for_more(10, Duration::from_secs(60)).await;
     let status = world.status(CLUSTER).await;
     let old = status.current_primary.expect("a primary");
-    let faults = world.node.as_ref().expect("node").faults();
     let frozen = Instant::now();
-    faults.freeze(NS, &old, "postgres").expect("freeze");
-    let acknowledged = writer.acknowledged();
+    fault.strike(world, &old);
     let deadline = Instant::now() + Duration::from_secs(120);
-    while writer.acknowledged() <= acknowledged {
+    // Until another instance serves and the client has written on it (a
+    // hung primary's backends may acknowledge writes after the fault,
+    // until the standbys stop confirming them).
+    let mut chosen = false;
+    let mut serving: Option<Instant> = None;
+    while serving.is_none_or(|at| writer.first_after(at).is_none()) {
+        let s = world.status(CLUSTER).await;
+        if fault.repeats() && !chosen {
+            chosen = s.target_primary.is_some_and(|t| t != old);
+            if !chosen {
+                fault.strike(world, &old);
+            }
+        }
+        if serving.is_none() && s.current_primary.is_some_and(|p| p != old) {
+            serving = Some(Instant::now());
+        }
         if Instant::now() > deadline {
             let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
                 kube::Api::namespaced(world.client.clone(), NS);
@@ -85,8 +112,8 @@ async fn repetition(world: &World, writer: &Writer, timeline: &timeline::Timelin
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    // From the last write acknowledged before the freeze to the first one
-    // after it: the outage a client saw.
+    // The longest pause from the last write acknowledged before the fault
+    // to the first one on the new primary: the outage a client saw.
     let rto = writer.longest_pause_since(frozen);
     wait_for(
         "the other standby following",
@@ -109,7 +136,7 @@ async fn repetition(world: &World, writer: &Writer, timeline: &timeline::Timelin
         .current_primary
         .unwrap_or_default();
     let record = world.status(CLUSTER).await.last_failover.expect("recorded");
-    let steps = timeline.steps(frozen, &old, &new, writer.first_after(frozen));
+    let steps = timeline.steps(frozen, &old, &new, |at| writer.first_after(at));
     for (name, offset) in steps.named() {
         match offset {
             Some(offset) => println!("  {name:<22} {offset:+6.2} s"),
@@ -117,7 +144,7 @@ async fn repetition(world: &World, writer: &Writer, timeline: &timeline::Timelin
         }
     }
     let thawed = Instant::now();
-    faults.thaw(NS, &old, "postgres").expect("thaw");
+    fault.heal(world, &old);
     world.wait_replicating(CLUSTER, 3).await;
     let rejoin = thawed.elapsed();
     println!(
@@ -142,6 +169,7 @@ async fn main() {
     let numbers = common::bench_numbers();
     let repetitions = numbers.first().copied().unwrap_or(10).max(1);
     let delay = numbers.get(1).copied().unwrap_or(5);
+    let fault = Fault::from_args();
     let world = World::start().await;
     world
         .create_cluster(CLUSTER, common::durable_cluster(delay))
@@ -160,10 +188,13 @@ async fn main() {
         Duration::from_secs(1),
     )
     .await;
-    println!("{repetitions} failovers, delaySeconds {delay}");
+    println!(
+        "{repetitions} failovers, delaySeconds {delay}, {}",
+        fault.name()
+    );
     let mut runs = Vec::new();
     for _ in 0..repetitions {
-        runs.push(repetition(&world, &writer, &timeline).await);
+        runs.push(repetition(&world, &writer, &timeline, fault).await);
     }
     let acknowledged = writer.finish().await;
     timeline.stop();

@@ -48,7 +48,8 @@ pub struct Steps {
     pub promoted: Option<f64>,
     /// `-rw` routes to it alone.
     pub routed: Option<f64>,
-    /// The client's first acknowledged write after the freeze.
+    /// The client's first acknowledged write after the decision (a hung
+    /// primary's backends may acknowledge some after the fault).
     pub written: Option<f64>,
 }
 
@@ -62,7 +63,7 @@ impl Steps {
             ("lease taken over", self.taken),
             ("promotion seen", self.promoted),
             ("-rw routes to it", self.routed),
-            ("first write after", self.written),
+            ("first write on it", self.written),
         ]
     }
 }
@@ -106,9 +107,15 @@ impl Timeline {
     }
 
     /// The steps of the failover from `old` to `new` that began with the
-    /// freeze at `frozen`, after which the client's first write was
-    /// acknowledged at `written`.
-    pub fn steps(&self, frozen: Instant, old: &str, new: &str, written: Option<Instant>) -> Steps {
+    /// fault at `frozen`; `first_ack_after` says when the client's first
+    /// write after a moment was acknowledged.
+    pub fn steps(
+        &self,
+        frozen: Instant,
+        old: &str,
+        new: &str,
+        first_ack_after: impl Fn(Instant) -> Option<Instant>,
+    ) -> Steps {
         let changes = self.changes.lock().map(|c| c.clone()).unwrap_or_default();
         let offset = |at: Instant| {
             if at >= frozen {
@@ -117,12 +124,14 @@ impl Timeline {
                 -(frozen - at).as_secs_f64()
             }
         };
-        let after = |wanted: &dyn Fn(&Change) -> bool| {
+        let first = |wanted: &dyn Fn(&Change) -> bool| {
             changes
                 .iter()
                 .find(|(at, change)| *at >= frozen && wanted(change))
-                .map(|(at, _)| offset(*at))
+                .map(|(at, _)| *at)
         };
+        let after = |wanted: &dyn Fn(&Change) -> bool| first(wanted).map(offset);
+        let chosen = |c: &Change| matches!(c, Change::Status { target, .. } if target.as_deref() == Some(new));
         let held_by = |change: &Change, name: &str| matches!(change, Change::Lease { holder } if holder.as_deref() == Some(name));
         let renewed = changes
             .iter()
@@ -135,15 +144,13 @@ impl Timeline {
             unrouted: after(
                 &|c| matches!(c, Change::Routes { ready } if !ready.iter().any(|r| r == old)),
             ),
-            decided: after(
-                &|c| matches!(c, Change::Status { target, .. } if target.as_deref() == Some(new)),
-            ),
+            decided: after(&chosen),
             taken: after(&|c| held_by(c, new)),
             promoted: after(
                 &|c| matches!(c, Change::Status { current, .. } if current.as_deref() == Some(new)),
             ),
             routed: after(&|c| matches!(c, Change::Routes { ready } if ready == &[new.to_owned()])),
-            written: written.map(offset),
+            written: first(&chosen).and_then(first_ack_after).map(offset),
         }
     }
 
