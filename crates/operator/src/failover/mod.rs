@@ -64,6 +64,10 @@ pub struct FailoverCheck {
     /// How long the failover delay, a promotion's time to complete, or
     /// the failed primary's lease (it may still be held) still runs.
     pub delay_left: Option<std::time::Duration>,
+    /// A serving primary whose lease went quiet: how long until its
+    /// manager has stopped it, had it lost the lease (it then says so, and
+    /// is replaced without waiting for the lease to expire).
+    pub fenced_in: Option<std::time::Duration>,
     /// The primary lease version the new primary takes over (see
     /// [`crate::primacy`]), with a failover decided in this reconcile.
     pub lease_takeover: Option<String>,

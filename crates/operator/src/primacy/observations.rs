@@ -13,6 +13,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::jiff::Timestamp;
+use tusk_api::primacy::LeaseTiming;
 
 /// A held lease counts as quiet once it has gone this many renewal periods
 /// without a renewal: one lost renewal and half a period of lateness.
@@ -25,17 +26,18 @@ struct Sighting {
     /// First sight, on the monotonic clock and on the wall clock.
     at: Instant,
     wall: Timestamp,
-    /// How often its holder renews; `None` when it has no holder (or the
-    /// version was only seen by a read, which does not say).
-    renew_every: Option<Duration>,
+    /// How its holder renews and fences; `None` when it has no holder (or
+    /// the version was only seen by a read, which does not say).
+    timing: Option<LeaseTiming>,
     /// This version was already reported quiet.
     reported: bool,
 }
 
 impl Sighting {
     fn quiet(&self, now: Instant) -> bool {
-        self.renew_every.is_some_and(|every| {
-            now.saturating_duration_since(self.at) >= every.mul_f64(QUIET_AFTER_RENEWALS)
+        self.timing.is_some_and(|timing| {
+            now.saturating_duration_since(self.at)
+                >= timing.renew_every.mul_f64(QUIET_AFTER_RENEWALS)
         })
     }
 }
@@ -52,13 +54,13 @@ impl LeaseObservations {
     }
 
     /// Records `version` of lease `key` as seen at `now` (a later sight of
-    /// the same version changes nothing). `renew_every` is its holder's
+    /// the same version changes nothing). `timing` is its holder's
     /// renewal period, `None` when it has no holder.
-    pub fn saw(&self, key: &str, version: &str, renew_every: Option<Duration>, now: Instant) {
+    pub fn saw(&self, key: &str, version: &str, timing: Option<LeaseTiming>, now: Instant) {
         let mut seen = self.seen();
         match seen.get_mut(key) {
             Some(sighting) if sighting.version == version => {
-                sighting.renew_every = sighting.renew_every.or(renew_every);
+                sighting.timing = sighting.timing.or(timing);
             }
             _ => {
                 let wall = Timestamp::now() - now.elapsed();
@@ -68,7 +70,7 @@ impl LeaseObservations {
                         version: version.to_owned(),
                         at: now,
                         wall,
-                        renew_every,
+                        timing,
                         reported: false,
                     },
                 );
@@ -111,6 +113,17 @@ impl LeaseObservations {
             .filter(|s| s.quiet(now))
             .map(|s| s.wall)
     }
+
+    /// How long after `now` the holder of quiet lease `key` has stopped
+    /// PostgreSQL unless it renewed meanwhile: its fence time from its last
+    /// renewal as seen (sent no later than it arrived). `None` when the
+    /// lease is not quiet or that moment has passed.
+    pub fn fenced_in(&self, key: &str, now: Instant) -> Option<Duration> {
+        let seen = self.seen();
+        let sighting = seen.get(key).filter(|s| s.quiet(now))?;
+        let fenced = sighting.at + sighting.timing?.fence_after;
+        fenced.checked_duration_since(now).filter(|d| !d.is_zero())
+    }
 }
 
 #[cfg(test)]
@@ -128,15 +141,33 @@ mod tests {
         assert_eq!(seen.unchanged_for("ns/a", "2", t0 + SECOND), Duration::ZERO);
         assert_eq!(seen.unchanged_for("ns/b", "2", t0 + SECOND), Duration::ZERO);
         // A read of a version the watch delivered earlier counts from then.
-        seen.saw("ns/c", "9", Some(SECOND), t0);
+        seen.saw("ns/c", "9", Some(LeaseTiming::for_duration(5)), t0);
         assert_eq!(seen.unchanged_for("ns/c", "9", t0 + 3 * SECOND), 3 * SECOND);
+    }
+
+    #[test]
+    fn a_quiet_lease_says_when_its_holder_has_fenced_itself() {
+        let seen = LeaseObservations::default();
+        let t0 = Instant::now();
+        // 5 s: renewed every second, fenced 3 s after the last renewal.
+        seen.saw("ns/held", "1", Some(LeaseTiming::for_duration(5)), t0);
+        seen.saw("ns/released", "1", None, t0);
+        assert_eq!(
+            seen.fenced_in("ns/held", t0 + SECOND),
+            None,
+            "not quiet yet"
+        );
+        assert_eq!(seen.fenced_in("ns/held", t0 + 2 * SECOND), Some(SECOND));
+        assert_eq!(seen.fenced_in("ns/held", t0 + 3 * SECOND), None, "passed");
+        assert_eq!(seen.fenced_in("ns/released", t0 + 2 * SECOND), None);
+        assert_eq!(seen.fenced_in("ns/unknown", t0 + 2 * SECOND), None);
     }
 
     #[test]
     fn a_held_lease_goes_quiet_after_one_and_a_half_renewal_periods() {
         let seen = LeaseObservations::default();
         let t0 = Instant::now();
-        seen.saw("ns/held", "1", Some(SECOND), t0);
+        seen.saw("ns/held", "1", Some(LeaseTiming::for_duration(5)), t0);
         seen.saw("ns/released", "1", None, t0);
         let half = SECOND / 2;
         assert!(seen.newly_quiet(t0 + SECOND).is_empty());
@@ -151,7 +182,12 @@ mod tests {
         );
         assert_eq!(seen.quiet_since("ns/released", t0 + 60 * SECOND), None);
         // A renewal makes it live again, and a new silence is reported anew.
-        seen.saw("ns/held", "2", Some(SECOND), t0 + 2 * SECOND);
+        seen.saw(
+            "ns/held",
+            "2",
+            Some(LeaseTiming::for_duration(5)),
+            t0 + 2 * SECOND,
+        );
         assert_eq!(seen.quiet_since("ns/held", t0 + 2 * SECOND), None);
         assert_eq!(seen.newly_quiet(t0 + 4 * SECOND), ["ns/held"]);
         seen.forget("ns/held");

@@ -88,15 +88,15 @@ fn record(seen: &LeaseObservations, event: Event<Lease>) {
             let held = spec
                 .and_then(|s| s.holder_identity.as_deref())
                 .is_some_and(|h| !h.is_empty());
-            let renew_every = spec
+            let timing = spec
                 .and_then(|s| s.lease_duration_seconds)
                 .and_then(|s| u32::try_from(s).ok())
                 .filter(|_| held)
-                .map(|s| LeaseTiming::for_duration(s).renew_every);
+                .map(LeaseTiming::for_duration);
             seen.saw(
                 &lease_key(&namespace, &lease.name_any()),
                 &version,
-                renew_every,
+                timing,
                 now,
             );
         }

@@ -36,6 +36,9 @@ pub struct Observed {
     /// The last renewal of the primary lease this operator saw, when its
     /// holder has stopped renewing since (microseconds).
     pub lease_quiet_since: Option<Timestamp>,
+    /// How long until the holder of the quiet primary lease has stopped
+    /// PostgreSQL, had it lost the lease ([`primacy::LeaseObservations::fenced_in`]).
+    pub lease_fenced_in: Option<std::time::Duration>,
     /// The PostgresBackups naming the cluster; `None` until their cache
     /// has listed (no backup is decided on then).
     pub backups: Option<Vec<PostgresBackup>>,
@@ -54,6 +57,7 @@ pub async fn fetch(cluster: &PostgresCluster, ctx: &Context) -> Result<Observed,
     let name = cluster.name_any();
     let lease_key = primacy::lease_key(&namespace, &tusk_api::primacy::lease_name(&name));
     let lease_quiet_since = ctx.leases.quiet_since(&lease_key, Instant::now());
+    let lease_fenced_in = ctx.leases.fenced_in(&lease_key, Instant::now());
     let mut brief = poll_briefly(cluster.status.as_ref(), &children.pods);
     // A holder that stopped renewing is most likely frozen: do not let its
     // silence hold this pass for the full poll timeout.
@@ -97,6 +101,7 @@ pub async fn fetch(cluster: &PostgresCluster, ctx: &Context) -> Result<Observed,
         reports,
         lease,
         lease_quiet_since,
+        lease_fenced_in,
         backups,
         rehearsal,
         upgrade,

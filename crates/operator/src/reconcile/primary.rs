@@ -84,6 +84,7 @@ impl Judged<'_> {
         if failover::primary_healthy(pod.is_some_and(pod_ready), report) {
             let serving = FailoverCheck {
                 primary_available: Some(true),
+                fenced_in: self.observed.lease_fenced_in,
                 ..FailoverCheck::default()
             };
             return (serving, Vec::new());

@@ -26,6 +26,9 @@ const FAILING: Duration = Duration::from_secs(1);
 const ROLLING: Duration = Duration::from_secs(2);
 /// While the cache lags behind the operator's own last write.
 pub const STALE: Duration = Duration::from_millis(100);
+/// After a quiet lease's holder must have stopped PostgreSQL: time for
+/// the fast shutdown and its manager's report of it.
+const FENCE_SEEN: Duration = Duration::from_millis(200);
 /// Periodic resync of a converged cluster (R7).
 const RESYNC: Duration = Duration::from_secs(60);
 
@@ -43,6 +46,9 @@ const SPEC_CHANGED: Duration = Duration::from_secs(5);
 /// primary's former value ([`tusk_api::instance::InstanceReport::held_minimums`]).
 pub fn after(status: &PostgresClusterStatus, plan: &Plan<'_>, held: bool) -> Duration {
     let mut wait = delay(status, &plan.primary, &plan.instances.step);
+    if let Some(fenced) = fence_seen_in(&plan.primary) {
+        wait = wait.min(fenced);
+    }
     if spec_changed(plan.status.previous, plan.status.generation)
         || rollout_ended(plan.status.previous, status)
         || held
@@ -71,6 +77,18 @@ pub fn after(status: &PostgresClusterStatus, plan: &Plan<'_>, held: bool) -> Dur
         wait = wait.min(left);
     }
     wait
+}
+
+/// A primary still serving while its lease is quiet has either lost the
+/// lease (cut off from the API server: its manager stops it and says so,
+/// and it is replaced at once, without waiting for the lease to expire) or
+/// renews late: look again once it would have stopped, not only when its
+/// pod turns unready (two failed probes later).
+fn fence_seen_in(primary: &FailoverCheck) -> Option<Duration> {
+    primary
+        .fenced_in
+        .filter(|_| primary.primary_available == Some(true))
+        .map(|fenced| fenced + FENCE_SEEN)
 }
 
 /// Whether this pass is the first to see `generation` of the spec.
@@ -210,6 +228,25 @@ mod tests {
         assert!(standby_held(&[report(&[]), report(&["max_connections"])]));
         assert!(!standby_held(&[report(&[]), report(&[])]));
         assert!(!standby_held(&[]));
+    }
+
+    #[test]
+    fn a_serving_primary_with_a_quiet_lease_is_looked_at_once_it_would_have_fenced() {
+        let serving = |fenced_in: Option<u64>| FailoverCheck {
+            primary_available: Some(true),
+            fenced_in: fenced_in.map(Duration::from_millis),
+            ..FailoverCheck::default()
+        };
+        assert_eq!(
+            fence_seen_in(&serving(Some(300))),
+            Some(Duration::from_millis(500))
+        );
+        assert_eq!(fence_seen_in(&serving(None)), None);
+        let failing = FailoverCheck {
+            primary_available: Some(false),
+            ..serving(Some(300))
+        };
+        assert_eq!(fence_seen_in(&failing), None, "failing: its own delays");
     }
 
     #[test]

@@ -192,6 +192,7 @@ async fn observe(
         reports,
         lease,
         lease_quiet_since: None,
+        lease_fenced_in: None,
         backups: Some(backups),
         rehearsal,
         upgrade,
