@@ -69,8 +69,15 @@ impl ToSql for Redacted<'_> {
 /// duration logging off, and parameters left out of any line still logged
 /// (a transaction sampled by `log_transaction_sample_rate` at its start
 /// is logged in full). `auto_explain`, if loaded, logs nothing either.
-/// These are superuser settings; the manager is the superuser.
+/// These are superuser settings; the manager is the superuser. The commit
+/// waits for no synchronous standby: under a synchronous setting no
+/// standby can meet yet (`ANY 2` while the second standby is still being
+/// created), a commit that waited would hold the manager's convergence
+/// loop, the one thing that widens the setting, for ever. A password set
+/// on a primary that then fails is set again by the next primary's
+/// manager.
 const QUIET_TRANSACTION: &str = "BEGIN;
+SET LOCAL synchronous_commit = local;
 SET LOCAL log_statement = 'none';
 SET LOCAL log_min_duration_statement = -1;
 SET LOCAL log_min_duration_sample = -1;
@@ -80,14 +87,18 @@ SET LOCAL auto_explain.log_min_duration = -1";
 
 /// Sets the password of `role` to `password`.
 pub async fn set_password(client: &Client, role: &str, password: &str) -> Result<(), SqlError> {
-    client.batch_execute(SET_PASSWORD_FUNCTION).await?;
     client.batch_execute(QUIET_TRANSACTION).await?;
-    let set = client
-        .execute(
-            "SELECT pg_temp.tusk_set_password($1, $2)",
-            &[&role, &Redacted(&scram_verifier(password))],
-        )
-        .await;
+    let set = match client.batch_execute(SET_PASSWORD_FUNCTION).await {
+        Ok(()) => {
+            client
+                .execute(
+                    "SELECT pg_temp.tusk_set_password($1, $2)",
+                    &[&role, &Redacted(&scram_verifier(password))],
+                )
+                .await
+        }
+        Err(error) => Err(error),
+    };
     match set {
         Ok(_) => client.batch_execute("COMMIT").await?,
         Err(error) => {
