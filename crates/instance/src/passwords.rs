@@ -88,17 +88,16 @@ SET LOCAL auto_explain.log_min_duration = -1";
 /// Sets the password of `role` to `password`.
 pub async fn set_password(client: &Client, role: &str, password: &str) -> Result<(), SqlError> {
     client.batch_execute(QUIET_TRANSACTION).await?;
-    let set = match client.batch_execute(SET_PASSWORD_FUNCTION).await {
-        Ok(()) => {
-            client
-                .execute(
-                    "SELECT pg_temp.tusk_set_password($1, $2)",
-                    &[&role, &Redacted(&scram_verifier(password))],
-                )
-                .await
-        }
-        Err(error) => Err(error),
-    };
+    let set = async {
+        client.batch_execute(SET_PASSWORD_FUNCTION).await?;
+        client
+            .execute(
+                "SELECT pg_temp.tusk_set_password($1, $2)",
+                &[&role, &Redacted(&scram_verifier(password))],
+            )
+            .await
+    }
+    .await;
     match set {
         Ok(_) => client.batch_execute("COMMIT").await?,
         Err(error) => {
