@@ -20,7 +20,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{World, Writer};
+use common::World;
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
 
@@ -65,15 +65,7 @@ async fn main() {
         loading.elapsed()
     );
 
-    world.create_ledger(CLUSTER).await;
-    let writer = Writer::start_with_timeout(
-        &world,
-        &format!("{CLUSTER}-rw"),
-        CLUSTER,
-        "ledger",
-        Duration::from_secs(1),
-    )
-    .await;
+    let writer = world.ledger_writer(CLUSTER, Duration::from_secs(1)).await;
     writer.wait_for_more(20, Duration::from_secs(60)).await;
     let patch = json!({
         "metadata": {"annotations": {tusk_api::labels::UPGRADE_WITHOUT_BACKUP: major.to_string()}},

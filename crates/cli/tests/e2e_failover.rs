@@ -12,7 +12,8 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::runtime::Runtime;
-use common::{NS, World, Writer, pod_ip, rejoins_without_accepting_a_write, wait_for};
+use common::writer::WRITE_TIMEOUT;
+use common::{NS, World, pod_ip, rejoins_without_accepting_a_write, wait_for};
 use k8s_openapi::api::core::v1::Endpoints;
 use kube::api::Api;
 
@@ -97,8 +98,7 @@ async fn switchover_and_failovers(runtime: Runtime) {
         .create_cluster(CLUSTER, common::durable_cluster(3))
         .await;
     world.wait_replicating(CLUSTER, 3).await;
-    world.create_ledger(CLUSTER).await;
-    let writer = Writer::start(&world, &format!("{CLUSTER}-rw"), CLUSTER, "ledger").await;
+    let writer = world.ledger_writer(CLUSTER, WRITE_TIMEOUT).await;
     writer.wait_for_more(20, Duration::from_secs(60)).await;
 
     // A planned switchover under write load, asked for with `tusk promote`.

@@ -37,7 +37,8 @@ use tusk_api::v1alpha1::BlockedFailover;
 use common::checks::every_acknowledged_write_kept;
 use common::runtime::Runtime;
 use common::story::{Timeline, instance_report};
-use common::{DIRECT_IDS, NS, World, direct_writer, pod_ip, rejoins_without_accepting_a_write};
+use common::writer::{DIRECT_IDS, direct_writer};
+use common::{NS, World, pod_ip, rejoins_without_accepting_a_write};
 
 /// Ids written directly to each standby (refused until one is promoted)
 /// start here, one range per standby.
@@ -129,7 +130,7 @@ async fn with_direct_writer(
     world: &World,
     cluster: &str,
 ) -> (
-    common::Writer,
+    common::writer::Writer,
     String,
     Arc<AtomicBool>,
     tokio::task::JoinHandle<Vec<(i64, Instant)>>,
@@ -151,7 +152,7 @@ async fn with_direct_writer(
 async fn nothing_lost(
     world: &World,
     cluster: &str,
-    writer: common::Writer,
+    writer: common::writer::Writer,
     old: &str,
     on_old: &[(i64, Instant)],
     on_new: &[(i64, Instant)],
@@ -314,7 +315,7 @@ async fn hung_postmaster_and_manager(runtime: Runtime) {
 struct BlindCase {
     world: World,
     cluster: &'static str,
-    writer: common::Writer,
+    writer: common::writer::Writer,
     old: String,
     blind: String,
     stop: Arc<AtomicBool>,

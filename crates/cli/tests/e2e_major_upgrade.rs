@@ -18,7 +18,8 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{World, Writer, wait_for};
+use common::writer::Writer;
+use common::{World, wait_for};
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
 use tusk_api::conditions::{MAJOR_UPGRADE, find_condition};

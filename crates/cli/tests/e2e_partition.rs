@@ -18,9 +18,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::runtime::Runtime;
-use common::{
-    DIRECT_IDS, NS, World, direct_writer, pod_ip, rejoins_without_accepting_a_write, wait_for,
-};
+use common::writer::{DIRECT_IDS, direct_writer};
+use common::{NS, World, pod_ip, rejoins_without_accepting_a_write, wait_for};
 
 const CLUSTER: &str = "cut";
 

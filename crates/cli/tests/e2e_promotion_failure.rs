@@ -24,7 +24,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::json;
 use tusk_api::v1alpha1::PostgresCluster;
 
-use common::{NS, World, Writer, rejoins_without_accepting_a_write, wait_for};
+use common::{NS, World, rejoins_without_accepting_a_write, wait_for};
 
 const CLUSTER: &str = "relay";
 /// The shortest timeout the API allows.
@@ -63,15 +63,7 @@ async fn a_standby_that_dies_while_it_is_promoted_is_given_up_for_the_other() {
     spec["failover"]["promotionTimeoutSeconds"] = json!(PROMOTION_TIMEOUT_SECONDS);
     world.create_cluster(CLUSTER, spec).await;
     world.wait_replicating(CLUSTER, 3).await;
-    world.create_ledger(CLUSTER).await;
-    let writer = Writer::start_with_timeout(
-        &world,
-        &format!("{CLUSTER}-rw"),
-        CLUSTER,
-        "ledger",
-        Duration::from_secs(1),
-    )
-    .await;
+    let writer = world.ledger_writer(CLUSTER, Duration::from_secs(1)).await;
     writer.wait_for_more(20, Duration::from_secs(60)).await;
     let status = world.status(CLUSTER).await;
     let old = status.current_primary.expect("a primary");

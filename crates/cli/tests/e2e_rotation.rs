@@ -14,7 +14,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{DIRECT_IDS, NS, World, wait_for};
+use common::writer::DIRECT_IDS;
+use common::{NS, World, wait_for};
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use kube::api::{Patch, PatchParams};

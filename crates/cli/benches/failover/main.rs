@@ -37,7 +37,8 @@ use fault::Fault;
 
 use std::time::{Duration, Instant};
 
-use common::{NS, World, Writer, wait_for};
+use common::writer::Writer;
+use common::{NS, World, wait_for};
 
 const CLUSTER: &str = "rto";
 
@@ -175,19 +176,11 @@ async fn main() {
         .create_cluster(CLUSTER, common::durable_cluster(delay))
         .await;
     world.wait_replicating(CLUSTER, 3).await;
-    world.create_ledger(CLUSTER).await;
     let timeline = timeline::Timeline::start(&world.client, NS, CLUSTER);
     // A client that gives up on a connection attempt or a write after a
     // second: with the common 5 s, a write or a connection stuck on the
     // frozen primary would hide any failover faster than that.
-    let writer = Writer::start_with_timeout(
-        &world,
-        &format!("{CLUSTER}-rw"),
-        CLUSTER,
-        "ledger",
-        Duration::from_secs(1),
-    )
-    .await;
+    let writer = world.ledger_writer(CLUSTER, Duration::from_secs(1)).await;
     println!(
         "{repetitions} failovers, delaySeconds {delay}, {}",
         fault.name()

@@ -3,7 +3,8 @@
 
 use tusk_api::v1alpha1::PostgresClusterStatus;
 
-use super::{World, Writer};
+use super::World;
+use super::writer::Writer;
 
 /// Stops `writer` and fails the test if a write it saw acknowledged is
 /// missing from `cluster`'s ledger; prints how many were acknowledged and
