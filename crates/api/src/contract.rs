@@ -60,6 +60,33 @@ pub fn restore_ca_file(secrets_dir: &std::path::Path) -> PathBuf {
     secrets_dir.join(RESTORE_CA_MOUNT_NAME).join(BACKUP_CA_KEY)
 }
 
+/// Directory under [`SECRETS_DIR`] where the backup destination's
+/// credentials Secret is mounted when its key is a file (a GCS service
+/// account's: see [`GCS_SERVICE_ACCOUNT_KEY`]); S3 keys are environment
+/// variables instead ([`RepositoryKeys`]).
+pub const BACKUP_CREDENTIALS_MOUNT_NAME: &str = "backup-credentials";
+/// The same for the restore source's credentials Secret.
+pub const RESTORE_CREDENTIALS_MOUNT_NAME: &str = "restore-credentials";
+/// Key of a GCS service account's JSON key in a credentials Secret (and
+/// its file name where the Secret is mounted).
+pub const GCS_SERVICE_ACCOUNT_KEY: &str = "SERVICE_ACCOUNT_KEY";
+
+/// Where the backup destination's GCS service account key is under
+/// `secrets_dir`.
+pub fn backup_gcs_key_file(secrets_dir: &std::path::Path) -> PathBuf {
+    secrets_dir
+        .join(BACKUP_CREDENTIALS_MOUNT_NAME)
+        .join(GCS_SERVICE_ACCOUNT_KEY)
+}
+
+/// Where the restore source's GCS service account key is under
+/// `secrets_dir`.
+pub fn restore_gcs_key_file(secrets_dir: &std::path::Path) -> PathBuf {
+    secrets_dir
+        .join(RESTORE_CREDENTIALS_MOUNT_NAME)
+        .join(GCS_SERVICE_ACCOUNT_KEY)
+}
+
 /// Where the volumes of `file://` repositories are mounted, each at
 /// `<this>/<claim name>` (the backup destination's and the restore
 /// source's `volumeClaim`; one mount when both name the same claim).

@@ -404,7 +404,7 @@ status:
 
         let unreadable = edited(|c| {
             c["spec"]["bootstrap"] = serde_json::json!({"recovery": {
-                "cluster": "old", "source": {"url": "gs://b/p"}}});
+                "cluster": "old", "source": {"url": "az://b/p"}}});
         });
         let desired = desired_from_cluster(&unreadable, dirs(), "db-1", None, None);
         assert!(desired.fenced && desired.restore.is_none());

@@ -359,8 +359,9 @@ pub struct VerifySpec {
 #[x_kube(validation = rules::volume_repository_takes_no_service_settings())]
 pub struct ObjectStore {
     /// Bucket and prefix as a URL: `s3://bucket/prefix`, `gs://bucket/prefix`,
-    /// `az://container/prefix`, or `file:///path` for a directory on the
-    /// volume `volumeClaim` names.
+    /// or `file:///path` for a directory on the volume `volumeClaim`
+    /// names. `az://container/prefix` is accepted and reported
+    /// `Unsupported` (Azure repositories are not supported yet).
     #[schemars(length(max = 1024))]
     #[x_kube(validation = rules::object_store_url())]
     pub url: String,
@@ -377,20 +378,24 @@ pub struct ObjectStore {
     #[x_kube(validation = rules::object_name())]
     pub volume_claim: Option<String>,
 
-    /// Endpoint of an S3-compatible service (e.g. MinIO); the provider's
+    /// Endpoint (`https://host[:port]`) of an S3-compatible service (e.g.
+    /// MinIO) or of a service speaking GCS's JSON API; the provider's
     /// default when omitted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 1024))]
     #[x_kube(validation = rules::http_endpoint())]
     pub endpoint: Option<String>,
 
-    /// Region of the bucket, where the provider needs one.
+    /// Region of an S3 bucket (refused for GCS, whose buckets carry
+    /// their location).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub region: Option<String>,
 
     /// Name of a Secret in the cluster's namespace holding the credentials
-    /// (for S3: keys `ACCESS_KEY_ID` and `SECRET_ACCESS_KEY`). Omit to use
-    /// the environment's ambient credentials.
+    /// (for S3: keys `ACCESS_KEY_ID` and `SECRET_ACCESS_KEY`; for GCS: key
+    /// `SERVICE_ACCOUNT_KEY`, a service account's JSON key). Omit to use
+    /// the environment's ambient credentials (for GCS: workload identity
+    /// or the metadata server).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 253))]
     #[x_kube(validation = rules::object_name())]

@@ -12,13 +12,22 @@ use super::*;
 use crate::contract::MountDirs;
 
 impl ObjectStore {
+    /// Whether the credentials Secret's key is a file, mounted where the
+    /// pod contract says (a GCS bucket's service account key), rather
+    /// than environment variables (S3's keys).
+    pub fn credentials_are_a_file(&self) -> bool {
+        self.url.starts_with("gs://")
+    }
+
     /// The repository this destination names, trusting the CA mounted at
-    /// `ca` when it names a CA Secret, on the volume mounted under `dirs`
-    /// when it names a claim.
+    /// `ca` when it names a CA Secret, signing in to GCS with the key
+    /// mounted at `key` when it names a credentials Secret, on the volume
+    /// mounted under `dirs` when it names a claim.
     fn repository(
         &self,
         dirs: &MountDirs,
         ca: &std::path::Path,
+        key: &std::path::Path,
     ) -> Result<Repository, RepositoryError> {
         let volume = self
             .volume_claim
@@ -30,7 +39,12 @@ impl ObjectStore {
             self.region.as_deref(),
             volume.as_deref(),
         )?
-        .with_ca_file(self.ca_secret.as_ref().map(|_| ca.display().to_string())))
+        .with_ca_file(self.ca_secret.as_ref().map(|_| ca.display().to_string()))
+        .with_gcs_key_file(
+            self.credentials_secret
+                .as_ref()
+                .map(|_| key.display().to_string()),
+        ))
     }
 }
 
@@ -43,10 +57,11 @@ impl PostgresClusterSpec {
     pub fn wal_archive(&self, dirs: &MountDirs) -> Option<Result<Repository, RepositoryError>> {
         let backup = self.backup.as_ref().filter(|b| b.wal_archiving)?;
         let ca = crate::contract::backup_ca_file(&dirs.secrets);
+        let key = crate::contract::backup_gcs_key_file(&dirs.secrets);
         Some(
             backup
                 .destination
-                .repository(dirs, &ca)
+                .repository(dirs, &ca, &key)
                 .map(|mut repository| {
                     repository.retention_days = u32::try_from(backup.retention_days).ok();
                     repository
@@ -65,7 +80,8 @@ impl PostgresClusterSpec {
     ) -> Option<Result<RestoreSource, RepositoryError>> {
         let recovery = self.bootstrap.as_ref()?.recovery.as_ref()?;
         let ca = crate::contract::restore_ca_file(&dirs.secrets);
-        let repository = recovery.source.repository(dirs, &ca);
+        let key = crate::contract::restore_gcs_key_file(&dirs.secrets);
+        let repository = recovery.source.repository(dirs, &ca, &key);
         let target = match (
             &recovery.target_time,
             &recovery.target_lsn,

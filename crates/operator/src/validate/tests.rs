@@ -170,8 +170,13 @@ fn declared_features_not_yet_acted_on_are_reported_as_unsupported() {
     assert!(valid.unsupported.is_empty(), "WAL archiving to S3 works");
     assert_eq!(valid.archive.map(|a| a.url).as_deref(), Some("s3://b/o"));
 
+    spec["backup"] = serde_json::json!({"destination": {"url": "gs://b/o"}});
+    let valid = validate(&cluster(spec.clone()), &OperatorConfig::default()).expect("valid");
+    assert!(valid.unsupported.is_empty(), "WAL archiving to GCS works");
+    assert_eq!(valid.archive.map(|a| a.url).as_deref(), Some("gs://b/o"));
+
     spec["backup"] = serde_json::json!({
-        "destination": {"url": "gs://b/o"},
+        "destination": {"url": "az://b/o"},
         "schedule": "@daily",
         "verify": {"schedule": "@weekly"}
     });
@@ -184,7 +189,7 @@ fn declared_features_not_yet_acted_on_are_reported_as_unsupported() {
     assert!(
         valid
             .backups_unable()
-            .is_some_and(|why| why.contains("gs://b/o"))
+            .is_some_and(|why| why.contains("az://b/o"))
     );
 
     spec["backup"] = serde_json::json!({"destination": {"url": "s3://b"}, "walArchiving": false});
@@ -208,10 +213,12 @@ fn a_restore_source_restores_cannot_read_is_refused_naming_the_field() {
     assert!(matches!(valid.bootstrap, Bootstrap::Recovery(_)));
     assert!(valid.unsupported.is_empty(), "{:?}", valid.unsupported);
     spec["bootstrap"]["recovery"]["source"] = serde_json::json!({"url": "gs://b/o"});
-    let error = validate(&cluster(spec.clone()), &OperatorConfig::default()).expect_err("gs://");
+    validate(&cluster(spec.clone()), &OperatorConfig::default()).expect("a GCS source is read");
+    spec["bootstrap"]["recovery"]["source"] = serde_json::json!({"url": "az://b/o"});
+    let error = validate(&cluster(spec.clone()), &OperatorConfig::default()).expect_err("az://");
     let text = error.to_string();
     assert!(
-        text.contains("spec.bootstrap.recovery.source") && text.contains("gs://b/o"),
+        text.contains("spec.bootstrap.recovery.source") && text.contains("az://b/o"),
         "{text}"
     );
     // A directory is read from the volume it names; without one there is

@@ -1,9 +1,15 @@
 //! Where pgBackRest keeps a cluster's backups and archived WAL: an S3 (or
-//! S3-compatible) bucket, or a directory tree on a mounted volume
-//! (pgBackRest's `posix` repository), read from a destination URL.
+//! S3-compatible) bucket, a Google Cloud Storage bucket, or a directory
+//! tree on a mounted volume (pgBackRest's `posix` repository), read from a
+//! destination URL.
 //!
 //! - `s3://bucket[/prefix]`, with an optional endpoint (`https://host[:port]`,
 //!   an S3-compatible service, addressed path-style) and region;
+//! - `gs://bucket[/prefix]`, with an optional endpoint (a service speaking
+//!   GCS's JSON API elsewhere than `storage.googleapis.com`), signed in
+//!   with a service account's JSON key file or, without one, with the
+//!   credentials the environment provides (workload identity, the
+//!   metadata server: pgBackRest's `auto`);
 //! - `file:///path`: `path` inside a volume the caller has mounted at
 //!   `root`. Every instance that archives, backs up or restores mounts the
 //!   same volume, so it must be shareable between them (ReadWriteMany when
@@ -23,13 +29,13 @@ pub const DEFAULT_REGION: &str = "us-east-1";
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum RepositoryError {
     #[error(
-        "`{0}` is neither an s3://bucket[/prefix] nor a file:///path URL; \
-         GCS (gs://) and Azure (az://) repositories are not supported yet"
+        "`{0}` is neither an s3://bucket[/prefix], a gs://bucket[/prefix] nor a \
+         file:///path URL; Azure (az://) repositories are not supported yet"
     )]
     Scheme(String),
     #[error("endpoint `{0}` is not an http(s)://host[:port] URL")]
     Endpoint(String),
-    #[error("endpoint `{0}` uses plain HTTP; pgBackRest speaks only HTTPS to S3")]
+    #[error("endpoint `{0}` uses plain HTTP; pgBackRest speaks only HTTPS to object stores")]
     PlainHttp(String),
     #[error("`{0}` contains a line break")]
     LineBreak(String),
@@ -40,8 +46,14 @@ pub enum RepositoryError {
     NoVolume(String),
     #[error("`{0}` is an object store: volumeClaim applies to file:///path URLs only")]
     VolumeForObjectStore(String),
-    #[error("`{0}` is a directory on a volume: an endpoint or region applies to S3 only")]
+    #[error(
+        "`{0}` is a directory on a volume: an endpoint applies to object stores only, a region to S3 only"
+    )]
     EndpointForVolume(String),
+    #[error(
+        "`{0}` is a GCS bucket: a region applies to S3 only (a GCS bucket's location is its own)"
+    )]
+    RegionForGcs(String),
     #[error("`{0}` climbs out of its volume (`..`)")]
     OutsideVolume(String),
 }
@@ -66,6 +78,7 @@ pub struct Repository {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Store {
     S3(S3Bucket),
+    Gcs(GcsBucket),
     /// A volume mounted at `root` (pgBackRest's `posix` repository type).
     Volume {
         root: String,
@@ -85,6 +98,23 @@ pub struct S3Bucket {
     pub ca_file: Option<String>,
 }
 
+/// A Google Cloud Storage bucket.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GcsBucket {
+    pub bucket: String,
+    /// Host of a service speaking GCS's JSON API; `storage.googleapis.com`
+    /// when `None`.
+    pub endpoint_host: Option<String>,
+    pub endpoint_port: Option<u16>,
+    /// PEM file of the certificate authority that signed the service's
+    /// certificate, when it is not a public one.
+    pub ca_file: Option<String>,
+    /// A service account's JSON key file (pgBackRest's key type
+    /// `service`); `None` signs in with the environment's credentials
+    /// (`auto`: workload identity or the metadata server).
+    pub key_file: Option<String>,
+}
+
 impl Repository {
     /// The repository `url` names: an S3 bucket (with `endpoint` and
     /// `region`), or a directory of the volume mounted at `volume_root`
@@ -101,9 +131,10 @@ impl Repository {
                 Err(RepositoryError::EndpointForVolume(url.to_owned()))
             }
             (true, Some(root)) => Self::volume(url, root),
-            (false, Some(_)) if url.starts_with("s3://") => {
+            (false, Some(_)) if url.starts_with("s3://") || url.starts_with("gs://") => {
                 Err(RepositoryError::VolumeForObjectStore(url.to_owned()))
             }
+            (false, _) if url.starts_with("gs://") => Self::gcs(url, endpoint, region),
             (false, _) => Self::s3(url, endpoint, region),
         }
     }
@@ -116,33 +147,46 @@ impl Repository {
         endpoint: Option<&str>,
         region: Option<&str>,
     ) -> Result<Self, RepositoryError> {
-        let rest = url
-            .strip_prefix("s3://")
-            .ok_or_else(|| RepositoryError::Scheme(url.to_owned()))?;
-        let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
-        if bucket.is_empty() {
-            return Err(RepositoryError::Scheme(url.to_owned()));
-        }
-        let (endpoint_host, endpoint_port) = match endpoint {
-            Some(endpoint) => {
-                let (host, port) = parse_endpoint(endpoint)?;
-                (Some(host), port)
-            }
-            None => (None, None),
-        };
+        let (bucket, prefix) = bucket_and_prefix(url, "s3://")?;
+        let (endpoint_host, endpoint_port) = optional_endpoint(endpoint)?;
         let region = region.unwrap_or(DEFAULT_REGION).to_owned();
-        for value in [url, &region] {
-            no_line_break(value)?;
-        }
+        no_line_break(&region)?;
         Ok(Repository {
             store: Store::S3(S3Bucket {
-                bucket: bucket.to_owned(),
+                bucket,
                 endpoint_host,
                 endpoint_port,
                 region,
                 ca_file: None,
             }),
-            prefix: prefix.trim_matches('/').to_owned(),
+            prefix,
+            retention_days: None,
+        })
+    }
+
+    /// The GCS repository a destination URL (`gs://bucket/prefix`) and
+    /// endpoint (`https://host:port`, a service other than Google's)
+    /// describe, signing in with the environment's credentials until
+    /// [`Repository::with_gcs_key_file`] names a key. GCS takes no region.
+    pub fn gcs(
+        url: &str,
+        endpoint: Option<&str>,
+        region: Option<&str>,
+    ) -> Result<Self, RepositoryError> {
+        let (bucket, prefix) = bucket_and_prefix(url, "gs://")?;
+        if region.is_some() {
+            return Err(RepositoryError::RegionForGcs(url.to_owned()));
+        }
+        let (endpoint_host, endpoint_port) = optional_endpoint(endpoint)?;
+        Ok(Repository {
+            store: Store::Gcs(GcsBucket {
+                bucket,
+                endpoint_host,
+                endpoint_port,
+                ca_file: None,
+                key_file: None,
+            }),
+            prefix,
             retention_days: None,
         })
     }
@@ -169,10 +213,22 @@ impl Repository {
     }
 
     /// The repository trusting `ca_file` for its service's certificate
-    /// (an S3 bucket's; a volume has none).
+    /// (a bucket's; a volume has none).
     pub fn with_ca_file(mut self, ca_file: Option<String>) -> Self {
-        if let Store::S3(bucket) = &mut self.store {
-            bucket.ca_file = ca_file;
+        match &mut self.store {
+            Store::S3(bucket) => bucket.ca_file = ca_file,
+            Store::Gcs(bucket) => bucket.ca_file = ca_file,
+            Store::Volume { .. } => {}
+        }
+        self
+    }
+
+    /// The repository signing in with the service account key in
+    /// `key_file` (a GCS bucket's; S3 keys come from the environment, a
+    /// volume has none).
+    pub fn with_gcs_key_file(mut self, key_file: Option<String>) -> Self {
+        if let Store::Gcs(bucket) = &mut self.store {
+            bucket.key_file = key_file;
         }
         self
     }
@@ -182,18 +238,20 @@ impl Repository {
     pub fn cluster_path(&self, namespace: &str, cluster: &str) -> String {
         let path = self.path_in_store(namespace, cluster);
         match &self.store {
-            Store::S3(_) => path,
+            Store::S3(_) | Store::Gcs(_) => path,
             Store::Volume { root } => format!("{root}{path}"),
         }
     }
 
     /// The URL of `file` (a path under the cluster's own, such as
     /// `backup/<stanza>/<label>`), as the destination's URL names it:
-    /// `s3://bucket/...`, or `file:///...` inside the volume.
+    /// `s3://bucket/...`, `gs://bucket/...`, or `file:///...` inside the
+    /// volume.
     pub fn url_of(&self, namespace: &str, cluster: &str, file: &str) -> String {
         let path = self.path_in_store(namespace, cluster);
         match &self.store {
             Store::S3(s3) => format!("s3://{}{path}/{file}", s3.bucket),
+            Store::Gcs(gcs) => format!("gs://{}{path}/{file}", gcs.bucket),
             Store::Volume { .. } => format!("file://{path}/{file}"),
         }
     }
@@ -209,11 +267,12 @@ impl Repository {
         path
     }
 
-    /// The repository as messages name it: `s3://bucket` or
-    /// `the volume at <root>`.
+    /// The repository as messages name it: `s3://bucket`, `gs://bucket`
+    /// or `the volume at <root>`.
     pub fn describe(&self) -> String {
         match &self.store {
             Store::S3(s3) => format!("s3://{}", s3.bucket),
+            Store::Gcs(gcs) => format!("gs://{}", gcs.bucket),
             Store::Volume { root } => format!("the volume at {root}"),
         }
     }
@@ -222,6 +281,7 @@ impl Repository {
     pub(super) fn options(&self, path: &str) -> Vec<(&'static str, String)> {
         let mut options = match &self.store {
             Store::S3(s3) => s3.options(path),
+            Store::Gcs(gcs) => gcs.options(path),
             Store::Volume { .. } => {
                 vec![("repo1-type", "posix".into()), ("repo1-path", path.into())]
             }
@@ -258,6 +318,63 @@ impl S3Bucket {
             options.push(("repo1-storage-ca-file", ca.clone()));
         }
         options
+    }
+}
+
+impl GcsBucket {
+    fn options(&self, path: &str) -> Vec<(&'static str, String)> {
+        let mut options: Vec<(&str, String)> = vec![
+            ("repo1-type", "gcs".into()),
+            ("repo1-path", path.into()),
+            ("repo1-gcs-bucket", self.bucket.clone()),
+        ];
+        // pgBackRest takes a GCS endpoint's port in the endpoint itself
+        // (`repo1-storage-port` is for S3 and Azure only).
+        match (&self.endpoint_host, self.endpoint_port) {
+            (Some(host), Some(port)) => {
+                options.push(("repo1-gcs-endpoint", format!("{host}:{port}")));
+            }
+            (Some(host), None) => options.push(("repo1-gcs-endpoint", host.clone())),
+            (None, _) => {}
+        }
+        match &self.key_file {
+            Some(key) => {
+                options.push(("repo1-gcs-key-type", "service".into()));
+                options.push(("repo1-gcs-key", key.clone()));
+            }
+            None => options.push(("repo1-gcs-key-type", "auto".into())),
+        }
+        if let Some(ca) = &self.ca_file {
+            options.push(("repo1-storage-ca-file", ca.clone()));
+        }
+        options
+    }
+}
+
+/// The bucket and the prefix (without leading or trailing `/`) of
+/// `<scheme>bucket[/prefix]`.
+fn bucket_and_prefix(url: &str, scheme: &str) -> Result<(String, String), RepositoryError> {
+    let rest = url
+        .strip_prefix(scheme)
+        .ok_or_else(|| RepositoryError::Scheme(url.to_owned()))?;
+    let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+    if bucket.is_empty() {
+        return Err(RepositoryError::Scheme(url.to_owned()));
+    }
+    no_line_break(url)?;
+    Ok((bucket.to_owned(), prefix.trim_matches('/').to_owned()))
+}
+
+/// The host and port of an optional `https://host[:port]` endpoint.
+fn optional_endpoint(
+    endpoint: Option<&str>,
+) -> Result<(Option<String>, Option<u16>), RepositoryError> {
+    match endpoint {
+        Some(endpoint) => {
+            let (host, port) = parse_endpoint(endpoint)?;
+            Ok((Some(host), port))
+        }
+        None => Ok((None, None)),
     }
 }
 

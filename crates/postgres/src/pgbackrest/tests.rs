@@ -152,6 +152,10 @@ fn a_volume_repository_needs_its_volume_and_nothing_of_s3() {
     ));
     assert!(matches!(
         parse("gs://b/p", None, None, Some("/v")),
+        Err(RepositoryError::VolumeForObjectStore(_))
+    ));
+    assert!(matches!(
+        parse("az://c/p", None, None, None),
         Err(RepositoryError::Scheme(_))
     ));
     // The volume's root is the repository's when the path is `/`.
@@ -307,4 +311,78 @@ fn a_pgbackrest_older_than_the_major_is_named_as_the_cause() {
     // Other errors are left as pgBackRest said them.
     let other = "[082]: unable to push WAL file";
     assert_eq!(explained(other.to_owned()), other);
+}
+
+#[test]
+fn a_gcs_bucket_signs_in_with_its_key_file_or_the_environment() {
+    let options = |repository: &Repository| {
+        render_conf(&stanza(repository.clone()))
+            .expect("renders")
+            .lines()
+            .filter(|l| l.starts_with("repo1-"))
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    let ambient = Repository::parse("gs://b/p", None, None, None).expect("parses");
+    assert_eq!(ambient.describe(), "gs://b");
+    assert_eq!(ambient.cluster_path("shop", "orders"), "/p/shop/orders");
+    assert_eq!(
+        ambient.url_of("shop", "orders", "x"),
+        "gs://b/p/shop/orders/x"
+    );
+    let conf = options(&ambient);
+    for line in [
+        "repo1-type=gcs",
+        "repo1-gcs-bucket=b",
+        "repo1-gcs-key-type=auto",
+    ] {
+        assert!(conf.iter().any(|l| l == line), "{line} in {conf:?}");
+    }
+    assert!(
+        !conf.iter().any(|l| l.starts_with("repo1-gcs-endpoint")),
+        "{conf:?}"
+    );
+
+    let keyed = Repository::parse("gs://b", Some("https://gcs.example:4443"), None, None)
+        .expect("parses")
+        .with_ca_file(Some("/ca.crt".into()))
+        .with_gcs_key_file(Some("/keys/SERVICE_ACCOUNT_KEY".into()));
+    let conf = options(&keyed);
+    for line in [
+        "repo1-gcs-endpoint=gcs.example:4443",
+        "repo1-gcs-key-type=service",
+        "repo1-gcs-key=/keys/SERVICE_ACCOUNT_KEY",
+        "repo1-storage-ca-file=/ca.crt",
+    ] {
+        assert!(conf.iter().any(|l| l == line), "{line} in {conf:?}");
+    }
+    assert!(
+        !conf.iter().any(|l| l.starts_with("repo1-storage-port")),
+        "{conf:?}"
+    );
+    // A key file means nothing to S3 (its keys are in the environment).
+    let s3 = Repository::s3("s3://b", None, None)
+        .expect("parses")
+        .with_gcs_key_file(Some("/k".into()));
+    assert!(!options(&s3).iter().any(|l| l.contains("/k")));
+}
+
+#[test]
+fn a_gcs_bucket_refuses_a_region_and_plain_http() {
+    assert!(matches!(
+        Repository::parse("gs://b", None, Some("eu-west-3"), None),
+        Err(RepositoryError::RegionForGcs(_))
+    ));
+    assert!(matches!(
+        Repository::parse("gs://b", Some("http://gcs:4443"), None, None),
+        Err(RepositoryError::PlainHttp(_))
+    ));
+    assert!(matches!(
+        Repository::parse("gs://", None, None, None),
+        Err(RepositoryError::Scheme(_))
+    ));
+    assert!(matches!(
+        Repository::parse("gs://b\n[global]", None, None, None),
+        Err(RepositoryError::LineBreak(_))
+    ));
 }

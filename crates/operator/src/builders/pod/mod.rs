@@ -32,9 +32,9 @@ use tusk_api::contract::{POSTGRES_TLS_MOUNT, TlsSecret};
 use tusk_api::v1alpha1::ObjectStore;
 
 pub use tusk_api::contract::{
-    BACKUP_CA_MOUNT_NAME, CONTROLLER_DIR, DATA_MOUNT, InstanceEnv, PGDATA, POSTGRES_PORT,
-    REPOSITORIES_DIR, RESTORE_CA_MOUNT_NAME, RUN_DIR, S3_ACCESS_KEY_ID, S3_SECRET_ACCESS_KEY,
-    SECRETS_DIR,
+    BACKUP_CA_MOUNT_NAME, BACKUP_CREDENTIALS_MOUNT_NAME, CONTROLLER_DIR, DATA_MOUNT, InstanceEnv,
+    PGDATA, POSTGRES_PORT, REPOSITORIES_DIR, RESTORE_CA_MOUNT_NAME, RESTORE_CREDENTIALS_MOUNT_NAME,
+    RUN_DIR, S3_ACCESS_KEY_ID, S3_SECRET_ACCESS_KEY, SECRETS_DIR,
 };
 
 /// The pod of `instance`, labelled with `role` (`None` while the operator
@@ -159,20 +159,10 @@ fn postgres_mounts(cluster: &ValidatedCluster) -> Vec<VolumeMount> {
             true,
         ));
     }
-    if backup_ca_secret(cluster).is_some() {
+    for file in repository_secrets(cluster) {
         mounts.push(mount(
-            BACKUP_CA_VOLUME,
-            &format!("{SECRETS_DIR}/{BACKUP_CA_MOUNT_NAME}"),
-            true,
-        ));
-    }
-    if restore_source(cluster)
-        .and_then(|s| s.ca_secret.as_ref())
-        .is_some()
-    {
-        mounts.push(mount(
-            RESTORE_CA_VOLUME,
-            &format!("{SECRETS_DIR}/{RESTORE_CA_MOUNT_NAME}"),
+            file.volume,
+            &format!("{SECRETS_DIR}/{}", file.mount_name),
             true,
         ));
     }
@@ -269,17 +259,64 @@ fn postgres_container(cluster: &ValidatedCluster) -> Container {
     }
 }
 
-/// The volume of the backup destination's CA Secret.
-const BACKUP_CA_VOLUME: &str = "backup-ca";
-
-/// The CA Secret of the destination WAL is archived to, if one is named.
-fn backup_ca_secret(cluster: &ValidatedCluster) -> Option<&str> {
-    cluster.archive.as_ref()?;
-    cluster.backup.as_ref()?.destination.ca_secret.as_deref()
+/// A Secret of the backup destination or the restore source that the
+/// pod mounts: a CA, or credentials whose key is a file.
+struct RepositorySecret<'a> {
+    volume: &'static str,
+    /// The directory under [`SECRETS_DIR`].
+    mount_name: &'static str,
+    secret: &'a str,
+    /// The files' mode: a CA holds no key and is readable by all; a key
+    /// by the pod's group alone.
+    mode: i32,
 }
 
-/// The volume of the restore source's CA Secret.
-const RESTORE_CA_VOLUME: &str = "restore-ca";
+/// The Secrets of the repositories the pod mounts: the CA of the
+/// destination WAL is archived to and the restore source's, and their
+/// credentials when the key is a file (a GCS service account's; S3 keys
+/// are environment variables, see [`repository_keys`]).
+fn repository_secrets(cluster: &ValidatedCluster) -> Vec<RepositorySecret<'_>> {
+    let destination = cluster
+        .archive
+        .as_ref()
+        .and(cluster.backup.as_ref())
+        .map(|b| &b.destination);
+    let source = restore_source(cluster);
+    fn ca(store: Option<&ObjectStore>) -> Option<&str> {
+        store?.ca_secret.as_deref()
+    }
+    fn key_file(store: Option<&ObjectStore>) -> Option<&str> {
+        let store = store.filter(|s| s.credentials_are_a_file())?;
+        store.credentials_secret.as_deref()
+    }
+    let wanted = [
+        ("backup-ca", BACKUP_CA_MOUNT_NAME, ca(destination), 0o444),
+        ("restore-ca", RESTORE_CA_MOUNT_NAME, ca(source), 0o444),
+        (
+            "backup-credentials",
+            BACKUP_CREDENTIALS_MOUNT_NAME,
+            key_file(destination),
+            0o440,
+        ),
+        (
+            "restore-credentials",
+            RESTORE_CREDENTIALS_MOUNT_NAME,
+            key_file(source),
+            0o440,
+        ),
+    ];
+    wanted
+        .into_iter()
+        .filter_map(|(volume, mount_name, secret, mode)| {
+            secret.map(|secret| RepositorySecret {
+                volume,
+                mount_name,
+                secret,
+                mode,
+            })
+        })
+        .collect()
+}
 
 /// Where a restored cluster reads (`spec.bootstrap.recovery.source`).
 fn restore_source(cluster: &ValidatedCluster) -> Option<&ObjectStore> {
@@ -291,12 +328,19 @@ fn restore_source(cluster: &ValidatedCluster) -> Option<&ObjectStore> {
 
 /// The repository's keys, from the Secret the destination names, and the
 /// restore source's, from the Secret it names, under the names the pod
-/// contract gives them.
+/// contract gives them (S3's; a GCS key is a file, see
+/// [`repository_secrets`]).
 fn repository_keys(cluster: &ValidatedCluster) -> Vec<EnvVar> {
     let mut env = Vec::new();
+    let in_environment = |store: &ObjectStore| !store.credentials_are_a_file();
+    let destination = cluster
+        .backup
+        .as_ref()
+        .is_none_or(|b| in_environment(&b.destination));
     if let Some(secret) = cluster
         .archive
         .as_ref()
+        .filter(|_| destination)
         .and_then(|a| a.credentials_secret.as_deref())
     {
         env.extend(keys_from(
@@ -305,7 +349,10 @@ fn repository_keys(cluster: &ValidatedCluster) -> Vec<EnvVar> {
             InstanceEnv::REPOSITORY_KEY_SECRET,
         ));
     }
-    if let Some(secret) = restore_source(cluster).and_then(|s| s.credentials_secret.as_deref()) {
+    if let Some(secret) = restore_source(cluster)
+        .filter(|s| in_environment(s))
+        .and_then(|s| s.credentials_secret.as_deref())
+    {
         env.extend(keys_from(
             secret,
             InstanceEnv::SOURCE_KEY,
@@ -422,17 +469,8 @@ fn volumes(cluster: &ValidatedCluster, instance: &InstanceName) -> Vec<Volume> {
     if let Some(secret) = &cluster.server_secret {
         volumes.push(secret_volume(POSTGRES_TLS_MOUNT, secret, 0o440));
     }
-    let ca_secrets = [
-        (BACKUP_CA_VOLUME, backup_ca_secret(cluster)),
-        (
-            RESTORE_CA_VOLUME,
-            restore_source(cluster).and_then(|s| s.ca_secret.as_deref()),
-        ),
-    ];
-    for (volume, secret) in ca_secrets {
-        if let Some(secret) = secret {
-            volumes.push(secret_volume(volume, secret, 0o444));
-        }
+    for file in repository_secrets(cluster) {
+        volumes.push(secret_volume(file.volume, file.secret, file.mode));
     }
     for (volume, claim) in repository_claims(cluster) {
         volumes.push(claim_volume(&volume, claim));

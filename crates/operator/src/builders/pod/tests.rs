@@ -196,6 +196,51 @@ fn the_pod_environment_round_trips_through_the_instance_managers_parser() {
     assert!(parsed.pgdata.starts_with(DATA_MOUNT));
 }
 
+/// A GCS service account's key is a file: the credentials Secret is
+/// mounted, readable by the pod's group alone, where the configuration
+/// the instance manager renders from the same spec names it, and none of
+/// its keys is in the environment.
+#[test]
+fn a_gcs_key_is_mounted_where_the_repository_names_it() {
+    let mut gcs = small();
+    gcs["backup"] = serde_json::json!({"destination": {
+        "url": "gs://backups/prod", "credentialsSecret": "orders-gcs"}});
+    gcs["bootstrap"] = serde_json::json!({"recovery": {"cluster": "old-orders", "source": {
+        "url": "gs://old/prod", "credentialsSecret": "old-orders-gcs"}}});
+    let cluster: tusk_api::v1alpha1::PostgresClusterSpec =
+        serde_json::from_value(gcs.clone()).expect("spec");
+    let spec = pod(gcs, Some("primary")).spec.expect("spec");
+    let dirs = tusk_api::contract::MountDirs::in_pod();
+    let archive = cluster
+        .wal_archive(&dirs)
+        .expect("archives")
+        .expect("valid");
+    let source = cluster
+        .restore_source("shop", &dirs)
+        .expect("restores")
+        .expect("valid");
+    for (repository, secret) in [
+        (archive, "orders-gcs"),
+        (source.repository, "old-orders-gcs"),
+    ] {
+        let tusk_postgres::pgbackrest::Store::Gcs(bucket) = repository.store else {
+            panic!("a GCS bucket");
+        };
+        let key = std::path::PathBuf::from(bucket.key_file.expect("a key file"));
+        assert_eq!(secret_mounted_at(&spec, &key).as_deref(), Some(secret));
+        let (_, volume) = volume_at(&spec, &key).expect("mounted");
+        let mode = volume.secret.as_ref().and_then(|s| s.default_mode);
+        assert_eq!(mode, Some(0o440), "a key is not for every user");
+    }
+    let named = spec.containers[0].env.iter().flatten().any(|var| {
+        var.value_from
+            .as_ref()
+            .and_then(|f| f.secret_key_ref.as_ref())
+            .is_some_and(|r| r.name.ends_with("-gcs"))
+    });
+    assert!(!named, "no GCS credential in the environment");
+}
+
 /// The claim of the volume mounted, writable, at a directory holding
 /// `path`.
 fn claim_mounted_at(spec: &PodSpec, path: &std::path::Path) -> Option<String> {
