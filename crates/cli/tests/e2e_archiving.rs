@@ -15,9 +15,9 @@
 #[allow(dead_code)]
 mod archive;
 mod common;
-#[path = "../../instance/tests/common/s3.rs"]
+#[path = "../../instance/tests/common/stores.rs"]
 #[allow(dead_code)]
-mod s3;
+mod stores;
 
 use std::time::Duration;
 
@@ -28,8 +28,8 @@ use archive::{
 use common::{NS, World, wait_for};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, PostParams};
-use s3::S3Server;
 use serde_json::json;
+use stores::S3Server;
 use tusk_api::conditions::CONTINUOUS_ARCHIVING;
 use tusk_api::v1alpha1::{
     BackupPhase, ClusterPhase, PostgresBackup, PostgresBackupStatus, PostgresCluster,

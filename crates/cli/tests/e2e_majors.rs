@@ -11,9 +11,9 @@
 #[allow(dead_code)]
 mod archive;
 mod common;
-#[path = "../../instance/tests/common/s3.rs"]
+#[path = "../../instance/tests/common/stores.rs"]
 #[allow(dead_code)]
-mod s3;
+mod stores;
 
 use std::time::Duration;
 

@@ -18,9 +18,9 @@
 #[allow(dead_code)]
 mod archive;
 mod common;
-#[path = "../../instance/tests/common/s3.rs"]
+#[path = "../../instance/tests/common/stores.rs"]
 #[allow(dead_code)]
-mod s3;
+mod stores;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -29,8 +29,8 @@ use archive::{create_archiving_cluster, superuser, switch_wal_and_wait_archived,
 use common::{NS, World, wait_for};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kube::api::{Api, Patch, PatchParams};
-use s3::S3Server;
 use serde_json::json;
+use stores::S3Server;
 use tusk_api::conditions::{MAJOR_UPGRADE, find_condition};
 
 const CLUSTER: &str = "pre";

@@ -39,7 +39,7 @@ mod common;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::s3::S3Server;
+use common::stores::S3Server;
 use common::{SUPERUSER_PASSWORD, TestCluster, desired};
 use tusk_api::v1alpha1::{BackupAssignment, BackupPhase, BackupType};
 use tusk_instance::context::InstanceContext;

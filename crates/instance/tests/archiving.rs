@@ -11,7 +11,7 @@ mod common;
 use std::time::Duration;
 
 use common::outage::Relay;
-use common::s3::S3Server;
+use common::stores::S3Server;
 use common::{TestCluster, TestInstance, desired};
 use tusk_api::contract::RepositoryKeys;
 use tusk_api::instance::ArchivingReport;

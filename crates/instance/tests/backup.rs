@@ -16,31 +16,18 @@ mod common;
 
 use std::time::Duration;
 
-use common::s3::S3Server;
+use common::backups::{
+    WAIT, archive_back_up_and_restore, assigned, finished, listed, primary_archiving_to, rows, take,
+};
+use common::stores::S3Server;
 use common::{TestCluster, TestInstance, desired};
-use tusk_api::instance::{BackupReport, InstanceReport};
 use tusk_api::rehearsal::Check;
-use tusk_api::v1alpha1::{BackupAssignment, BackupPhase, BackupType};
+use tusk_api::v1alpha1::{BackupPhase, BackupType};
 use tusk_instance::context::InstanceContext;
 use tusk_instance::desired::{DesiredState, RestoreSource};
 use tusk_postgres::pgbackrest;
 
 const BUCKET: &str = "backups";
-/// Bound on each wait: the stanza, then a backup of a small database
-/// (seconds, once PostgreSQL's checkpoint is done).
-const WAIT: Duration = Duration::from_secs(180);
-
-fn assigned(db: &TestInstance, name: &str, backup_type: BackupType) -> BackupAssignment {
-    BackupAssignment {
-        backup: name.to_owned(),
-        instance: db.settings.pod_name.clone(),
-        backup_type,
-    }
-}
-
-fn backup(report: &InstanceReport, name: &str) -> Option<BackupReport> {
-    report.backup.clone().filter(|b| b.name == name)
-}
 
 /// A new S3 server, and `db-1` running as a primary archiving to it with
 /// its stanza created and `data` (SQL) written; the desired state it runs
@@ -68,64 +55,6 @@ async fn archiving_primary(data: &str) -> Archiving {
         on_db,
         client,
     }
-}
-
-/// `db-1` of `cluster` running as a primary archiving to `repository`
-/// (with `keys`), its stanza created and `data` (SQL) written; the
-/// desired state it runs with, and a superuser session.
-async fn primary_archiving_to(
-    cluster: &mut TestCluster,
-    repository: pgbackrest::Repository,
-    keys: Option<tusk_api::contract::RepositoryKeys>,
-    data: &str,
-) -> (TestInstance, DesiredState, tokio_postgres::Client) {
-    let mut db = cluster.instance("db-1");
-    db.settings.repository_keys = keys;
-    let on_db = DesiredState {
-        archiving: Some(repository),
-        ..desired("db-1", db.address)
-    };
-    db.start(on_db.clone());
-    db.wait_status("the stanza", WAIT, |r| {
-        r.ready && r.archiving.as_ref().is_some_and(|a| a.stanza_created)
-    })
-    .await;
-    let client = db.superuser().await;
-    client.batch_execute(data).await.expect("data");
-    (db, on_db, client)
-}
-
-/// Assigns `db` (running `on_db`) backup `name` of `backup_type`; its
-/// report once finished.
-async fn take(
-    db: &mut TestInstance,
-    on_db: &DesiredState,
-    name: &str,
-    backup_type: BackupType,
-) -> BackupReport {
-    db.set_desired(DesiredState {
-        backup: Some(assigned(db, name, backup_type)),
-        ..on_db.clone()
-    });
-    finished(db, name).await
-}
-
-async fn finished(db: &TestInstance, name: &str) -> BackupReport {
-    let report = db
-        .wait_status(&format!("backup {name} finished"), WAIT, |r| {
-            backup(r, name).is_some_and(|b| b.status.finished())
-        })
-        .await;
-    backup(&report, name).expect("the backup")
-}
-
-/// The backups pgBackRest lists for the stanza.
-async fn listed(db: &TestInstance) -> Vec<pgbackrest::BackupInfo> {
-    let ctx = InstanceContext::new(db.settings.clone()).expect("context");
-    let json = tusk_instance::archiving::run(&ctx, &["info", "--output=json"], WAIT)
-        .await
-        .expect("pgbackrest info");
-    pgbackrest::parse_info(&json, &ctx.settings.cluster_name).expect("info")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -207,17 +136,6 @@ async fn a_standby_refuses_a_backup_naming_the_primary() {
     assert!(error.contains("db-2 is not the primary"), "{error}");
     db2.stop(Duration::from_secs(30)).await;
     db1.stop(Duration::from_secs(30)).await;
-}
-
-/// Rows of `t` on `db`: how many, and the largest.
-async fn rows(db: &TestInstance) -> (i64, Option<i32>) {
-    let row = db
-        .superuser()
-        .await
-        .query_one("SELECT count(*), max(v) FROM t", &[])
-        .await
-        .expect("count");
-    (row.get(0), row.get(1))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -309,64 +227,17 @@ async fn a_volume_repository_archives_backs_up_and_restores() {
     let root = volume.path().display().to_string();
     let repository =
         || pgbackrest::Repository::parse("file:///pg", None, None, Some(&root)).expect("a volume");
-    let mut cluster = TestCluster::new();
-    let (mut db, on_db, client) = primary_archiving_to(
-        &mut cluster,
-        repository(),
-        None,
-        "CREATE TABLE t (v int); INSERT INTO t SELECT generate_series(1, 100)",
-    )
-    .await;
-    let base = take(&mut db, &on_db, "base", BackupType::Full).await;
-    assert_eq!(base.status.phase, Some(BackupPhase::Completed), "{base:?}");
-    let location = base.status.location.clone().unwrap_or_default();
+    let label =
+        archive_back_up_and_restore(repository, None, "file:///pg/default/db/backup/db/").await;
+    let stanzas = volume.path().join("pg/default");
     assert!(
-        location.starts_with("file:///pg/default/db/backup/db/"),
-        "{location}"
-    );
-    let label = base.status.backup_id.clone().expect("an id");
-    assert!(
-        volume
-            .path()
-            .join("pg/default/db/backup/db")
-            .join(&label)
-            .is_dir(),
+        stanzas.join("db/backup/db").join(&label).is_dir(),
         "the backup lies on the volume"
     );
-    client
-        .batch_execute("INSERT INTO t SELECT generate_series(101, 200)")
-        .await
-        .expect("after the backup");
-    db.switch_wal_until_archived(&client, WAIT).await;
-
-    let mut copy = cluster.instance("copy-1");
-    copy.settings.cluster_name = "copy".into();
-    copy.start(DesiredState {
-        archiving: Some(repository()),
-        restore: Some(RestoreSource {
-            repository: repository(),
-            namespace: "default".into(),
-            cluster: "db".into(),
-            target: pgbackrest::RecoveryTarget::Latest,
-        }),
-        ..desired("copy-1", copy.address)
-    });
-    copy.wait_status("the restored primary, archiving", WAIT, |r| {
-        r.ready && r.archiving.as_ref().is_some_and(|a| a.stanza_created)
-    })
-    .await;
-    assert_eq!(rows(&copy).await, (200, Some(200)));
     assert!(
-        volume.path().join("pg/default/copy/archive/copy").is_dir(),
+        stanzas.join("copy/archive/copy").is_dir(),
         "the restored cluster archives to its own path"
     );
-    assert_eq!(
-        listed(&db).await.len(),
-        1,
-        "the source's backups are its own"
-    );
-    copy.stop(Duration::from_secs(30)).await;
-    db.stop(Duration::from_secs(30)).await;
 }
 
 /// Flips one byte in the middle of the largest data file of `label` in

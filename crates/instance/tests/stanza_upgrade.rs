@@ -18,7 +18,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::s3::S3Server;
+use common::stores::S3Server;
 use common::{TestCluster, TestInstance, desired};
 use tusk_api::instance::InstanceReport;
 use tusk_instance::context::InstanceContext;

@@ -10,7 +10,7 @@ use kube::api::{Api, PostParams};
 use serde_json::json;
 
 use crate::common::{NS, World};
-use crate::s3::S3Server;
+use crate::stores::S3Server;
 
 pub async fn create_secret(world: &World, ns: &str, name: &str, data: BTreeMap<String, String>) {
     let secret: Secret = serde_json::from_value(json!({

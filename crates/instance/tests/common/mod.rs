@@ -8,8 +8,9 @@
 #![allow(dead_code)]
 
 pub mod api;
+pub mod backups;
 pub mod outage;
-pub mod s3;
+pub mod stores;
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::PathBuf;
