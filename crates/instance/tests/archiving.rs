@@ -4,7 +4,8 @@
 //! message, and the WAL it could not archive is kept and counted, never
 //! silently dropped or left to fill the disk unseen; an object store that
 //! stops is reported the same way, and once it is back every segment
-//! finished meanwhile reaches it, with no gap.
+//! finished meanwhile reaches it, with no gap; one that never answers is
+//! reported with its cause within a minute.
 
 mod common;
 
@@ -167,6 +168,42 @@ async fn a_wrong_credential_is_reported_and_the_wal_is_kept() {
     assert!(
         value("tusk_postgres_archive_pending_segments").is_some_and(|n| n >= 1),
         "{metrics}"
+    );
+    db.stop(Duration::from_secs(30)).await;
+}
+
+/// An object store nobody answers at (a port with no listener): the
+/// stanza's failure is reported with pgBackRest's cause within a minute,
+/// not after the manager's three-minute bound on `stanza-create` with
+/// only "took too long" to say.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_object_store_is_reported_with_its_cause() {
+    common::init_logs();
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let repository = Repository::s3(
+        "s3://wal/tusk",
+        Some(&format!("https://127.0.0.1:{closed}")),
+        None,
+    )
+    .expect("a repository");
+    let keys = RepositoryKeys {
+        access_key_id: "id".into(),
+        secret_access_key: "secret".into(),
+    };
+    let mut cluster = TestCluster::new();
+    let mut db = archiving_primary(&mut cluster, repository, keys).await;
+    let report = db
+        .wait_status("the stanza failure reported", ARCHIVE_WAIT, |r| {
+            archiving(r).failing && archiving(r).message.is_some()
+        })
+        .await;
+    let message = archiving(&report).message.expect("message");
+    assert!(
+        message.contains("Connection refused") && message.contains(&closed.to_string()),
+        "{message}"
     );
     db.stop(Duration::from_secs(30)).await;
 }

@@ -63,18 +63,24 @@ pub struct Stanza {
     pub lock_path: String,
 }
 
-/// How long an asynchronous WAL push waits on a silent object store
-/// before giving up on an attempt (pgBackRest's `io-timeout`, 60 s by
-/// default). pgBackRest retries a connection and a request for about ten
-/// times this before its asynchronous process gives up and records why
-/// (connection refused, closed, a TLS failure); at 60 s that is about ten
-/// minutes, while `archive_command` itself gives up after `archive-timeout`
-/// (60 s) saying only that the push timed out. At 5 s the reason is
-/// recorded about 40 s into an outage, within the first `archive_command`.
-/// A push that fails is retried by PostgreSQL, and its segment waits in
-/// `pg_wal` meanwhile, so a store that is only slow costs a retry, never
-/// WAL. Backups and restores keep the default.
-pub const ARCHIVE_PUSH_IO_TIMEOUT_SECONDS: u32 = 5;
+/// How long an asynchronous WAL push, and the short commands the manager
+/// runs itself (`stanza-create`, `stanza-upgrade`, `info`), wait on a
+/// silent object store before giving up on an attempt (pgBackRest's
+/// `io-timeout`, 60 s by default). pgBackRest retries a connection and a
+/// request for several times this before it gives up and says why
+/// (connection refused, a name that does not resolve, a TLS failure): at
+/// 60 s that is three minutes and more, while `archive_command` itself
+/// gives up after `archive-timeout` (60 s) saying only that the push timed
+/// out, and the manager stops a `stanza-create` after three minutes
+/// knowing only that it took too long. At 5 s the reason is recorded
+/// about 45 s into an outage, within the first `archive_command`. A push
+/// that fails is retried by PostgreSQL, and its segment waits in `pg_wal`
+/// meanwhile, so a store that is only slow costs a retry, never WAL.
+/// Backups and restores keep the default.
+pub const SHORT_IO_TIMEOUT_SECONDS: u32 = 5;
+
+/// The commands that run with [`SHORT_IO_TIMEOUT_SECONDS`].
+const SHORT_COMMANDS: [&str; 4] = ["archive-push", "stanza-create", "stanza-upgrade", "info"];
 
 /// Files a backup or a restore moves at once (pgBackRest's `process-max`
 /// for those two commands; archiving keeps one). An object store answers
@@ -107,11 +113,13 @@ pub fn render_conf(stanza: &Stanza) -> Result<String, RepositoryError> {
          # The repository keys come from the environment, never from this file.\n",
     );
     section(&mut out, "global", &global)?;
-    section(
-        &mut out,
-        "global:archive-push",
-        &[("io-timeout", ARCHIVE_PUSH_IO_TIMEOUT_SECONDS.to_string())],
-    )?;
+    for command in SHORT_COMMANDS {
+        section(
+            &mut out,
+            &format!("global:{command}"),
+            &[("io-timeout", SHORT_IO_TIMEOUT_SECONDS.to_string())],
+        )?;
+    }
     for command in ["global:backup", "global:restore"] {
         section(
             &mut out,

@@ -53,11 +53,13 @@ fn an_s3_compatible_endpoint_renders_path_style_with_its_port_and_ca() {
         Some("/etc/tusk/backup-ca/ca.crt")
     );
     assert_eq!(global("archive-async"), Some("y"));
-    assert_eq!(
-        option(&conf, "global:archive-push", "io-timeout"),
-        Some("5"),
-        "a push gives up, and says why, within archive-timeout"
-    );
+    for command in ["archive-push", "stanza-create", "stanza-upgrade", "info"] {
+        assert_eq!(
+            option(&conf, &format!("global:{command}"), "io-timeout"),
+            Some("5"),
+            "{command} gives up, and says why, within a minute"
+        );
+    }
     assert_eq!(global("io-timeout"), None, "backups keep the default");
     for command in ["global:backup", "global:restore"] {
         assert_eq!(option(&conf, command, "process-max"), Some("4"));
