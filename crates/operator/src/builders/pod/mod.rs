@@ -276,11 +276,7 @@ struct RepositorySecret<'a> {
 /// credentials when the key is a file (a GCS service account's; S3 keys
 /// are environment variables, see [`repository_keys`]).
 fn repository_secrets(cluster: &ValidatedCluster) -> Vec<RepositorySecret<'_>> {
-    let destination = cluster
-        .archive
-        .as_ref()
-        .and(cluster.backup.as_ref())
-        .map(|b| &b.destination);
+    let destination = archive_destination(cluster);
     let source = restore_source(cluster);
     fn ca(store: Option<&ObjectStore>) -> Option<&str> {
         store?.ca_secret.as_deref()
@@ -318,6 +314,12 @@ fn repository_secrets(cluster: &ValidatedCluster) -> Vec<RepositorySecret<'_>> {
         .collect()
 }
 
+/// Where WAL is archived (`spec.backup.destination`), when it is.
+fn archive_destination(cluster: &ValidatedCluster) -> Option<&ObjectStore> {
+    cluster.archive.as_ref()?;
+    Some(&cluster.backup.as_ref()?.destination)
+}
+
 /// Where a restored cluster reads (`spec.bootstrap.recovery.source`).
 fn restore_source(cluster: &ValidatedCluster) -> Option<&ObjectStore> {
     match &cluster.bootstrap {
@@ -331,28 +333,19 @@ fn restore_source(cluster: &ValidatedCluster) -> Option<&ObjectStore> {
 /// contract gives them (S3's; a GCS key is a file, see
 /// [`repository_secrets`]).
 fn repository_keys(cluster: &ValidatedCluster) -> Vec<EnvVar> {
+    fn in_environment(store: Option<&ObjectStore>) -> Option<&str> {
+        let store = store.filter(|s| !s.credentials_are_a_file())?;
+        store.credentials_secret.as_deref()
+    }
     let mut env = Vec::new();
-    let in_environment = |store: &ObjectStore| !store.credentials_are_a_file();
-    let destination = cluster
-        .backup
-        .as_ref()
-        .is_none_or(|b| in_environment(&b.destination));
-    if let Some(secret) = cluster
-        .archive
-        .as_ref()
-        .filter(|_| destination)
-        .and_then(|a| a.credentials_secret.as_deref())
-    {
+    if let Some(secret) = in_environment(archive_destination(cluster)) {
         env.extend(keys_from(
             secret,
             InstanceEnv::REPOSITORY_KEY,
             InstanceEnv::REPOSITORY_KEY_SECRET,
         ));
     }
-    if let Some(secret) = restore_source(cluster)
-        .filter(|s| in_environment(s))
-        .and_then(|s| s.credentials_secret.as_deref())
-    {
+    if let Some(secret) = in_environment(restore_source(cluster)) {
         env.extend(keys_from(
             secret,
             InstanceEnv::SOURCE_KEY,
