@@ -26,6 +26,10 @@ pub use crate::instance::DEFAULT_HTTP_PORT as HTTP_PORT;
 
 /// PostgreSQL's port inside every instance.
 pub const POSTGRES_PORT: u16 = 5432;
+/// pgBackRest's TLS server inside every instance (its default port): a
+/// standby taking a base backup reaches its primary's files and
+/// PostgreSQL through it, with the replication user's client certificate.
+pub const BACKUP_SERVER_PORT: u16 = 8432;
 /// Where the instance's volume is mounted.
 pub const DATA_MOUNT: &str = "/var/lib/postgresql/data";
 /// PGDATA: a directory inside the volume, so the volume's root (which may

@@ -12,6 +12,7 @@
 //! life it is issued again, and the instances reload it with no restart.
 
 use std::collections::BTreeMap;
+use std::net::IpAddr;
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
@@ -30,6 +31,9 @@ use crate::validate::ValidatedCluster;
 pub const AUTHORITY_ANNOTATION: &str = "postgres.tusk.dev/authority";
 /// When a leaf certificate is issued again (RFC 3339).
 pub const RENEW_AFTER_ANNOTATION: &str = "postgres.tusk.dev/renew-after";
+/// The instance pods' addresses the server certificate names, as
+/// [`address_list`] writes them.
+pub const ADDRESSES_ANNOTATION: &str = "postgres.tusk.dev/addresses";
 
 /// How long the authority is valid.
 const AUTHORITY_DAYS: i64 = 3650;
@@ -158,12 +162,15 @@ impl Authority {
     }
 
     /// A certificate for `leaf` signed by this authority (PEM: certificate,
-    /// key).
+    /// key); a server certificate names `addresses` too (the instance
+    /// pods': a standby's pgBackRest verifies its primary's by the pod
+    /// address it connects to).
     fn issue(
         &self,
         cluster: &ValidatedCluster,
         leaf: TlsSecret,
         now: Timestamp,
+        addresses: &[IpAddr],
     ) -> Result<(String, String), CertificateError> {
         let issuer = Issuer::new(
             authority_params(cluster)?,
@@ -194,6 +201,9 @@ impl Authority {
                         .subject_alt_names
                         .push(SanType::DnsName(name.try_into()?));
                 }
+                params
+                    .subject_alt_names
+                    .extend(addresses.iter().copied().map(SanType::IpAddress));
                 params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
             }
         }
@@ -212,6 +222,27 @@ pub fn authority_of(secret: &Secret) -> Option<&str> {
         .map(String::as_str)
 }
 
+/// The addresses a server certificate Secret says it names.
+pub fn addresses_of(secret: &Secret) -> &str {
+    secret
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ADDRESSES_ANNOTATION))
+        .map_or("", String::as_str)
+}
+
+/// `addresses` as [`ADDRESSES_ANNOTATION`] records them: sorted, each
+/// once, separated by commas.
+pub fn address_list(addresses: &[IpAddr]) -> String {
+    let sorted: std::collections::BTreeSet<&IpAddr> = addresses.iter().collect();
+    sorted
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 /// Whether `secret` belongs to the authority `authority` (its id) and is
 /// not yet due at `now`.
 pub fn is_current(secret: &Secret, authority: &str, now: Timestamp) -> bool {
@@ -224,12 +255,14 @@ pub fn is_current(secret: &Secret, authority: &str, now: Timestamp) -> bool {
     ours && !due
 }
 
-/// The Secret `which` of `cluster` from `authority`, a leaf freshly issued.
+/// The Secret `which` of `cluster` from `authority`, a leaf freshly
+/// issued (the server's naming `addresses`).
 pub fn certificate_secret(
     cluster: &ValidatedCluster,
     which: TlsSecret,
     authority: &Authority,
     now: Timestamp,
+    addresses: &[IpAddr],
 ) -> Result<Secret, CertificateError> {
     let bytes = |text: &str| ByteString(text.as_bytes().to_vec());
     let mut annotations = BTreeMap::from([(AUTHORITY_ANNOTATION.to_owned(), authority.id.clone())]);
@@ -246,7 +279,10 @@ pub fn certificate_secret(
             ]),
         ),
         TlsSecret::Server | TlsSecret::Replication => {
-            let (cert, key) = authority.issue(cluster, which, now)?;
+            let (cert, key) = authority.issue(cluster, which, now, addresses)?;
+            if which == TlsSecret::Server {
+                annotations.insert(ADDRESSES_ANNOTATION.to_owned(), address_list(addresses));
+            }
             let renew = now
                 .saturating_add(SignedDuration::from_hours(24 * LEAF_RENEW_AFTER_DAYS))
                 .unwrap_or(now);
@@ -304,8 +340,10 @@ mod tests {
         use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
         let cluster = cluster();
         let authority = Authority::generate(&cluster, now()).expect("authority");
-        let server =
-            certificate_secret(&cluster, TlsSecret::Server, &authority, now()).expect("server");
+        let address: IpAddr = "10.0.0.7".parse().expect("an address");
+        let server = certificate_secret(&cluster, TlsSecret::Server, &authority, now(), &[address])
+            .expect("server");
+        assert_eq!(addresses_of(&server), "10.0.0.7");
         let mut roots = rustls::RootCertStore::empty();
         roots
             .add(CertificateDer::from_pem_slice(authority.cert_pem.as_bytes()).expect("ca"))
@@ -332,12 +370,22 @@ mod tests {
                 .verify_server_cert(&cert, &[], &name, &[], at)
                 .unwrap_or_else(|e| panic!("{name:?}: {e}"));
         }
-        let other = ServerName::try_from("other-rw").expect("name");
-        assert!(
-            verifier
-                .verify_server_cert(&cert, &[], &other, &[], at)
-                .is_err()
-        );
+        // The instance pod's address too (pgBackRest connects by it).
+        verifier
+            .verify_server_cert(&cert, &[], &ServerName::IpAddress(address.into()), &[], at)
+            .expect("the pod's address");
+        let elsewhere: IpAddr = "10.0.0.8".parse().expect("an address");
+        for other in [
+            ServerName::try_from("other-rw").expect("name"),
+            ServerName::IpAddress(elsewhere.into()),
+        ] {
+            assert!(
+                verifier
+                    .verify_server_cert(&cert, &[], &other, &[], at)
+                    .is_err(),
+                "{other:?}"
+            );
+        }
         // Another cluster's authority does not vouch for it.
         let foreign = Authority::generate(&cluster, now()).expect("authority");
         assert_ne!(foreign.cert_pem, authority.cert_pem);
@@ -349,7 +397,8 @@ mod tests {
     fn only_the_key_secret_holds_the_authority_key_and_it_reads_back() {
         let cluster = cluster();
         let authority = Authority::generate(&cluster, now()).expect("authority");
-        let public = certificate_secret(&cluster, TlsSecret::Ca, &authority, now()).expect("ca");
+        let public =
+            certificate_secret(&cluster, TlsSecret::Ca, &authority, now(), &[]).expect("ca");
         assert_eq!(public.metadata.name.as_deref(), Some("orders-ca"));
         assert_eq!(
             public
@@ -359,7 +408,7 @@ mod tests {
             Some(vec![CA_KEY.to_owned()])
         );
         let private =
-            certificate_secret(&cluster, TlsSecret::CaKey, &authority, now()).expect("key");
+            certificate_secret(&cluster, TlsSecret::CaKey, &authority, now(), &[]).expect("key");
         let read = Authority::from_secret(&private).expect("reads back");
         assert_eq!(read.id, authority.id);
         assert_eq!(read.cert_pem, authority.cert_pem);
@@ -375,8 +424,8 @@ mod tests {
     fn a_leaf_is_issued_again_when_due_or_from_another_authority() {
         let cluster = cluster();
         let authority = Authority::generate(&cluster, now()).expect("authority");
-        let leaf =
-            certificate_secret(&cluster, TlsSecret::Replication, &authority, now()).expect("leaf");
+        let leaf = certificate_secret(&cluster, TlsSecret::Replication, &authority, now(), &[])
+            .expect("leaf");
         assert!(is_current(&leaf, &authority.id, now()));
         let later = |days: i64| {
             now()

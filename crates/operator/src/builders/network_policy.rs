@@ -1,5 +1,6 @@
 //! The cluster's NetworkPolicy (`spec.networkPolicy`): PostgreSQL admits
 //! the cluster's own instances (replication) and the declared clients;
+//! pgBackRest's TLS server the instances alone (a standby's backup);
 //! the instance API stays open to all (probes, the operator, `kubectl tusk
 //! plan` through the API server; its `/status` answers only the cluster's
 //! authority). Made only when declared: NetworkPolicies add up, so a
@@ -14,7 +15,7 @@ use k8s_openapi::api::networking::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use tusk_api::contract::{HTTP_PORT, POSTGRES_PORT};
+use tusk_api::contract::{BACKUP_SERVER_PORT, HTTP_PORT, POSTGRES_PORT};
 use tusk_api::labels;
 
 use super::child_meta;
@@ -63,6 +64,13 @@ pub fn network_policy(cluster: &ValidatedCluster) -> Option<NetworkPolicy> {
                     ports: Some(vec![tcp(POSTGRES_PORT)]),
                     from: Some(postgres_from),
                 },
+                NetworkPolicyIngressRule {
+                    ports: Some(vec![tcp(BACKUP_SERVER_PORT)]),
+                    from: Some(vec![NetworkPolicyPeer {
+                        pod_selector: Some(instances(cluster)),
+                        ..NetworkPolicyPeer::default()
+                    }]),
+                },
                 // No `from`: every source.
                 NetworkPolicyIngressRule {
                     ports: Some(vec![tcp(HTTP_PORT)]),
@@ -107,6 +115,10 @@ mod tests {
                             "matchExpressions": [{"key": "tusk.dev/instance", "operator": "Exists"}]}},
                         {"podSelector": {"matchLabels": {"app": "shop"}}},
                         {"namespaceSelector": {"matchLabels": {"team": "reports"}}}
+                    ]},
+                    {"ports": [{"port": 8432, "protocol": "TCP"}], "from": [
+                        {"podSelector": {"matchLabels": {"tusk.dev/cluster": "orders"},
+                            "matchExpressions": [{"key": "tusk.dev/instance", "operator": "Exists"}]}}
                     ]},
                     {"ports": [{"port": 8000, "protocol": "TCP"}]}
                 ]

@@ -22,11 +22,13 @@ use std::fmt::Write as _;
 mod backup;
 mod repository;
 mod restore;
+mod server;
 mod stanza;
 
 pub use backup::*;
 pub use repository::*;
 pub use restore::*;
+pub use server::*;
 pub use stanza::*;
 
 use repository::no_line_break;

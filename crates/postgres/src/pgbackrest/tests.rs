@@ -388,3 +388,64 @@ fn a_gcs_bucket_refuses_a_region_and_plain_http() {
         Err(RepositoryError::LineBreak(_))
     ));
 }
+
+fn tls_files(side: &str) -> TlsFiles {
+    TlsFiles {
+        cert_file: format!("/run/tls/{side}.crt"),
+        key_file: format!("/run/tls/{side}.key"),
+        ca_file: "/run/tls/ca.crt".into(),
+    }
+}
+
+#[test]
+fn the_backup_server_admits_the_replication_certificate_for_its_stanza_alone() {
+    let address: std::net::IpAddr = "10.1.2.3".parse().expect("an address");
+    let args = server_args(
+        address,
+        8432,
+        &tls_files("server"),
+        "streaming_replica",
+        "orders",
+    );
+    assert_eq!(args[0], "server");
+    for arg in [
+        "--tls-server-address=10.1.2.3",
+        "--tls-server-port=8432",
+        "--tls-server-cert-file=/run/tls/server.crt",
+        "--tls-server-key-file=/run/tls/server.key",
+        "--tls-server-ca-file=/run/tls/ca.crt",
+        "--tls-server-auth=streaming_replica=orders",
+    ] {
+        assert!(args.iter().any(|a| a == arg), "{arg} in {args:?}");
+    }
+}
+
+#[test]
+fn a_standby_backs_up_with_its_primary_as_the_second_host_over_tls() {
+    let primary = PrimaryHost {
+        address: "10.1.2.4".parse().expect("an address"),
+        server_port: 8432,
+        pgdata: "/var/lib/postgresql/data/pgdata".into(),
+        socket_dir: "/run/tusk".into(),
+        port: 5432,
+        superuser: "postgres".into(),
+    };
+    let args = standby_backup_args(&primary, &tls_files("replication"));
+    for arg in [
+        "--backup-standby=y",
+        "--pg2-host=10.1.2.4",
+        "--pg2-host-type=tls",
+        "--pg2-host-port=8432",
+        "--pg2-host-cert-file=/run/tls/replication.crt",
+        "--pg2-host-key-file=/run/tls/replication.key",
+        "--pg2-host-ca-file=/run/tls/ca.crt",
+        "--pg2-path=/var/lib/postgresql/data/pgdata",
+        "--pg2-socket-path=/run/tusk",
+        "--pg2-port=5432",
+        "--pg2-user=postgres",
+    ] {
+        assert!(args.iter().any(|a| a == arg), "{arg} in {args:?}");
+    }
+    // The standby itself stays pg1, as the configuration file says.
+    assert!(!args.iter().any(|a| a.starts_with("--pg1")), "{args:?}");
+}

@@ -116,6 +116,11 @@ fn certificates(valid: &ValidatedCluster, needs: &[(TlsSecret, Need)]) -> Vec<St
                     object,
                     "issued again: due for renewal, or from another authority",
                 )),
+                Need::Readdress => Some(step(
+                    "update",
+                    object,
+                    "issued again to name the instance pods' addresses",
+                )),
                 Need::Foreign => Some(step(
                     "refuse",
                     object,
