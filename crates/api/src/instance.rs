@@ -242,6 +242,11 @@ pub struct InstanceReport {
     /// (`status.backup.running`), and how it went.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backup: Option<BackupReport>,
+    /// pgBackRest's TLS server, while it runs with a certificate naming
+    /// this pod's address: a standby backs up this primary through it.
+    /// Absent when it does not run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup_server: Option<crate::v1alpha1::BackupServer>,
 }
 
 /// One base backup as the instance taking it reports it.
@@ -370,6 +375,7 @@ mod tests {
             archiving: None,
             api_server_reachable: None,
             backup: None,
+            backup_server: None,
         };
         let json = serde_json::to_value(&report).expect("serialises");
         assert_eq!(json["role"], "replica");

@@ -220,6 +220,7 @@ async fn bench(scale: u32, random: bool, on_volume: bool) {
             backup: "bench".to_owned(),
             instance: db.settings.pod_name.clone(),
             backup_type: BackupType::Full,
+            primary_server: None,
         }),
         ..on_db.clone()
     });

@@ -20,6 +20,7 @@ use std::time::Duration;
 use tokio::process::Child;
 use tokio::time::Instant;
 use tusk_api::contract::BACKUP_SERVER_PORT;
+use tusk_api::v1alpha1::BackupServer as ServerReport;
 use tusk_postgres::pgbackrest;
 
 use crate::context::InstanceContext;
@@ -68,22 +69,18 @@ impl BackupServer {
             // Stopped: not wanted any more, or its certificate changed.
             self.running = None;
         }
-        if let (None, Some(mounted)) = (&self.running, wanted) {
-            if self.retry_at.is_none_or(|at| Instant::now() >= at) {
-                match start(ctx) {
-                    Ok(child) => {
-                        tracing::info!(port = BACKUP_SERVER_PORT, "pgBackRest's TLS server started");
-                        self.logged = None;
-                        self.running = Some((child, mounted));
-                    }
-                    Err(error) => self.retry_later(&error),
+        let due = self.retry_at.is_none_or(|at| Instant::now() >= at);
+        if let (None, Some(mounted), true) = (&self.running, wanted, due) {
+            match start(ctx) {
+                Ok(child) => {
+                    tracing::info!(port = BACKUP_SERVER_PORT, "pgBackRest's TLS server started");
+                    self.logged = None;
+                    self.running = Some((child, mounted));
                 }
+                Err(error) => self.retry_later(&error),
             }
         }
-        state.lock().backup_server = self
-            .running
-            .as_ref()
-            .map(|_| format!("{}:{BACKUP_SERVER_PORT}", ctx.settings.pod_ip));
+        state.lock().backup_server = self.running.as_ref().map(|_| served(ctx));
     }
 
     /// Forgets a server that exited, to start it again after a delay.
@@ -104,6 +101,19 @@ impl BackupServer {
         let delay = self.backoff.next_delay();
         tracing::warn!(%error, retry_in_seconds = delay.as_secs(), "pgBackRest's TLS server is not running");
         self.retry_at = Some(Instant::now() + delay);
+    }
+}
+
+/// The server as `/status` reports it: where it listens, and this
+/// instance's PostgreSQL, which a standby's pgBackRest names as its
+/// primary (`pg2`).
+fn served(ctx: &InstanceContext) -> ServerReport {
+    let settings = &ctx.settings;
+    ServerReport {
+        address: std::net::SocketAddr::new(settings.pod_ip, BACKUP_SERVER_PORT).to_string(),
+        data_directory: settings.pgdata.display().to_string(),
+        socket_directory: tusk_postgres::config::socket_dir_setting(&settings.run_dir),
+        port: settings.postgres_port,
     }
 }
 

@@ -106,10 +106,11 @@ pub fn desired_from_cluster(
         // The operator rolls restarts through the cluster (docs/operator.md).
         restart_for_pending: false,
         archiving,
+        // Every instance sees the assignment: the one named takes the
+        // backup, and the primary writes the sentinel of a standby's.
         backup: status
             .and_then(|s| s.backup.as_ref())
-            .and_then(|b| b.running.clone())
-            .filter(|running| running.instance == me),
+            .and_then(|b| b.running.clone()),
         restore,
         problems,
     }

@@ -51,8 +51,8 @@ pub struct DesiredState {
     /// Where WAL is archived (`spec.backup` with `walArchiving`); `None`
     /// when it is not.
     pub archiving: Option<Repository>,
-    /// The base backup this instance is asked to take
-    /// (`status.backup.running`, when it names this instance).
+    /// The base backup being taken (`status.backup.running`), by this
+    /// instance or another.
     pub backup: Option<BackupAssignment>,
     /// Where the first instance's data comes from when it is restored
     /// (`spec.bootstrap.recovery`) instead of created by `initdb`.

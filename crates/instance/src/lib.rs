@@ -21,6 +21,7 @@
 pub mod api_tls;
 pub mod archiving;
 pub mod backup;
+pub mod backup_server;
 pub mod bootstrap;
 pub mod cluster_watch;
 pub mod context;

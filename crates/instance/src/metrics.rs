@@ -230,6 +230,7 @@ mod tests {
             archiving: None,
             api_server_reachable: None,
             backup: None,
+            backup_server: None,
         };
         let figures = DatabaseFigures {
             connections: 3,

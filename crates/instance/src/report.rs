@@ -77,6 +77,7 @@ pub fn build(
             .map(|a| archiving(a, observed.and_then(|o| o.archiver.as_ref()))),
         api_server_reachable: state.api_server_reachable,
         backup: state.backup.clone(),
+        backup_server: state.backup_server.clone(),
     }
 }
 

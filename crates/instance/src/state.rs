@@ -32,6 +32,9 @@ pub struct ManagerState {
     /// `archive_command` failed (an asynchronous push that times out
     /// leaves no status file; this is then its only account).
     pub archive_push_error: Option<String>,
+    /// pgBackRest's TLS server, while it runs with a certificate naming
+    /// this pod ([`crate::backup_server`]).
+    pub backup_server: Option<tusk_api::v1alpha1::BackupServer>,
 }
 
 /// The stanza as the manager knows it.
@@ -60,6 +63,7 @@ impl Default for ManagerState {
             api_server_reachable: None,
             backup: None,
             archive_push_error: None,
+            backup_server: None,
         }
     }
 }

@@ -28,6 +28,7 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tusk_api::contract::{CA_KEY, POSTGRES_TLS_MOUNT, TLS_CERT_KEY, TLS_KEY_KEY, TlsSecret};
 use tusk_postgres::config::{ClientTls, ServerTls};
+use tusk_postgres::pgbackrest::TlsFiles;
 
 use crate::process_user::{ProcessUser, ProcessUserError};
 
@@ -139,6 +140,29 @@ impl Installed {
         }
     }
 
+    /// pgBackRest's TLS server ([`crate::backup_server`]): the cluster's
+    /// server certificate always (the owner's names the Services, not the
+    /// pods), and the cluster's authority, which the replication user's
+    /// client certificate chains to.
+    pub fn backup_server(&self) -> TlsFiles {
+        TlsFiles {
+            cert_file: self.text("backup-server.crt"),
+            key_file: self.text("backup-server.key"),
+            ca_file: self.text("ca.crt"),
+        }
+    }
+
+    /// A standby's backup as the client of its primary's pgBackRest
+    /// server: the replication user's certificate, the server verified
+    /// against the cluster's authority.
+    pub fn backup_client(&self) -> TlsFiles {
+        TlsFiles {
+            cert_file: self.text("replication.crt"),
+            key_file: self.text("replication.key"),
+            ca_file: self.text("ca.crt"),
+        }
+    }
+
     /// Writes the copies that differ from `mounted`, readable by `user`
     /// alone; true when any changed.
     pub fn install(&self, mounted: &Mounted, user: &ProcessUser) -> Result<bool, TlsError> {
@@ -148,6 +172,8 @@ impl Installed {
             (self.path("server.crt"), cert),
             (self.path("server.key"), key),
             (self.path("server-ca.crt"), server_ca),
+            (self.path("backup-server.crt"), mounted.server_cert.as_str()),
+            (self.path("backup-server.key"), mounted.server_key.as_str()),
             (self.path("ca.crt"), mounted.ca.as_str()),
             (self.path("replication.crt"), mounted.client_cert.as_str()),
             (self.path("replication.key"), mounted.client_key.as_str()),
@@ -198,6 +224,21 @@ impl Mounted {
             Some([cert, key, ca]) => [cert, key, ca],
             None => [&self.server_cert, &self.server_key, &self.ca],
         }
+    }
+
+    /// Whether the cluster's server certificate names `address` (an IP
+    /// address SAN): pgBackRest's client verifies its server by the
+    /// address it connects to, a pod's.
+    pub fn server_names(&self, address: std::net::IpAddr) -> bool {
+        let Some(Ok(der)) = CertificateDer::pem_slice_iter(self.server_cert.as_bytes()).next()
+        else {
+            return false;
+        };
+        let Ok(parsed) = rustls::server::ParsedCertificate::try_from(&der) else {
+            return false;
+        };
+        let name = rustls::pki_types::ServerName::IpAddress(address.into());
+        rustls::client::verify_server_name(&parsed, &name).is_ok()
     }
 
     /// The authority's certificate (PEM), which tokens for the HTTP API
@@ -309,6 +350,44 @@ mod tests {
         assert_eq!(own.postgres(), ["O", "OK", "OC"]);
         assert_eq!(own.authority_pem(), "C");
         assert_ne!(own, mounted, "a change to follow");
+    }
+
+    /// pgBackRest's client checks its server's certificate against the
+    /// pod address it connects to: the backup server runs only with a
+    /// certificate naming its own.
+    #[test]
+    fn the_server_certificate_is_checked_for_the_pods_address() {
+        let key = rcgen::KeyPair::generate().expect("key");
+        let mut params =
+            rcgen::CertificateParams::new(vec!["orders-rw".to_owned()]).expect("params");
+        params
+            .subject_alt_names
+            .push(rcgen::SanType::IpAddress("10.1.0.7".parse().expect("ip")));
+        let cert = params.self_signed(&key).expect("cert").pem();
+        let dir = tempfile::tempdir().expect("temp dir");
+        for (sub, files) in [
+            (
+                "server-tls",
+                [
+                    (TLS_CERT_KEY, cert.as_str()),
+                    (TLS_KEY_KEY, "K"),
+                    (CA_KEY, "C"),
+                ],
+            ),
+            (
+                "replication-tls",
+                [(TLS_CERT_KEY, "R"), (TLS_KEY_KEY, "RK"), (CA_KEY, "C")],
+            ),
+        ] {
+            let path = dir.path().join(sub);
+            std::fs::create_dir_all(&path).expect("dir");
+            for (name, text) in files {
+                std::fs::write(path.join(name), text).expect("write");
+            }
+        }
+        let mounted = Mounted::read(dir.path()).expect("read").expect("mounted");
+        assert!(mounted.server_names("10.1.0.7".parse().expect("ip")));
+        assert!(!mounted.server_names("10.1.0.8".parse().expect("ip")));
     }
 
     #[test]

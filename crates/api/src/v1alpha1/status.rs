@@ -396,6 +396,25 @@ pub struct BackupAssignment {
     /// Full, differential or incremental.
     #[serde(rename = "type")]
     pub backup_type: super::BackupType,
+    /// For a standby: the primary's pgBackRest TLS server it backs up
+    /// through, as the primary reported it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub primary_server: Option<BackupServer>,
+}
+
+/// A primary's pgBackRest TLS server, through which a standby takes a base
+/// backup: where it listens, and where the primary's PostgreSQL is on its
+/// host (pgBackRest checks the data directory against the server's).
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct BackupServer {
+    /// `address:port` of the server (the primary pod's address).
+    pub address: String,
+    /// The primary's data directory.
+    pub data_directory: String,
+    /// Its PostgreSQL's unix socket directory and port.
+    pub socket_directory: String,
+    pub port: u16,
 }
 
 /// The outcome of a restore rehearsal (R28).

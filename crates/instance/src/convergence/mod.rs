@@ -19,7 +19,8 @@ use tokio::time::Instant;
 use tusk_api::instance::InstancePhase;
 
 use crate::archiving::StanzaCreation;
-use crate::backup::Backups;
+use crate::backup::{Backups, Serving};
+use crate::backup_server::BackupServer;
 use crate::bootstrap::{self, BootstrapError};
 use crate::context::InstanceContext;
 use crate::datadir::{self, DataDirError};
@@ -100,8 +101,10 @@ pub struct Manager<S> {
     awaited_primary: Option<IpAddr>,
     /// The pgBackRest stanza, created by the primary.
     stanza: StanzaCreation,
-    /// The base backup the operator assigned, taken by the primary.
+    /// The base backup the operator assigned to this instance.
     backups: Backups,
+    /// pgBackRest's TLS server, through which a standby backs up.
+    backup_server: BackupServer,
     /// Planner statistics, gathered once after a major upgrade.
     statistics: StatisticsAfterUpgrade,
     /// Why the mounted credentials cannot be followed (logged once).
@@ -130,6 +133,7 @@ impl<S: DesiredStateSource> Manager<S> {
             awaited_primary: None,
             stanza: StanzaCreation::default(),
             backups: Backups::default(),
+            backup_server: BackupServer::default(),
             statistics: StatisticsAfterUpgrade::default(),
             credentials_problem: None,
             certificates_problem: None,
@@ -268,8 +272,14 @@ impl<S: DesiredStateSource> Manager<S> {
             && self.passwords_converged;
         self.stanza
             .converge(&self.ctx, desired, &self.state, running_primary);
+        let serving = match action {
+            _ if running_primary => Serving::Primary,
+            Action::RunStandby(_) if self.postmaster.is_some() => Serving::Standby,
+            _ => Serving::Nothing,
+        };
         self.backups
-            .converge(&self.ctx, desired, &self.state, running_primary);
+            .converge(&self.ctx, desired, &self.state, serving);
+        self.backup_server.converge(&self.ctx, desired, &self.state);
         self.statistics.converge(&self.ctx, running_primary);
         match action {
             Action::Fence => {

@@ -24,6 +24,7 @@ pub fn assigned(db: &TestInstance, name: &str, backup_type: BackupType) -> Backu
         backup: name.to_owned(),
         instance: db.settings.pod_name.clone(),
         backup_type,
+        primary_server: None,
     }
 }
 

@@ -4,9 +4,11 @@
 //! writes what it decided.
 //!
 //! One backup at a time per cluster, assigned in `status.backup.running`
-//! to the primary (pgBackRest takes a backup from a standby only through
-//! a connection to the primary's host, which the pods do not offer yet).
-//! The instance's manager reads the assignment, takes the backup, and
+//! to one instance ([`taker`]): with `target: preferReplica` (the
+//! default) a streaming standby, which copies the files while the primary
+//! only starts and stops the backup (through its pgBackRest TLS server,
+//! which the primary reports as running), else the primary. The
+//! instance's manager reads the assignment, takes the backup, and
 //! reports it on `/status`; its report becomes the PostgresBackup's
 //! status. A PostgresBackup's status is written once it changes phase and
 //! never after it finished.
@@ -22,8 +24,10 @@ use std::collections::BTreeMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
-use tusk_api::instance::InstanceReport;
-use tusk_api::v1alpha1::{BackupAssignment, BackupPhase, PostgresBackup, PostgresBackupStatus};
+use tusk_api::instance::{InstanceReport, InstanceRole};
+use tusk_api::v1alpha1::{
+    BackupAssignment, BackupPhase, BackupServer, BackupTarget, PostgresBackup, PostgresBackupStatus,
+};
 
 use crate::cached_cluster::CachedCluster;
 use crate::note::Note;
@@ -146,15 +150,22 @@ pub fn decide(input: &BackupInput<'_>) -> BackupPlan {
         let name = backup.name_any();
         match (plan.running.is_some(), input.primary) {
             (false, Some(primary)) => {
+                let (instance, primary_server) = taker(input, backup.spec.target, primary);
+                let role = if primary_server.is_some() {
+                    "a standby"
+                } else {
+                    "the primary"
+                };
                 plan.running = Some(BackupAssignment {
                     backup: name.clone(),
-                    instance: primary.to_owned(),
+                    instance: instance.to_owned(),
                     backup_type: backup.spec.backup_type,
+                    primary_server,
                 });
                 plan.events.push(Note::normal(
                     "BackupStarted",
                     format!(
-                        "{name}: {} backup assigned to {primary}",
+                        "{name}: {} backup assigned to {instance} ({role})",
                         backup.spec.backup_type.pgbackrest()
                     ),
                 ));
@@ -162,7 +173,7 @@ pub fn decide(input: &BackupInput<'_>) -> BackupPlan {
                     name,
                     PostgresBackupStatus {
                         phase: Some(BackupPhase::Running),
-                        instance: Some(primary.to_owned()),
+                        instance: Some(instance.to_owned()),
                         ..PostgresBackupStatus::default()
                     },
                 ));
@@ -178,6 +189,34 @@ pub fn decide(input: &BackupInput<'_>) -> BackupPlan {
         }
     }
     plan
+}
+
+/// Which instance takes a backup aimed at `target`: with
+/// `preferReplica`, the standby streaming with the least replay lag, when
+/// `primary` runs its pgBackRest TLS server, with that server (the
+/// standby backs up through it); otherwise, and always with `primary`,
+/// the primary.
+pub fn taker<'a>(
+    input: &BackupInput<'a>,
+    target: BackupTarget,
+    primary: &'a str,
+) -> (&'a str, Option<BackupServer>) {
+    let server = input
+        .reports
+        .get(primary)
+        .and_then(|r| r.backup_server.clone());
+    let Some(server) = server.filter(|_| target == BackupTarget::PreferReplica) else {
+        return (primary, None);
+    };
+    input
+        .reports
+        .iter()
+        .filter(|(name, _)| input.pods.contains(name))
+        .filter(|(_, r)| {
+            r.role == InstanceRole::Replica && r.ready && !r.fenced && r.streaming == Some(true)
+        })
+        .min_by_key(|(name, r)| (r.lag_bytes.unwrap_or(u64::MAX), name.as_str()))
+        .map_or((primary, None), |(name, _)| (name.as_str(), Some(server)))
 }
 
 /// The assigned backup: its report, once the instance has one.

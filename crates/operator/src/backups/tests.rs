@@ -4,8 +4,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use tusk_api::instance::{BackupReport, InstanceReport};
 use tusk_api::v1alpha1::{
-    BackupAssignment, BackupPhase, BackupType, PostgresBackup, PostgresBackupSpec,
-    PostgresBackupStatus,
+    BackupAssignment, BackupPhase, BackupServer, BackupTarget, BackupType, PostgresBackup,
+    PostgresBackupSpec, PostgresBackupStatus,
 };
 
 use super::*;
@@ -36,6 +36,7 @@ fn assignment(name: &str) -> BackupAssignment {
         backup: name.into(),
         instance: "db-1".into(),
         backup_type: BackupType::Full,
+        primary_server: None,
     }
 }
 
@@ -260,5 +261,89 @@ fn the_newest_backup_is_recent_within_twice_the_schedules_period() {
     assert_eq!(
         judged(stale, "2026-12-01T00:00:00Z"),
         (ConditionStatus::False, "BackupStale")
+    );
+}
+
+fn server_of_db_1() -> BackupServer {
+    BackupServer {
+        address: "10.0.0.1:8432".into(),
+        data_directory: "/var/lib/postgresql/data/pgdata".into(),
+        socket_directory: "/run/tusk".into(),
+        port: 5432,
+    }
+}
+
+/// `db-1` the primary (running its backup server when `server`), `db-2`
+/// a standby streaming when `streaming`.
+fn primary_and_standby(server: bool, streaming: bool) -> BTreeMap<String, InstanceReport> {
+    let report = |value: serde_json::Value| -> InstanceReport {
+        serde_json::from_value(value).expect("a report")
+    };
+    let mut primary = report(serde_json::json!({
+        "name": "db-1", "role": "primary", "phase": "running", "ready": true, "fenced": false,
+    }));
+    primary.backup_server = server.then(server_of_db_1);
+    let standby = report(serde_json::json!({
+        "name": "db-2", "role": "replica", "phase": "running", "ready": true, "fenced": false,
+        "streaming": streaming, "lagBytes": 0,
+    }));
+    BTreeMap::from([("db-1".to_owned(), primary), ("db-2".to_owned(), standby)])
+}
+
+#[test]
+fn a_backup_preferring_a_replica_goes_to_a_streaming_standby_through_the_primarys_server() {
+    let mut case = Case::new(vec![backup("b", "2026-12-04T10:00:00Z", None)]);
+    case.reports = primary_and_standby(true, true);
+    let plan = case.decide();
+    assert_eq!(
+        plan.running.as_ref().map(|r| r.instance.as_str()),
+        Some("db-2")
+    );
+    assert_eq!(
+        plan.running.as_ref().and_then(|r| r.primary_server.clone()),
+        Some(server_of_db_1()),
+        "the standby is told the primary's server"
+    );
+    assert_eq!(plan.records[0].1.instance.as_deref(), Some("db-2"));
+    assert!(
+        plan.events[0].text.contains("db-2 (a standby)"),
+        "{:?}",
+        plan.events
+    );
+
+    // Asked for the primary: the primary, standby or not.
+    case.backups[0].spec.target = BackupTarget::Primary;
+    let plan = case.decide();
+    assert_eq!(
+        plan.running.as_ref().map(|r| r.instance.as_str()),
+        Some("db-1")
+    );
+}
+
+#[test]
+fn without_the_primarys_server_or_a_streaming_standby_the_primary_takes_the_backup() {
+    for (server, streaming) in [(false, true), (true, false)] {
+        let mut case = Case::new(vec![backup("b", "2026-12-04T10:00:00Z", None)]);
+        case.reports = primary_and_standby(server, streaming);
+        let plan = case.decide();
+        assert_eq!(
+            plan.running.as_ref().map(|r| r.instance.as_str()),
+            Some("db-1"),
+            "server {server}, streaming {streaming}"
+        );
+        assert!(
+            plan.events[0].text.contains("db-1 (the primary)"),
+            "{:?}",
+            plan.events
+        );
+    }
+    // A standby whose pod is gone is not chosen.
+    let mut case = Case::new(vec![backup("b", "2026-12-04T10:00:00Z", None)]);
+    case.reports = primary_and_standby(true, true);
+    case.pods = vec!["db-1".into()];
+    let plan = case.decide();
+    assert_eq!(
+        plan.running.as_ref().map(|r| r.instance.as_str()),
+        Some("db-1")
     );
 }

@@ -141,6 +141,7 @@ fn standby(name: &str, received: &str, replayed: &str) -> InstanceReport {
         archiving: None,
         api_server_reachable: None,
         backup: None,
+        backup_server: None,
     }
 }
 

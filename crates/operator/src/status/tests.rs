@@ -231,6 +231,7 @@ fn base_backups_progress_reaches_status_backup_and_a_finished_one_clears_running
         backup: "nightly".into(),
         instance: "orders-1".into(),
         backup_type: BackupType::Full,
+        primary_server: None,
     };
     let mut assigned = input(None, &reports, at(1000));
     assigned.backups = Some(BackupProgress {
