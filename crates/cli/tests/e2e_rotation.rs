@@ -162,8 +162,10 @@ async fn rotated_passwords_reach_postgres_without_a_restart_or_a_dropped_connect
     stop.store(true, Ordering::SeqCst);
     let (written, failures) = session.await.expect("session");
     assert!(failures.is_empty(), "the old session failed: {failures:?}");
+    // A write every 100 ms from before the rotation until the standby
+    // streamed again: seconds, even with the tests' short volume refresh.
     assert!(
-        written.len() >= 50,
+        written.len() >= 20,
         "the old session wrote {}",
         written.len()
     );

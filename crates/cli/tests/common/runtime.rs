@@ -43,6 +43,12 @@ pub fn test_dir(runtime: Runtime) -> tempfile::TempDir {
     .expect("temp dir")
 }
 
+/// How often the node's kubelet refreshes pods' Secret volumes: the
+/// kubelet's sync period (a minute by default, `syncFrequency`),
+/// shortened so that a renewed certificate or a rotated password reaches
+/// the pods in seconds, and the tests that wait for one take seconds.
+const VOLUME_REFRESH: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Starts the node on `runtime`; the operator's settings for it, and the
 /// Docker runtime to clean up after.
 pub async fn start_node(
@@ -53,12 +59,15 @@ pub async fn start_node(
 ) -> (Node, OperatorConfig, Option<Arc<DockerRuntime>>) {
     let tusk = std::path::PathBuf::from(env!("CARGO_BIN_EXE_tusk"));
     let mut config = OperatorConfig::default();
+    let text = std::fs::read_to_string(kubeconfig).expect("kubeconfig");
+    let mut kubelet = KubeletConfig::new(dir, text, tusk.clone()).expect("kubelet config");
+    kubelet.volume_refresh = VOLUME_REFRESH;
     if runtime == Runtime::Process {
         if let Some((uid, gid)) = tusk_sandbox::kubelet::postgres_identity() {
             config.postgres_uid = i64::from(uid);
             config.postgres_gid = i64::from(gid);
         }
-        let node = Node::start(client, dir, kubeconfig, tusk).expect("node");
+        let node = Node::start_with(client, kubelet).expect("node");
         return (node, config, None);
     }
     build_images(Images::All {
@@ -67,8 +76,6 @@ pub async fn start_node(
     // The images scripts/build-images made, as deploy/install.yaml names
     // them (the image's own postgres user is the default 999).
     config.default_postgres_image = tusk_operator::install::postgres_image_template();
-    let text = std::fs::read_to_string(kubeconfig).expect("kubeconfig");
-    let mut kubelet = KubeletConfig::new(dir, text, tusk).expect("kubelet config");
     let docker = DockerRuntime::connect(dir)
         .await
         .expect("the Docker engine is reachable (the docker runtime's tests need it)");
