@@ -412,8 +412,9 @@ pub struct BackupServer {
     pub address: String,
     /// The primary's data directory.
     pub data_directory: String,
-    /// Its PostgreSQL's unix socket directory and port.
+    /// Its PostgreSQL's unix socket directory.
     pub socket_directory: String,
+    /// Its PostgreSQL's port.
     pub port: u16,
 }
 
