@@ -106,41 +106,16 @@ impl Backups {
         if known || self.running.is_some() {
             return;
         }
-        let source = if desired.target_primary.as_deref() == Some(me.as_str()) {
-            let stanza_ready = state
-                .lock()
-                .archiving
-                .as_ref()
-                .is_some_and(|a| a.stanza_created);
-            if serving != Serving::Primary || !stanza_ready {
-                return;
-            }
-            Source::Primary
-        } else {
-            if serving != Serving::Standby {
-                return;
-            }
-            let primary = match primary_host(ctx, request.primary_server.as_ref()) {
-                Ok(primary) => primary,
-                Err(message) => {
-                    state.lock().backup = Some(BackupReport {
-                        name: request.backup.clone(),
-                        status: failed(ctx, message),
-                    });
-                    return;
-                }
-            };
-            let Some(installed) = ctx.tls() else {
-                let message = format!(
-                    "{me} is a standby without TLS (no certificate mounted, or PostgreSQL built without it); a standby backs up only through its primary's TLS server"
-                );
+        let source = match source(ctx, desired, state, serving, request) {
+            Ok(Some(source)) => source,
+            Ok(None) => return,
+            Err(message) => {
                 state.lock().backup = Some(BackupReport {
                     name: request.backup.clone(),
                     status: failed(ctx, message),
                 });
                 return;
-            };
-            Source::Standby(primary, installed.backup_client())
+            }
         };
         tracing::info!(backup = %request.backup, kind = request.backup_type.pgbackrest(), from = ?source, "taking a base backup");
         state.lock().backup = Some(BackupReport {
@@ -176,6 +151,38 @@ impl Backups {
         let task = tokio::spawn(async move { write_sentinel(&ctx, &owned).await });
         self.sentinel_writing = Some((name.to_owned(), task));
     }
+}
+
+/// Where this instance takes the backup `request` assigns it from:
+/// `Ok(None)` not yet (a primary whose stanza is not created, an instance
+/// not serving), `Err` why it cannot (a standby without the primary's
+/// server or without TLS).
+fn source(
+    ctx: &InstanceContext,
+    desired: &DesiredState,
+    state: &SharedState,
+    serving: Serving,
+    request: &BackupAssignment,
+) -> Result<Option<Source>, String> {
+    let me = &ctx.settings.pod_name;
+    if desired.target_primary.as_deref() == Some(me.as_str()) {
+        let stanza_ready = state
+            .lock()
+            .archiving
+            .as_ref()
+            .is_some_and(|a| a.stanza_created);
+        return Ok((serving == Serving::Primary && stanza_ready).then_some(Source::Primary));
+    }
+    if serving != Serving::Standby {
+        return Ok(None);
+    }
+    let primary = primary_host(ctx, request.primary_server.as_ref())?;
+    let installed = ctx.tls().ok_or_else(|| {
+        format!(
+            "{me} is a standby without TLS (no certificate mounted, or PostgreSQL built without it); a standby backs up only through its primary's TLS server"
+        )
+    })?;
+    Ok(Some(Source::Standby(primary, installed.backup_client())))
 }
 
 /// The primary a standby's backup reaches, as the assignment names its
