@@ -742,6 +742,22 @@ fn backup_schedule_and_destination_are_checked() {
             Expect::Invalid("spec.backup.destination", "takes no endpoint"),
         ),
         create(
+            "an Azure container with its key",
+            backup(json!({"destination": {"url": "az://backups/orders",
+                "credentialsSecret": "azure-keys"}})),
+            Expect::Valid,
+        ),
+        create(
+            "an Azure container without a key",
+            backup(json!({"destination": {"url": "az://backups/orders"}})),
+            Expect::Invalid("spec.backup.destination", "needs credentialsSecret"),
+        ),
+        create(
+            "a restore from an Azure container without a key",
+            json!({"bootstrap": {"recovery": {"cluster": "o", "source": {"url": "az://b"}}}}),
+            Expect::Invalid("spec.bootstrap.recovery.source", "needs credentialsSecret"),
+        ),
+        create(
             "a claim that cannot be named so",
             backup(json!({"destination": {"url": "file:///pg", "volumeClaim": "Backups!"}})),
             Expect::Invalid(

@@ -189,10 +189,7 @@ async fn an_unreachable_object_store_is_reported_with_its_cause() {
         None,
     )
     .expect("a repository");
-    let keys = RepositoryKeys {
-        access_key_id: "id".into(),
-        secret_access_key: "secret".into(),
-    };
+    let keys = RepositoryKeys::s3("id".into(), "secret".into());
     let mut cluster = TestCluster::new();
     let mut db = archiving_primary(&mut cluster, repository, keys).await;
     let report = db

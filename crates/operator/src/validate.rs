@@ -335,7 +335,7 @@ fn bootstrap(spec: &PostgresClusterSpec, bootstrapped: bool) -> Result<Bootstrap
                     return Err(spec_error(
                         "spec.bootstrap.recovery.source",
                         format!(
-                            "{error}; restores read S3 repositories over HTTPS and directories on volumes"
+                            "{error}; restores read S3, GCS and Azure repositories over HTTPS and directories on volumes"
                         ),
                     ));
                 }
@@ -378,7 +378,7 @@ impl ValidatedCluster {
         }
         if self.archive.is_none() {
             return Some(format!(
-                "spec.backup.destination `{}` is not supported yet (S3 and volumes are)",
+                "spec.backup.destination `{}` cannot be archived to (the Unsupported condition says why)",
                 backup.destination.url
             ));
         }

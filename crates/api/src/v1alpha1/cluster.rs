@@ -357,11 +357,11 @@ pub struct VerifySpec {
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = rules::directory_repository_on_a_volume())]
 #[x_kube(validation = rules::volume_repository_takes_no_service_settings())]
+#[x_kube(validation = rules::azure_repository_names_its_key())]
 pub struct ObjectStore {
     /// Bucket and prefix as a URL: `s3://bucket/prefix`, `gs://bucket/prefix`,
-    /// or `file:///path` for a directory on the volume `volumeClaim`
-    /// names. `az://container/prefix` is accepted and reported
-    /// `Unsupported` (Azure repositories are not supported yet).
+    /// `az://container/prefix` (Azure Blob Storage), or `file:///path` for
+    /// a directory on the volume `volumeClaim` names.
     #[schemars(length(max = 1024))]
     #[x_kube(validation = rules::object_store_url())]
     pub url: String,
@@ -379,23 +379,26 @@ pub struct ObjectStore {
     pub volume_claim: Option<String>,
 
     /// Endpoint (`https://host[:port]`) of an S3-compatible service (e.g.
-    /// MinIO) or of a service speaking GCS's JSON API; the provider's
-    /// default when omitted.
+    /// MinIO), of a service speaking GCS's JSON API, or of one speaking
+    /// Azure's Blob API (e.g. Azurite, addressed path-style); the
+    /// provider's default when omitted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 1024))]
     #[x_kube(validation = rules::http_endpoint())]
     pub endpoint: Option<String>,
 
-    /// Region of an S3 bucket (refused for GCS, whose buckets carry
-    /// their location).
+    /// Region of an S3 bucket (refused for GCS and Azure, whose buckets
+    /// and storage accounts carry their location).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub region: Option<String>,
 
     /// Name of a Secret in the cluster's namespace holding the credentials
     /// (for S3: keys `ACCESS_KEY_ID` and `SECRET_ACCESS_KEY`; for GCS: key
-    /// `SERVICE_ACCOUNT_KEY`, a service account's JSON key). Omit to use
-    /// the environment's ambient credentials (for GCS: workload identity
-    /// or the metadata server).
+    /// `SERVICE_ACCOUNT_KEY`, a service account's JSON key; for Azure,
+    /// required: keys `AZURE_STORAGE_ACCOUNT` and `AZURE_STORAGE_KEY`, the
+    /// storage account and its shared key). Omit to use the environment's
+    /// ambient credentials (for GCS: workload identity or the metadata
+    /// server).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 253))]
     #[x_kube(validation = rules::object_name())]

@@ -33,6 +33,11 @@ impl ObjectStore {
             .volume_claim
             .as_deref()
             .map(|claim| dirs.repository_volume(claim).display().to_string());
+        // pgBackRest signs in to Azure with a storage account's key alone
+        // (no ambient credentials here).
+        if self.url.starts_with("az://") && self.credentials_secret.is_none() {
+            return Err(RepositoryError::AzureWithoutKey(self.url.clone()));
+        }
         Ok(Repository::parse(
             &self.url,
             self.endpoint.as_deref(),

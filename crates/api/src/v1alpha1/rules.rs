@@ -299,6 +299,14 @@ pub fn volume_repository_takes_no_service_settings() -> Rule {
     .message("a file:///path repository takes no endpoint, region, credentialsSecret or caSecret")
 }
 
+/// pgBackRest signs in to Azure with a storage account's shared key: an
+/// `az://` repository names the Secret holding it.
+pub fn azure_repository_names_its_key() -> Rule {
+    Rule::new("!self.url.startsWith('az://') || has(self.credentialsSecret)").message(
+        "an az://container repository needs credentialsSecret (a Secret with keys AZURE_STORAGE_ACCOUNT and AZURE_STORAGE_KEY)",
+    )
+}
+
 /// Service endpoints are HTTP(S) URLs.
 pub fn http_endpoint() -> Rule {
     Rule::new("self.matches('^https?://[^/]+')")

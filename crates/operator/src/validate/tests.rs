@@ -175,6 +175,13 @@ fn declared_features_not_yet_acted_on_are_reported_as_unsupported() {
     assert!(valid.unsupported.is_empty(), "WAL archiving to GCS works");
     assert_eq!(valid.archive.map(|a| a.url).as_deref(), Some("gs://b/o"));
 
+    spec["backup"] =
+        serde_json::json!({"destination": {"url": "az://b/o", "credentialsSecret": "azure"}});
+    let valid = validate(&cluster(spec.clone()), &OperatorConfig::default()).expect("valid");
+    assert!(valid.unsupported.is_empty(), "WAL archiving to Azure works");
+    assert_eq!(valid.archive.map(|a| a.url).as_deref(), Some("az://b/o"));
+
+    // Azure without a key: nothing to sign in with.
     spec["backup"] = serde_json::json!({
         "destination": {"url": "az://b/o"},
         "schedule": "@daily",
@@ -184,6 +191,10 @@ fn declared_features_not_yet_acted_on_are_reported_as_unsupported() {
     assert_eq!(valid.archive, None);
     let said = valid.unsupported.join("; ");
     assert!(said.contains("spec.backup.destination"), "{said}");
+    assert!(
+        said.contains("credentialsSecret") && said.contains("AZURE_STORAGE_KEY"),
+        "{said}"
+    );
     assert!(!said.contains("schedule"), "schedules are taken: {said}");
     assert!(!said.contains("verify"), "rehearsals are taken: {said}");
     assert!(
@@ -214,11 +225,16 @@ fn a_restore_source_restores_cannot_read_is_refused_naming_the_field() {
     assert!(valid.unsupported.is_empty(), "{:?}", valid.unsupported);
     spec["bootstrap"]["recovery"]["source"] = serde_json::json!({"url": "gs://b/o"});
     validate(&cluster(spec.clone()), &OperatorConfig::default()).expect("a GCS source is read");
+    spec["bootstrap"]["recovery"]["source"] =
+        serde_json::json!({"url": "az://b/o", "credentialsSecret": "azure"});
+    validate(&cluster(spec.clone()), &OperatorConfig::default()).expect("an Azure source is read");
     spec["bootstrap"]["recovery"]["source"] = serde_json::json!({"url": "az://b/o"});
     let error = validate(&cluster(spec.clone()), &OperatorConfig::default()).expect_err("az://");
     let text = error.to_string();
     assert!(
-        text.contains("spec.bootstrap.recovery.source") && text.contains("az://b/o"),
+        text.contains("spec.bootstrap.recovery.source")
+            && text.contains("az://b/o")
+            && text.contains("AZURE_STORAGE_ACCOUNT"),
         "{text}"
     );
     // A directory is read from the volume it names; without one there is

@@ -10,6 +10,12 @@
 //!   with a service account's JSON key file or, without one, with the
 //!   credentials the environment provides (workload identity, the
 //!   metadata server: pgBackRest's `auto`);
+//! - `az://container[/prefix]`: an Azure Blob Storage container, at
+//!   `<account>.blob.core.windows.net` or, with an endpoint, at a service
+//!   speaking Azure's Blob API elsewhere (addressed path-style,
+//!   `https://host:port/<account>/<container>`, as Azurite is), signed in
+//!   with the storage account's shared key, which pgBackRest reads from
+//!   [`AZURE_ACCOUNT_ENV`] and [`AZURE_KEY_ENV`] in its environment;
 //! - `file:///path`: `path` inside a volume the caller has mounted at
 //!   `root`. Every instance that archives, backs up or restores mounts the
 //!   same volume, so it must be shareable between them (ReadWriteMany when
@@ -29,8 +35,8 @@ pub const DEFAULT_REGION: &str = "us-east-1";
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum RepositoryError {
     #[error(
-        "`{0}` is neither an s3://bucket[/prefix], a gs://bucket[/prefix] nor a \
-         file:///path URL; Azure (az://) repositories are not supported yet"
+        "`{0}` is neither an s3://bucket[/prefix], a gs://bucket[/prefix], an \
+         az://container[/prefix] nor a file:///path URL"
     )]
     Scheme(String),
     #[error("endpoint `{0}` is not an http(s)://host[:port] URL")]
@@ -54,6 +60,15 @@ pub enum RepositoryError {
         "`{0}` is a GCS bucket: a region applies to S3 only (a GCS bucket's location is its own)"
     )]
     RegionForGcs(String),
+    #[error(
+        "`{0}` is an Azure container: a region applies to S3 only (a storage account's location is its own)"
+    )]
+    RegionForAzure(String),
+    #[error(
+        "`{0}` is an Azure container: name a credentialsSecret with keys AZURE_STORAGE_ACCOUNT \
+         and AZURE_STORAGE_KEY (the storage account and its shared key)"
+    )]
+    AzureWithoutKey(String),
     #[error("`{0}` climbs out of its volume (`..`)")]
     OutsideVolume(String),
 }
@@ -79,6 +94,7 @@ pub struct Repository {
 pub enum Store {
     S3(S3Bucket),
     Gcs(GcsBucket),
+    Azure(AzureContainer),
     /// A volume mounted at `root` (pgBackRest's `posix` repository type).
     Volume {
         root: String,
@@ -115,6 +131,26 @@ pub struct GcsBucket {
     pub key_file: Option<String>,
 }
 
+/// An Azure Blob Storage container. The storage account and its key
+/// are not here: pgBackRest reads both from its environment
+/// ([`AZURE_ACCOUNT_ENV`], [`AZURE_KEY_ENV`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AzureContainer {
+    pub container: String,
+    /// Host of a service speaking Azure's Blob API, addressed path-style;
+    /// `<account>.blob.core.windows.net` when `None`.
+    pub endpoint_host: Option<String>,
+    pub endpoint_port: Option<u16>,
+    /// PEM file of the certificate authority that signed the service's
+    /// certificate, when it is not a public one.
+    pub ca_file: Option<String>,
+}
+
+/// Environment variable holding the Azure storage account's name.
+pub const AZURE_ACCOUNT_ENV: &str = "PGBACKREST_REPO1_AZURE_ACCOUNT";
+/// Environment variable holding the Azure storage account's shared key.
+pub const AZURE_KEY_ENV: &str = "PGBACKREST_REPO1_AZURE_KEY";
+
 impl Repository {
     /// The repository `url` names: an S3 bucket (with `endpoint` and
     /// `region`), or a directory of the volume mounted at `volume_root`
@@ -131,10 +167,15 @@ impl Repository {
                 Err(RepositoryError::EndpointForVolume(url.to_owned()))
             }
             (true, Some(root)) => Self::volume(url, root),
-            (false, Some(_)) if url.starts_with("s3://") || url.starts_with("gs://") => {
+            (false, Some(_))
+                if ["s3://", "gs://", "az://"]
+                    .iter()
+                    .any(|s| url.starts_with(s)) =>
+            {
                 Err(RepositoryError::VolumeForObjectStore(url.to_owned()))
             }
             (false, _) if url.starts_with("gs://") => Self::gcs(url, endpoint, region),
+            (false, _) if url.starts_with("az://") => Self::azure(url, endpoint, region),
             (false, _) => Self::s3(url, endpoint, region),
         }
     }
@@ -191,6 +232,31 @@ impl Repository {
         })
     }
 
+    /// The Azure repository a destination URL (`az://container/prefix`)
+    /// and endpoint (`https://host:port`, a service other than Azure's,
+    /// addressed path-style) describe. Azure takes no region.
+    pub fn azure(
+        url: &str,
+        endpoint: Option<&str>,
+        region: Option<&str>,
+    ) -> Result<Self, RepositoryError> {
+        let (container, prefix) = bucket_and_prefix(url, "az://")?;
+        if region.is_some() {
+            return Err(RepositoryError::RegionForAzure(url.to_owned()));
+        }
+        let (endpoint_host, endpoint_port) = optional_endpoint(endpoint)?;
+        Ok(Repository {
+            store: Store::Azure(AzureContainer {
+                container,
+                endpoint_host,
+                endpoint_port,
+                ca_file: None,
+            }),
+            prefix,
+            retention_days: None,
+        })
+    }
+
     /// The repository `file:///path` names on the volume mounted at `root`.
     pub fn volume(url: &str, root: &str) -> Result<Self, RepositoryError> {
         let path = url
@@ -218,6 +284,7 @@ impl Repository {
         match &mut self.store {
             Store::S3(bucket) => bucket.ca_file = ca_file,
             Store::Gcs(bucket) => bucket.ca_file = ca_file,
+            Store::Azure(container) => container.ca_file = ca_file,
             Store::Volume { .. } => {}
         }
         self
@@ -238,20 +305,21 @@ impl Repository {
     pub fn cluster_path(&self, namespace: &str, cluster: &str) -> String {
         let path = self.path_in_store(namespace, cluster);
         match &self.store {
-            Store::S3(_) | Store::Gcs(_) => path,
+            Store::S3(_) | Store::Gcs(_) | Store::Azure(_) => path,
             Store::Volume { root } => format!("{root}{path}"),
         }
     }
 
     /// The URL of `file` (a path under the cluster's own, such as
     /// `backup/<stanza>/<label>`), as the destination's URL names it:
-    /// `s3://bucket/...`, `gs://bucket/...`, or `file:///...` inside the
-    /// volume.
+    /// `s3://bucket/...`, `gs://bucket/...`, `az://container/...`, or
+    /// `file:///...` inside the volume.
     pub fn url_of(&self, namespace: &str, cluster: &str, file: &str) -> String {
         let path = self.path_in_store(namespace, cluster);
         match &self.store {
             Store::S3(s3) => format!("s3://{}{path}/{file}", s3.bucket),
             Store::Gcs(gcs) => format!("gs://{}{path}/{file}", gcs.bucket),
+            Store::Azure(azure) => format!("az://{}{path}/{file}", azure.container),
             Store::Volume { .. } => format!("file://{path}/{file}"),
         }
     }
@@ -267,12 +335,13 @@ impl Repository {
         path
     }
 
-    /// The repository as messages name it: `s3://bucket`, `gs://bucket`
-    /// or `the volume at <root>`.
+    /// The repository as messages name it: `s3://bucket`, `gs://bucket`,
+    /// `az://container` or `the volume at <root>`.
     pub fn describe(&self) -> String {
         match &self.store {
             Store::S3(s3) => format!("s3://{}", s3.bucket),
             Store::Gcs(gcs) => format!("gs://{}", gcs.bucket),
+            Store::Azure(azure) => format!("az://{}", azure.container),
             Store::Volume { root } => format!("the volume at {root}"),
         }
     }
@@ -282,6 +351,7 @@ impl Repository {
         let mut options = match &self.store {
             Store::S3(s3) => s3.options(path),
             Store::Gcs(gcs) => gcs.options(path),
+            Store::Azure(azure) => azure.options(path),
             Store::Volume { .. } => {
                 vec![("repo1-type", "posix".into()), ("repo1-path", path.into())]
             }
@@ -343,6 +413,29 @@ impl GcsBucket {
                 options.push(("repo1-gcs-key", key.clone()));
             }
             None => options.push(("repo1-gcs-key-type", "auto".into())),
+        }
+        if let Some(ca) = &self.ca_file {
+            options.push(("repo1-storage-ca-file", ca.clone()));
+        }
+        options
+    }
+}
+
+impl AzureContainer {
+    fn options(&self, path: &str) -> Vec<(&'static str, String)> {
+        let mut options: Vec<(&str, String)> = vec![
+            ("repo1-type", "azure".into()),
+            ("repo1-path", path.into()),
+            ("repo1-azure-container", self.container.clone()),
+        ];
+        if let Some(host) = &self.endpoint_host {
+            // A service other than Azure's (Azurite and the like) is
+            // reached at its own host, the account in the path.
+            options.push(("repo1-azure-endpoint", host.clone()));
+            options.push(("repo1-azure-uri-style", "path".into()));
+        }
+        if let Some(port) = self.endpoint_port {
+            options.push(("repo1-storage-port", port.to_string()));
         }
         if let Some(ca) = &self.ca_file {
             options.push(("repo1-storage-ca-file", ca.clone()));

@@ -157,7 +157,11 @@ fn a_volume_repository_needs_its_volume_and_nothing_of_s3() {
         Err(RepositoryError::VolumeForObjectStore(_))
     ));
     assert!(matches!(
-        parse("az://c/p", None, None, None),
+        parse("az://c/p", None, None, Some("/v")),
+        Err(RepositoryError::VolumeForObjectStore(_))
+    ));
+    assert!(matches!(
+        parse("ftp://c/p", None, None, None),
         Err(RepositoryError::Scheme(_))
     ));
     // The volume's root is the repository's when the path is `/`.
@@ -386,6 +390,72 @@ fn a_gcs_bucket_refuses_a_region_and_plain_http() {
     assert!(matches!(
         Repository::parse("gs://b\n[global]", None, None, None),
         Err(RepositoryError::LineBreak(_))
+    ));
+}
+
+#[test]
+fn an_azure_container_is_reached_at_the_account_or_path_style_at_an_endpoint() {
+    let options = |repository: &Repository| {
+        render_conf(&stanza(repository.clone()))
+            .expect("renders")
+            .lines()
+            .filter(|l| l.starts_with("repo1-"))
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    let azure = Repository::parse("az://backups/p", None, None, None).expect("parses");
+    assert_eq!(azure.describe(), "az://backups");
+    assert_eq!(azure.cluster_path("shop", "orders"), "/p/shop/orders");
+    assert_eq!(
+        azure.url_of("shop", "orders", "x"),
+        "az://backups/p/shop/orders/x"
+    );
+    let conf = options(&azure);
+    for line in ["repo1-type=azure", "repo1-azure-container=backups"] {
+        assert!(conf.iter().any(|l| l == line), "{line} in {conf:?}");
+    }
+    // Azure's own endpoint, host-style (`<account>.blob.core.windows.net`,
+    // pgBackRest's default); the account and key are never in the file.
+    assert!(
+        !conf.iter().any(|l| l.starts_with("repo1-azure-endpoint")
+            || l.starts_with("repo1-azure-uri-style")
+            || l.starts_with("repo1-azure-account")
+            || l.starts_with("repo1-azure-key")),
+        "{conf:?}"
+    );
+
+    let emulated = Repository::parse(
+        "az://backups",
+        Some("https://blobs.example:10000"),
+        None,
+        None,
+    )
+    .expect("parses")
+    .with_ca_file(Some("/ca.crt".into()));
+    let conf = options(&emulated);
+    for line in [
+        "repo1-azure-endpoint=blobs.example",
+        "repo1-azure-uri-style=path",
+        "repo1-storage-port=10000",
+        "repo1-storage-ca-file=/ca.crt",
+    ] {
+        assert!(conf.iter().any(|l| l == line), "{line} in {conf:?}");
+    }
+}
+
+#[test]
+fn an_azure_container_refuses_a_region_and_plain_http() {
+    assert!(matches!(
+        Repository::parse("az://c", None, Some("westeurope"), None),
+        Err(RepositoryError::RegionForAzure(_))
+    ));
+    assert!(matches!(
+        Repository::parse("az://c", Some("http://azurite:10000"), None, None),
+        Err(RepositoryError::PlainHttp(_))
+    ));
+    assert!(matches!(
+        Repository::parse("az://", None, None, None),
+        Err(RepositoryError::Scheme(_))
     ));
 }
 

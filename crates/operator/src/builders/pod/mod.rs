@@ -28,13 +28,13 @@ use super::{Credential, child_meta};
 use crate::config::OperatorConfig;
 use crate::names::InstanceName;
 use crate::validate::{Bootstrap, ValidatedCluster};
-use tusk_api::contract::{POSTGRES_TLS_MOUNT, TlsSecret};
+use tusk_api::contract::{KeyNames, KeyService, POSTGRES_TLS_MOUNT, TlsSecret};
 use tusk_api::v1alpha1::ObjectStore;
 
 pub use tusk_api::contract::{
     BACKUP_CA_MOUNT_NAME, BACKUP_CREDENTIALS_MOUNT_NAME, CONTROLLER_DIR, DATA_MOUNT, InstanceEnv,
     PGDATA, POSTGRES_PORT, REPOSITORIES_DIR, RESTORE_CA_MOUNT_NAME, RESTORE_CREDENTIALS_MOUNT_NAME,
-    RUN_DIR, S3_ACCESS_KEY_ID, S3_SECRET_ACCESS_KEY, SECRETS_DIR,
+    RUN_DIR, SECRETS_DIR,
 };
 
 /// The pod of `instance`, labelled with `role` (`None` while the operator
@@ -330,34 +330,28 @@ fn restore_source(cluster: &ValidatedCluster) -> Option<&ObjectStore> {
 
 /// The repository's keys, from the Secret the destination names, and the
 /// restore source's, from the Secret it names, under the names the pod
-/// contract gives them (S3's; a GCS key is a file, see
-/// [`repository_secrets`]).
+/// contract gives them (S3's or Azure's, as the URL says; a GCS key is a
+/// file, see [`repository_secrets`]).
 fn repository_keys(cluster: &ValidatedCluster) -> Vec<EnvVar> {
-    fn in_environment(store: Option<&ObjectStore>) -> Option<&str> {
-        let store = store.filter(|s| !s.credentials_are_a_file())?;
-        store.credentials_secret.as_deref()
-    }
-    let mut env = Vec::new();
-    if let Some(secret) = in_environment(archive_destination(cluster)) {
-        env.extend(keys_from(
-            secret,
-            InstanceEnv::REPOSITORY_KEY,
-            InstanceEnv::REPOSITORY_KEY_SECRET,
-        ));
-    }
-    if let Some(secret) = in_environment(restore_source(cluster)) {
-        env.extend(keys_from(
-            secret,
-            InstanceEnv::SOURCE_KEY,
-            InstanceEnv::SOURCE_KEY_SECRET,
-        ));
-    }
-    env
+    let stores = [
+        (archive_destination(cluster), KeyNames::REPOSITORY),
+        (restore_source(cluster), KeyNames::SOURCE),
+    ];
+    stores
+        .into_iter()
+        .filter_map(|(store, names)| {
+            let store = store?;
+            let service = KeyService::of_url(&store.url)?;
+            let secret = store.credentials_secret.as_deref()?;
+            Some(keys_from(secret, service.secret_keys(), names.of(service)))
+        })
+        .flatten()
+        .collect()
 }
 
-/// The environment variables `id` and `secret` from the keys of the
-/// credentials Secret `secret_name`.
-fn keys_from(secret: &str, id: &str, key_secret: &str) -> [EnvVar; 2] {
+/// The environment variables `names` from the keys `keys` of the
+/// credentials Secret `secret`.
+fn keys_from(secret: &str, keys: [&str; 2], names: [&str; 2]) -> [EnvVar; 2] {
     let from_secret = |name: &str, key: &str| EnvVar {
         name: name.to_owned(),
         value_from: Some(EnvVarSource {
@@ -371,8 +365,8 @@ fn keys_from(secret: &str, id: &str, key_secret: &str) -> [EnvVar; 2] {
         ..EnvVar::default()
     };
     [
-        from_secret(id, S3_ACCESS_KEY_ID),
-        from_secret(key_secret, S3_SECRET_ACCESS_KEY),
+        from_secret(names[0], keys[0]),
+        from_secret(names[1], keys[1]),
     ]
 }
 

@@ -55,7 +55,8 @@ fn the_pod_runs_the_instance_manager_in_the_postgres_image() {
 }
 
 /// The container's environment as the kubelet resolves it for pod
-/// `orders-1` (downward-API fields, and the keys of Secret `orders-s3`).
+/// `orders-1` (downward-API fields, the keys of Secret `orders-s3`, and
+/// those of Secrets `*-azure`: `<secret>-account`, `<secret>-key`).
 fn resolved_env(postgres: &Container) -> BTreeMap<String, String> {
     let kubelet = |path: &str| match path {
         "metadata.name" => Some("orders-1".to_owned()),
@@ -67,6 +68,12 @@ fn resolved_env(postgres: &Container) -> BTreeMap<String, String> {
         |selector: &SecretKeySelector| match (selector.name.as_str(), selector.key.as_str()) {
             ("orders-s3", "ACCESS_KEY_ID") => Some("AKIA-EXAMPLE".to_owned()),
             ("orders-s3", "SECRET_ACCESS_KEY") => Some("example-secret".to_owned()),
+            (azure, "AZURE_STORAGE_ACCOUNT") if azure.ends_with("-azure") => {
+                Some(format!("{azure}-account"))
+            }
+            (azure, "AZURE_STORAGE_KEY") if azure.ends_with("-azure") => {
+                Some(format!("{azure}-key"))
+            }
             _ => None,
         };
     postgres
@@ -156,14 +163,14 @@ fn the_pod_environment_round_trips_through_the_instance_managers_parser() {
             os_user: tusk_api::contract::DEFAULT_OS_USER.into(),
             stop_timeout_seconds: tusk_api::contract::DEFAULT_STOP_TIMEOUT_SECONDS,
             api_tls: true,
-            repository_keys: Some(tusk_api::contract::RepositoryKeys {
-                access_key_id: "AKIA-EXAMPLE".into(),
-                secret_access_key: "example-secret".into(),
-            }),
-            source_keys: Some(tusk_api::contract::RepositoryKeys {
-                access_key_id: "AKIA-EXAMPLE".into(),
-                secret_access_key: "example-secret".into(),
-            }),
+            repository_keys: Some(tusk_api::contract::RepositoryKeys::s3(
+                "AKIA-EXAMPLE".into(),
+                "example-secret".into(),
+            )),
+            source_keys: Some(tusk_api::contract::RepositoryKeys::s3(
+                "AKIA-EXAMPLE".into(),
+                "example-secret".into(),
+            )),
         }
     );
     // The CAs the instance manager's pgBackRest configurations name
@@ -239,6 +246,50 @@ fn a_gcs_key_is_mounted_where_the_repository_names_it() {
             .is_some_and(|r| r.name.ends_with("-gcs"))
     });
     assert!(!named, "no GCS credential in the environment");
+}
+
+/// An Azure destination's and an Azure restore source's storage account
+/// and key reach the instance manager from their Secrets' keys, each as
+/// the keys of its own repository, and pgBackRest under its Azure names.
+#[test]
+fn azure_keys_reach_the_instance_manager_from_their_secrets() {
+    let mut azure = small();
+    azure["backup"] = serde_json::json!({"destination": {
+        "url": "az://backups/prod", "credentialsSecret": "orders-azure"}});
+    azure["bootstrap"] = serde_json::json!({"recovery": {"cluster": "old-orders", "source": {
+        "url": "az://old/prod", "credentialsSecret": "old-orders-azure"}}});
+    let spec = pod(azure, Some("primary")).spec.expect("spec");
+    let resolved = resolved_env(&spec.containers[0]);
+    let parsed = tusk_api::contract::InstanceEnvironment::from_lookup(|n| resolved.get(n).cloned())
+        .expect("the instance manager accepts the pod's environment");
+    let repository = parsed.repository_keys.expect("the destination's keys");
+    assert_eq!(
+        repository.environment(),
+        [
+            ("PGBACKREST_REPO1_AZURE_ACCOUNT", "orders-azure-account"),
+            ("PGBACKREST_REPO1_AZURE_KEY", "orders-azure-key")
+        ]
+    );
+    let source = parsed.source_keys.expect("the source's keys");
+    assert_eq!(
+        source.environment(),
+        [
+            ("PGBACKREST_REPO1_AZURE_ACCOUNT", "old-orders-azure-account"),
+            ("PGBACKREST_REPO1_AZURE_KEY", "old-orders-azure-key")
+        ]
+    );
+    // Nothing of Azure's is mounted as a file.
+    assert!(
+        !spec
+            .volumes
+            .iter()
+            .flatten()
+            .any(|v| v.secret.as_ref().is_some_and(|s| s
+                .secret_name
+                .as_deref()
+                .is_some_and(|n| n.ends_with("-azure")))),
+        "no Azure key in a volume"
+    );
 }
 
 /// The claim of the volume mounted, writable, at a directory holding

@@ -12,15 +12,18 @@
 //!   each is mounted;
 //! - [`TlsSecret`]: the cluster's certificate Secrets, their names, keys
 //!   and where the two an instance uses are mounted;
-//! - [`RepositoryKeys`]: the backup repository's keys, given as
-//!   environment variables from the Secret `spec.backup.destination.
-//!   credentialsSecret` names (keys [`S3_ACCESS_KEY_ID`] and
-//!   [`S3_SECRET_ACCESS_KEY`]) under the names pgBackRest reads;
+//! - [`RepositoryKeys`]: the backup repository's
+//!   and the restore source's keys (S3's, or an Azure storage account's),
+//!   given as environment variables from the credentials Secrets;
 //! - the defaults the instance manager falls back to outside a pod.
 
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::str::FromStr;
+
+mod repository_keys;
+
+pub use repository_keys::*;
 
 pub use crate::instance::DEFAULT_HTTP_PORT as HTTP_PORT;
 
@@ -243,48 +246,24 @@ impl InstanceEnv {
     /// with the probes' `HTTPS` scheme, so that a pod's own spec says how
     /// its API is served.
     pub const API_TLS: &'static str = "TUSK_API_TLS";
-    /// The backup repository's access key id (see [`RepositoryKeys`]).
+    /// The backup repository's S3 access key id (see [`RepositoryKeys`]):
+    /// pgBackRest's own name, as the manager gives it.
     pub const REPOSITORY_KEY: &'static str = tusk_postgres::pgbackrest::S3_KEY_ENV;
-    /// The backup repository's secret access key.
+    /// The backup repository's S3 secret access key.
     pub const REPOSITORY_KEY_SECRET: &'static str = tusk_postgres::pgbackrest::S3_KEY_SECRET_ENV;
-    /// The access key id of the repository a restore reads
+    /// The backup repository's Azure storage account.
+    pub const REPOSITORY_AZURE_ACCOUNT: &'static str = tusk_postgres::pgbackrest::AZURE_ACCOUNT_ENV;
+    /// The backup repository's Azure shared key.
+    pub const REPOSITORY_AZURE_KEY: &'static str = tusk_postgres::pgbackrest::AZURE_KEY_ENV;
+    /// The S3 access key id of the repository a restore reads
     /// (`spec.bootstrap.recovery.source.credentialsSecret`).
     pub const SOURCE_KEY: &'static str = "TUSK_RESTORE_S3_KEY";
-    /// Its secret access key.
+    /// Its S3 secret access key.
     pub const SOURCE_KEY_SECRET: &'static str = "TUSK_RESTORE_S3_KEY_SECRET";
-}
-
-/// Key of the access key id in the backup credentials Secret.
-pub const S3_ACCESS_KEY_ID: &str = "ACCESS_KEY_ID";
-/// Key of the secret access key in the backup credentials Secret.
-pub const S3_SECRET_ACCESS_KEY: &str = "SECRET_ACCESS_KEY";
-
-/// The backup repository's keys. They reach pgBackRest only through its
-/// environment: never a file, an argument or a log (`Debug` redacts the
-/// secret).
-#[derive(Clone, PartialEq, Eq)]
-pub struct RepositoryKeys {
-    pub access_key_id: String,
-    pub secret_access_key: String,
-}
-
-impl RepositoryKeys {
-    /// The environment pgBackRest is given.
-    pub fn environment(&self) -> [(&'static str, &str); 2] {
-        [
-            (InstanceEnv::REPOSITORY_KEY, &self.access_key_id),
-            (InstanceEnv::REPOSITORY_KEY_SECRET, &self.secret_access_key),
-        ]
-    }
-}
-
-impl std::fmt::Debug for RepositoryKeys {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RepositoryKeys")
-            .field("access_key_id", &self.access_key_id)
-            .field("secret_access_key", &"<redacted>")
-            .finish()
-    }
+    /// The Azure storage account of the repository a restore reads.
+    pub const SOURCE_AZURE_ACCOUNT: &'static str = "TUSK_RESTORE_AZURE_ACCOUNT";
+    /// Its Azure shared key.
+    pub const SOURCE_AZURE_KEY: &'static str = "TUSK_RESTORE_AZURE_KEY";
 }
 
 /// The instance manager's environment, typed.
@@ -316,23 +295,6 @@ pub struct InstanceEnvironment {
     /// The keys of the repository a restore reads, when the recovery
     /// source names a credentials Secret.
     pub source_keys: Option<RepositoryKeys>,
-}
-
-/// Both keys named `id` and `secret`, or neither.
-fn key_pair(
-    lookup: &impl Fn(&str) -> Option<String>,
-    id: &'static str,
-    secret: &'static str,
-) -> Result<Option<RepositoryKeys>, EnvironmentError> {
-    match (lookup(id), lookup(secret)) {
-        (Some(access_key_id), Some(secret_access_key)) => Ok(Some(RepositoryKeys {
-            access_key_id,
-            secret_access_key,
-        })),
-        (None, None) => Ok(None),
-        (Some(_), None) => Err(EnvironmentError::Missing(secret)),
-        (None, Some(_)) => Err(EnvironmentError::Missing(id)),
-    }
 }
 
 /// An environment the instance manager cannot run with.
@@ -390,16 +352,8 @@ impl InstanceEnvironment {
                 .map(|v| parse(InstanceEnv::API_TLS, v, "true or false"))
                 .transpose()?
                 .unwrap_or(false),
-            repository_keys: key_pair(
-                &lookup,
-                InstanceEnv::REPOSITORY_KEY,
-                InstanceEnv::REPOSITORY_KEY_SECRET,
-            )?,
-            source_keys: key_pair(
-                &lookup,
-                InstanceEnv::SOURCE_KEY,
-                InstanceEnv::SOURCE_KEY_SECRET,
-            )?,
+            repository_keys: RepositoryKeys::read(&lookup, KeyNames::REPOSITORY)?,
+            source_keys: RepositoryKeys::read(&lookup, KeyNames::SOURCE)?,
         })
     }
 }
