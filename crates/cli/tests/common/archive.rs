@@ -161,6 +161,33 @@ pub async fn switch_wal_and_wait_archived(world: &World, cluster: &str, limit: D
     segment
 }
 
+/// Switches the primary of `cluster` to a new WAL segment and waits (at
+/// most `limit`) until its archiver says pgBackRest stored it
+/// (`pg_stat_archiver`: `archive_command` returned success, which
+/// pgBackRest does once the segment is in the repository). Quicker than
+/// [`switch_wal_and_wait_archived`], which waits for the status (refreshed
+/// at the operator's next look, up to a minute on a converged cluster):
+/// for tests about the repository rather than the status. The segment.
+pub async fn switch_wal_and_wait_stored(world: &World, cluster: &str, limit: Duration) -> String {
+    let primary = superuser(world, NS, cluster).await;
+    let segment: String = primary
+        .query_one("SELECT pg_walfile_name(pg_switch_wal())", &[])
+        .await
+        .expect("switch")
+        .get(0);
+    crate::common::wait_for(&format!("{segment} of {cluster} stored"), limit, || async {
+        primary
+            .query_one(
+                "SELECT coalesce(last_archived_wal, '') FROM pg_stat_archiver",
+                &[],
+            )
+            .await
+            .is_ok_and(|row| row.get::<_, String>(0) >= segment)
+    })
+    .await;
+    segment
+}
+
 /// `tusk args` against the world, killed after `limit`.
 pub async fn tusk(world: &World, args: &[&str], limit: Duration) -> std::process::Output {
     let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_tusk"));

@@ -1,8 +1,8 @@
 //! The object stores of the tests, started for one test and stopped when
-//! dropped: the S3-compatible server of `scripts/s3-test-server` (moto)
-//! and the GCS server of `scripts/gcs-test-server`
-//! (gcp-storage-emulator), both over HTTPS on loopback with a CA of their
-//! own.
+//! dropped: the S3-compatible server of `scripts/s3-test-server` (moto),
+//! the GCS server of `scripts/gcs-test-server` (gcp-storage-emulator) and
+//! the Azure Blob server of `scripts/azure-test-server`, all over HTTPS
+//! on loopback with a CA of their own.
 
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
@@ -11,7 +11,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use tusk_api::contract::RepositoryKeys;
+use tusk_api::contract::{KeyService, RepositoryKeys};
 use tusk_api::pgbackrest::Repository;
 
 /// How long a server may take to start (Python imports the emulator,
@@ -142,10 +142,10 @@ impl S3Server {
 
     /// The key the server accepts.
     pub fn keys(&self) -> RepositoryKeys {
-        RepositoryKeys {
-            access_key_id: self.served.access_key_id.clone(),
-            secret_access_key: self.served.secret_access_key.clone(),
-        }
+        RepositoryKeys::s3(
+            self.served.access_key_id.clone(),
+            self.served.secret_access_key.clone(),
+        )
     }
 }
 
@@ -215,5 +215,58 @@ impl GcsServer {
         let mut account: serde_json::Value = serde_json::from_str(&self.key()).expect("a JSON key");
         account["private_key"] = String::from_utf8(generated.stdout).expect("PEM").into();
         account.to_string()
+    }
+}
+
+/// What the Azure Blob server printed when it was ready.
+#[derive(serde::Deserialize, Debug)]
+pub struct AzureServed {
+    pub host: String,
+    pub port: u16,
+    pub ca_file: String,
+    /// The storage account it serves, and the shared key it checks every
+    /// request's signature with.
+    pub account: String,
+    pub key: String,
+}
+
+pub struct AzureServer {
+    _process: Launched,
+    pub served: AzureServed,
+}
+
+impl AzureServer {
+    /// Starts the server with `containers`, listening on `listen`
+    /// (loopback when `None`), and waits (bounded) until it serves.
+    pub fn start_listening(containers: &[&str], listen: Option<std::net::IpAddr>) -> Self {
+        let (process, served) = launch("azure-test-server", containers, listen);
+        AzureServer {
+            _process: process,
+            served,
+        }
+    }
+
+    /// The repository in `container` under `prefix`, at the server
+    /// (path-style), trusting its CA.
+    pub fn repository(&self, container: &str, prefix: &str) -> Repository {
+        Repository::azure(
+            &format!("az://{container}/{prefix}"),
+            Some(&format!(
+                "https://{}:{}",
+                self.served.host, self.served.port
+            )),
+            None,
+        )
+        .expect("a valid repository")
+        .with_ca_file(Some(self.served.ca_file.clone()))
+    }
+
+    /// The storage account and the key the server accepts.
+    pub fn keys(&self) -> RepositoryKeys {
+        RepositoryKeys {
+            service: KeyService::Azure,
+            access_key_id: self.served.account.clone(),
+            secret_access_key: self.served.key.clone(),
+        }
     }
 }
