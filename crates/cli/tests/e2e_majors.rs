@@ -17,7 +17,10 @@ mod stores;
 
 use std::time::Duration;
 
-use archive::{create_shared_claim, superuser, switch_wal_and_wait_archived, tusk_ok};
+use archive::{
+    create_shared_claim, superuser, switch_wal_and_wait_archived, switch_wal_and_wait_stored,
+    tusk_ok,
+};
 use common::{NS, World, count_rows, wait_for};
 use serde_json::json;
 
@@ -132,7 +135,7 @@ async fn a_cluster_of_postgresql_18_archives_to_a_volume_backs_up_rehearses_and_
         .batch_execute("INSERT INTO t SELECT generate_series(101, 150)")
         .await
         .expect("write after the backup");
-    switch_wal_and_wait_archived(&world, "bk18", Duration::from_secs(240)).await;
+    switch_wal_and_wait_stored(&world, "bk18", Duration::from_secs(240)).await;
     world
         .create_cluster(
             "rs18",
@@ -149,6 +152,6 @@ async fn a_cluster_of_postgresql_18_archives_to_a_volume_backs_up_rehearses_and_
         .get(0);
     assert_eq!(rows, 150, "every row archived before the restore");
     // It archives to its own path on the same volume.
-    switch_wal_and_wait_archived(&world, "rs18", Duration::from_secs(240)).await;
+    switch_wal_and_wait_stored(&world, "rs18", Duration::from_secs(240)).await;
     world.shutdown().await;
 }

@@ -18,7 +18,7 @@ mod stores;
 
 use std::time::Duration;
 
-use archive::{create_s3_secrets, object_store, superuser, tusk_ok};
+use archive::{create_s3_secrets, object_store, superuser, switch_wal_and_wait_stored, tusk_ok};
 use common::writer::WRITE_TIMEOUT;
 use common::{NS, World, pod_ip, wait_for};
 use serde_json::json;
@@ -97,26 +97,7 @@ async fn a_backup_taken_on_a_standby_restores_every_acknowledged_write() {
     let acknowledged = writer.finish().await;
     // Every acknowledged write archived: the primary's archiver says so
     // (what status reports only at the operator's next pass).
-    let primary_session = superuser(&world, NS, CLUSTER).await;
-    let segment: String = primary_session
-        .query_one("SELECT pg_walfile_name(pg_switch_wal())", &[])
-        .await
-        .expect("switch")
-        .get(0);
-    wait_for(
-        &format!("{segment} archived"),
-        Duration::from_secs(120),
-        || async {
-            primary_session
-                .query_one(
-                    "SELECT coalesce(last_archived_wal, '') FROM pg_stat_archiver",
-                    &[],
-                )
-                .await
-                .is_ok_and(|row| row.get::<_, String>(0) >= segment)
-        },
-    )
-    .await;
+    switch_wal_and_wait_stored(&world, CLUSTER, Duration::from_secs(120)).await;
 
     // Restored from the standby's backup and the archive: every write.
     create_s3_secrets(&world, &server, NS, COPY).await;

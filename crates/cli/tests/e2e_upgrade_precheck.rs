@@ -25,7 +25,7 @@ mod stores;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use archive::{create_archiving_cluster, superuser, switch_wal_and_wait_archived, tusk_ok};
+use archive::{create_archiving_cluster, superuser, switch_wal_and_wait_stored, tusk_ok};
 use common::{NS, World, wait_for};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kube::api::{Api, Patch, PatchParams};
@@ -238,6 +238,6 @@ async fn a_major_upgrade_is_checked_on_a_restored_backup_before_anything_stops()
 
     // Archiving resumes on 17: the primary upgrades the stanza, which
     // recorded 15, and the next finished segment reaches the store.
-    switch_wal_and_wait_archived(&world, CLUSTER, Duration::from_secs(180)).await;
+    switch_wal_and_wait_stored(&world, CLUSTER, Duration::from_secs(180)).await;
     world.shutdown().await;
 }
