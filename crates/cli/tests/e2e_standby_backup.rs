@@ -71,6 +71,17 @@ async fn a_backup_taken_on_a_standby_restores_every_acknowledged_write() {
     )
     .await;
 
+    // And once the primary created the stanza (which the standby's
+    // pgBackRest reads): until then the backup would go to the primary.
+    wait_for("the stanza created", Duration::from_secs(120), || async {
+        let status = world.status(CLUSTER).await;
+        tusk_api::conditions::is_true(
+            &status.conditions,
+            tusk_api::conditions::CONTINUOUS_ARCHIVING,
+        )
+    })
+    .await;
+
     let writer = world.ledger_writer(CLUSTER, WRITE_TIMEOUT).await;
     writer.wait_for_more(20, Duration::from_secs(60)).await;
     let said = tusk_ok(

@@ -193,17 +193,20 @@ pub fn decide(input: &BackupInput<'_>) -> BackupPlan {
 
 /// Which instance takes a backup aimed at `target`: with
 /// `preferReplica`, the standby streaming with the least replay lag, when
-/// `primary` runs its pgBackRest TLS server, with that server (the
-/// standby backs up through it); otherwise, and always with `primary`,
-/// the primary.
+/// `primary` runs its pgBackRest TLS server and has created the stanza,
+/// with that server (the standby backs up through it); otherwise, and
+/// always with `primary`, the primary.
 pub fn taker<'a>(
     input: &BackupInput<'a>,
     target: BackupTarget,
     primary: &'a str,
 ) -> (&'a str, Option<BackupServer>) {
+    // The standby's pgBackRest reads the stanza the primary creates: not
+    // before it exists (the primary itself waits for it).
     let server = input
         .reports
         .get(primary)
+        .filter(|r| r.archiving.as_ref().is_some_and(|a| a.stanza_created))
         .and_then(|r| r.backup_server.clone());
     let Some(server) = server.filter(|_| target == BackupTarget::PreferReplica) else {
         return (primary, None);

@@ -273,14 +273,15 @@ fn server_of_db_1() -> BackupServer {
     }
 }
 
-/// `db-1` the primary (running its backup server when `server`), `db-2`
-/// a standby streaming when `streaming`.
+/// `db-1` the primary (running its backup server when `server`, its
+/// stanza created), `db-2` a standby streaming when `streaming`.
 fn primary_and_standby(server: bool, streaming: bool) -> BTreeMap<String, InstanceReport> {
     let report = |value: serde_json::Value| -> InstanceReport {
         serde_json::from_value(value).expect("a report")
     };
     let mut primary = report(serde_json::json!({
         "name": "db-1", "role": "primary", "phase": "running", "ready": true, "fenced": false,
+        "archiving": {"stanza": "db", "stanzaCreated": true, "failing": false},
     }));
     primary.backup_server = server.then(server_of_db_1);
     let standby = report(serde_json::json!({
@@ -337,6 +338,22 @@ fn without_the_primarys_server_or_a_streaming_standby_the_primary_takes_the_back
             plan.events
         );
     }
+    // Before the primary created the stanza (a new cluster's first
+    // minute), which the standby's pgBackRest would not find.
+    let mut case = Case::new(vec![backup("b", "2026-12-04T10:00:00Z", None)]);
+    case.reports = primary_and_standby(true, true);
+    if let Some(archiving) = case
+        .reports
+        .get_mut("db-1")
+        .and_then(|r| r.archiving.as_mut())
+    {
+        archiving.stanza_created = false;
+    }
+    let plan = case.decide();
+    assert_eq!(
+        plan.running.as_ref().map(|r| r.instance.as_str()),
+        Some("db-1")
+    );
     // A standby whose pod is gone is not chosen.
     let mut case = Case::new(vec![backup("b", "2026-12-04T10:00:00Z", None)]);
     case.reports = primary_and_standby(true, true);
