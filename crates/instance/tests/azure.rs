@@ -10,16 +10,12 @@
 
 mod common;
 
-use std::time::Duration;
-
-use common::backups::archive_back_up_and_restore;
+use common::TestCluster;
+use common::backups::{archive_back_up_and_restore, refused, refused_segment_is_kept};
 use common::stores::AzureServer;
-use common::{TestCluster, desired};
 use tusk_api::contract::RepositoryKeys;
 
 const CONTAINER: &str = "backups";
-/// Bound on the wait for the refusal to be reported.
-const WAIT: Duration = Duration::from_secs(120);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_azure_container_archives_backs_up_and_restores_signed_in_with_the_accounts_key() {
@@ -45,45 +41,17 @@ async fn a_key_the_server_does_not_know_is_reported_and_the_wal_is_kept() {
         ..server.keys()
     };
     let mut cluster = TestCluster::new();
-    let mut db = cluster.instance("db-1");
-    db.settings.repository_keys = Some(wrong);
-    let mut on_db = desired("db-1", db.address);
-    on_db.archiving = Some(server.repository(CONTAINER, "tusk"));
-    db.start(on_db);
-    let report = db
-        .wait_status("the stanza failure reported", WAIT, |r| {
-            r.archiving
-                .as_ref()
-                .is_some_and(|a| a.failing && a.message.is_some())
-        })
-        .await;
-    let failure = report.archiving.expect("archiving");
-    assert!(!failure.stanza_created);
-    // The refusal in pgBackRest's and the server's words; never the key.
-    let message = failure.message.expect("message");
+    let (db, message) = refused(
+        &mut cluster,
+        server.repository(CONTAINER, "tusk"),
+        Some(wrong),
+        other_key,
+    )
+    .await;
+    // The refusal in pgBackRest's and the server's words.
     assert!(
         message.contains("403") && message.contains("failed to authenticate the request"),
         "{message}"
     );
-    assert!(!message.contains(other_key), "no key in the message");
-
-    let client = db.superuser().await;
-    client
-        .batch_execute("CREATE TABLE t (v int); INSERT INTO t VALUES (1)")
-        .await
-        .expect("write");
-    let segment: String = client
-        .query_one("SELECT pg_walfile_name(pg_switch_wal())", &[])
-        .await
-        .expect("switch")
-        .get(0);
-    db.wait_status(&format!("{segment} failing"), WAIT, |r| {
-        r.archiving
-            .as_ref()
-            .is_some_and(|a| a.last_failed_wal.as_deref() == Some(segment.as_str()))
-    })
-    .await;
-    let kept = db.settings.pgdata.join("pg_wal").join(&segment);
-    assert!(kept.exists(), "{} is kept", kept.display());
-    db.stop(Duration::from_secs(30)).await;
+    refused_segment_is_kept(db).await;
 }

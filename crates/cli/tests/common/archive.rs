@@ -136,11 +136,7 @@ pub async fn superuser(world: &World, ns: &str, cluster: &str) -> tokio_postgres
 /// `ContinuousArchiving` True; the segment's name.
 pub async fn switch_wal_and_wait_archived(world: &World, cluster: &str, limit: Duration) -> String {
     let primary = superuser(world, NS, cluster).await;
-    let segment: String = primary
-        .query_one("SELECT pg_walfile_name(pg_switch_wal())", &[])
-        .await
-        .expect("switch")
-        .get(0);
+    let segment = switch_wal(&primary).await;
     crate::common::wait_for(
         &format!("{segment} of {cluster} archived"),
         limit,
@@ -170,11 +166,7 @@ pub async fn switch_wal_and_wait_archived(world: &World, cluster: &str, limit: D
 /// for tests about the repository rather than the status. The segment.
 pub async fn switch_wal_and_wait_stored(world: &World, cluster: &str, limit: Duration) -> String {
     let primary = superuser(world, NS, cluster).await;
-    let segment: String = primary
-        .query_one("SELECT pg_walfile_name(pg_switch_wal())", &[])
-        .await
-        .expect("switch")
-        .get(0);
+    let segment = switch_wal(&primary).await;
     crate::common::wait_for(&format!("{segment} of {cluster} stored"), limit, || async {
         primary
             .query_one(
@@ -186,6 +178,15 @@ pub async fn switch_wal_and_wait_stored(world: &World, cluster: &str, limit: Dur
     })
     .await;
     segment
+}
+
+/// Switches `primary` to a new WAL segment; the finished one's name.
+async fn switch_wal(primary: &tokio_postgres::Client) -> String {
+    primary
+        .query_one("SELECT pg_walfile_name(pg_switch_wal())", &[])
+        .await
+        .expect("switch")
+        .get(0)
 }
 
 /// `tusk args` against the world, killed after `limit`.
@@ -211,4 +212,127 @@ pub async fn tusk_ok(world: &World, args: &[&str], limit: Duration) -> String {
         String::from_utf8_lossy(&output.stderr)
     );
     said
+}
+
+/// An object store's end-to-end cycle ([`archive_back_up_restore_and_refuse`]).
+pub struct StoreCycle<'a> {
+    /// The cluster archiving with the right keys; `<name>-copy` is restored
+    /// from it, `<name>-refused` archives with the wrong ones.
+    pub name: &'a str,
+    /// The destination's URL, as `ContinuousArchiving` names it.
+    pub url: &'a str,
+    /// The destination signed in to with the keys of the Secret named.
+    pub destination: &'a dyn Fn(&str) -> serde_json::Value,
+    /// The Secrets of the right keys and of keys the store refuses.
+    pub keys_secret: &'a str,
+    pub refused_secret: &'a str,
+    /// What the refused cluster's condition says of the refusal, and what
+    /// it must never hold (the key).
+    pub refusal: &'a str,
+    pub never: &'a str,
+}
+
+/// One instance of PostgreSQL 15 archiving to `destination`, restored
+/// from `source` (the cluster, its destination) when given.
+fn archiving_cluster(
+    destination: serde_json::Value,
+    source: Option<(&str, serde_json::Value)>,
+) -> serde_json::Value {
+    let mut spec = json!({"instances": 1,
+        "postgres": {"version": 15, "parameters": {"shared_buffers": "16MB"}, "superuserAccess": true},
+        "storage": {"size": "1Gi"},
+        "backup": {"destination": destination}});
+    if let Some((cluster, source)) = source {
+        spec["bootstrap"] = json!({"recovery": {"cluster": cluster, "source": source}});
+    }
+    spec
+}
+
+/// `ContinuousArchiving` of `name`: status and message.
+async fn continuous_archiving(world: &World, name: &str) -> Option<(String, String)> {
+    let status = world.status(name).await;
+    let condition = status
+        .conditions
+        .into_iter()
+        .find(|c| c.type_ == tusk_api::conditions::CONTINUOUS_ARCHIVING)?;
+    Some((condition.status, condition.message))
+}
+
+/// The cycle through the operator on one store (its Secrets created): a
+/// cluster archives there (`ContinuousArchiving` True, naming the URL),
+/// `tusk backup` completes, rows written after it are stored, and a new
+/// cluster restored from the store has every row; a cluster given keys
+/// the store refuses says so in `ContinuousArchiving`, naming the Secret
+/// and the refusal, never the key.
+pub async fn archive_back_up_restore_and_refuse(world: &World, cycle: StoreCycle<'_>) {
+    let wait = Duration::from_secs(240);
+    let name = cycle.name;
+    let refused = format!("{name}-refused");
+    let copy = format!("{name}-copy");
+    let good = (cycle.destination)(cycle.keys_secret);
+    world
+        .create_cluster(name, archiving_cluster(good.clone(), None))
+        .await;
+    world
+        .create_cluster(
+            &refused,
+            archiving_cluster((cycle.destination)(cycle.refused_secret), None),
+        )
+        .await;
+    crate::common::wait_for(&format!("{name} archiving"), wait, || async {
+        continuous_archiving(world, name)
+            .await
+            .is_some_and(|(s, _)| s == "True")
+    })
+    .await;
+    let (_, message) = continuous_archiving(world, name)
+        .await
+        .expect("the condition");
+    assert!(message.contains(cycle.url), "{message}");
+
+    let backup = format!("{name}-now");
+    let said = tusk_ok(
+        world,
+        &["backup", name, "-n", NS, "--name", &backup, "--wait", "300"],
+        Duration::from_secs(330),
+    )
+    .await;
+    assert!(
+        said.contains(&format!("{backup}: Completed on {name}-1: backup ")),
+        "{said}"
+    );
+    superuser(world, NS, name)
+        .await
+        .batch_execute("CREATE TABLE t (v int); INSERT INTO t SELECT generate_series(1, 100)")
+        .await
+        .expect("rows after the backup");
+    switch_wal_and_wait_stored(world, name, wait).await;
+
+    world
+        .create_cluster(&copy, archiving_cluster(good.clone(), Some((name, good))))
+        .await;
+    world.wait_ready(&copy, 1).await;
+    let rows: i64 = superuser(world, NS, &copy)
+        .await
+        .query_one("SELECT count(*) FROM t", &[])
+        .await
+        .expect("count")
+        .get(0);
+    assert_eq!(rows, 100, "every row archived before the restore");
+
+    crate::common::wait_for(&format!("{refused} not archiving"), wait, || async {
+        continuous_archiving(world, &refused)
+            .await
+            .is_some_and(|(s, _)| s == "False")
+    })
+    .await;
+    let (_, message) = continuous_archiving(world, &refused)
+        .await
+        .expect("the refused cluster's condition");
+    assert!(
+        message.contains(&format!("Secret {}", cycle.refused_secret))
+            && message.contains(cycle.refusal),
+        "{message}"
+    );
+    assert!(!message.contains(cycle.never), "no key in the condition");
 }

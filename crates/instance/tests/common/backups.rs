@@ -159,3 +159,56 @@ pub async fn archive_back_up_and_restore(
     db.stop(Duration::from_secs(30)).await;
     label
 }
+
+/// `db-1` of `cluster` started as a primary archiving to `repository`
+/// with `keys`, which the store refuses: once the stanza's failure is
+/// reported (bounded), the instance and the report's message, which
+/// never holds `secret`.
+pub async fn refused(
+    cluster: &mut TestCluster,
+    repository: pgbackrest::Repository,
+    keys: Option<RepositoryKeys>,
+    secret: &str,
+) -> (TestInstance, String) {
+    let mut db = cluster.instance("db-1");
+    db.settings.repository_keys = keys;
+    let mut on_db = desired("db-1", db.address);
+    on_db.archiving = Some(repository);
+    db.start(on_db);
+    let report = db
+        .wait_status("the stanza failure reported", WAIT, |r| {
+            r.archiving
+                .as_ref()
+                .is_some_and(|a| a.failing && a.message.is_some())
+        })
+        .await;
+    let failure = report.archiving.expect("archiving");
+    assert!(!failure.stanza_created);
+    let message = failure.message.expect("message");
+    assert!(!message.contains(secret), "no key in the message");
+    (db, message)
+}
+
+/// A segment `db` finishes while its store refuses it is reported as
+/// failing and kept in `pg_wal`; `db` is stopped.
+pub async fn refused_segment_is_kept(mut db: TestInstance) {
+    let client = db.superuser().await;
+    client
+        .batch_execute("CREATE TABLE t (v int); INSERT INTO t VALUES (1)")
+        .await
+        .expect("write");
+    let segment: String = client
+        .query_one("SELECT pg_walfile_name(pg_switch_wal())", &[])
+        .await
+        .expect("switch")
+        .get(0);
+    db.wait_status(&format!("{segment} failing"), WAIT, |r| {
+        r.archiving
+            .as_ref()
+            .is_some_and(|a| a.last_failed_wal.as_deref() == Some(segment.as_str()))
+    })
+    .await;
+    let kept = db.settings.pgdata.join("pg_wal").join(&segment);
+    assert!(kept.exists(), "{} is kept", kept.display());
+    db.stop(Duration::from_secs(30)).await;
+}

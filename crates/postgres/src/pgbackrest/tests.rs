@@ -321,14 +321,6 @@ fn a_pgbackrest_older_than_the_major_is_named_as_the_cause() {
 
 #[test]
 fn a_gcs_bucket_signs_in_with_its_key_file_or_the_environment() {
-    let options = |repository: &Repository| {
-        render_conf(&stanza(repository.clone()))
-            .expect("renders")
-            .lines()
-            .filter(|l| l.starts_with("repo1-"))
-            .map(str::to_owned)
-            .collect::<Vec<_>>()
-    };
     let ambient = Repository::parse("gs://b/p", None, None, None).expect("parses");
     assert_eq!(ambient.describe(), "gs://b");
     assert_eq!(ambient.cluster_path("shop", "orders"), "/p/shop/orders");
@@ -393,16 +385,18 @@ fn a_gcs_bucket_refuses_a_region_and_plain_http() {
     ));
 }
 
+/// The `repo1-*` lines of the configuration rendered for `repository`.
+fn options(repository: &Repository) -> Vec<String> {
+    render_conf(&stanza(repository.clone()))
+        .expect("renders")
+        .lines()
+        .filter(|l| l.starts_with("repo1-"))
+        .map(str::to_owned)
+        .collect()
+}
+
 #[test]
 fn an_azure_container_is_reached_at_the_account_or_path_style_at_an_endpoint() {
-    let options = |repository: &Repository| {
-        render_conf(&stanza(repository.clone()))
-            .expect("renders")
-            .lines()
-            .filter(|l| l.starts_with("repo1-"))
-            .map(str::to_owned)
-            .collect::<Vec<_>>()
-    };
     let azure = Repository::parse("az://backups/p", None, None, None).expect("parses");
     assert_eq!(azure.describe(), "az://backups");
     assert_eq!(azure.cluster_path("shop", "orders"), "/p/shop/orders");
