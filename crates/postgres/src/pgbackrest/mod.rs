@@ -6,11 +6,14 @@
 //! manager writes the files and runs the commands.
 //!
 //! - The repository ([`Repository`]) is S3 (or S3-compatible, with an
-//!   endpoint) or a directory on a mounted volume. Each cluster archives
-//!   under its own path (`<prefix>/<namespace>/<cluster>`), so two
-//!   clusters sharing a bucket or a volume never mix their WAL.
-//! - S3 keys are never written to the file: pgBackRest reads them from
-//!   [`S3_KEY_ENV`] and [`S3_KEY_SECRET_ENV`] in its environment.
+//!   endpoint), Google Cloud Storage, Azure Blob Storage or a directory
+//!   on a mounted volume. Each cluster archives under its own path
+//!   (`<prefix>/<namespace>/<cluster>`), so two clusters sharing a bucket
+//!   or a volume never mix their WAL.
+//! - Keys are never written to the file: pgBackRest reads S3's from
+//!   [`S3_KEY_ENV`] and [`S3_KEY_SECRET_ENV`], Azure's from
+//!   [`AZURE_ACCOUNT_ENV`] and [`AZURE_KEY_ENV`], in its environment (a
+//!   GCS service account key is a file the file names).
 //! - `archive-async=y`: PostgreSQL's archiver returns at once while a
 //!   pgBackRest process pushes segments in parallel; its spool (status
 //!   files, not WAL copies) lives on the data volume. No
