@@ -26,10 +26,6 @@ use serde_json::json;
 use stores::AzureServer;
 use tusk_api::contract::{AZURE_STORAGE_ACCOUNT, AZURE_STORAGE_KEY};
 
-/// A key of the same form as the server's (base64 of 64 bytes), not its.
-const OTHER_KEY: &str =
-    "b3RoZXIta2V5LW9mLXRoZS1zYW1lLWZvcm0tYnV0LW5vdC10aGUtc2VydmVycy1vd24tLS0tLS0tLS0tLS0tLQ==";
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_azure_container_signed_in_to_with_the_accounts_key_archives_backs_up_and_restores() {
     let world = World::start().await;
@@ -44,7 +40,7 @@ async fn an_azure_container_signed_in_to_with_the_accounts_key_archives_backs_up
         ])
     };
     create_secret(&world, NS, "blob-keys", keys(&server.served.key)).await;
-    create_secret(&world, NS, "blob-other-keys", keys(OTHER_KEY)).await;
+    create_secret(&world, NS, "blob-other-keys", keys(AzureServer::OTHER_KEY)).await;
     let ca = std::fs::read_to_string(&server.served.ca_file).expect("the CA");
     create_secret(
         &world,
@@ -71,7 +67,7 @@ async fn an_azure_container_signed_in_to_with_the_accounts_key_archives_backs_up
             keys_secret: "blob-keys",
             refused_secret: "blob-other-keys",
             refusal: "403",
-            never: OTHER_KEY,
+            never: AzureServer::OTHER_KEY,
         },
     )
     .await;

@@ -40,23 +40,6 @@ async fn archiving_primary(
     db
 }
 
-/// Writes a little and switches to a new WAL segment; the name of the
-/// segment that was finished.
-async fn finish_a_segment(db: &TestInstance) -> String {
-    let client = db.superuser().await;
-    client
-        .batch_execute(
-            "CREATE TABLE IF NOT EXISTS t (v int); INSERT INTO t SELECT generate_series(1, 100)",
-        )
-        .await
-        .expect("write");
-    client
-        .query_one("SELECT pg_walfile_name(pg_switch_wal())", &[])
-        .await
-        .expect("switch")
-        .get(0)
-}
-
 fn archiving(report: &tusk_api::instance::InstanceReport) -> ArchivingReport {
     report.archiving.clone().unwrap_or_default()
 }
@@ -75,7 +58,7 @@ async fn a_finished_wal_segment_reaches_the_repository() {
     db.wait_status("the stanza", ARCHIVE_WAIT, |r| archiving(r).stanza_created)
         .await;
 
-    let segment = finish_a_segment(&db).await;
+    let segment = db.finish_a_segment().await;
     let report = db
         .wait_status(&format!("{segment} archived"), ARCHIVE_WAIT, |r| {
             archiving(r)
@@ -131,7 +114,7 @@ async fn a_wrong_credential_is_reported_and_the_wal_is_kept() {
     );
 
     // PostgreSQL's archiver fails on the finished segment, and keeps it.
-    let segment = finish_a_segment(&db).await;
+    let segment = db.finish_a_segment().await;
     let report = db
         .wait_status(&format!("{segment} failing"), ARCHIVE_WAIT, |r| {
             archiving(r).last_failed_wal.as_deref() == Some(segment.as_str())
@@ -227,7 +210,7 @@ async fn a_stopped_object_store_is_reported_and_archiving_catches_up_with_no_gap
     let mut db = archiving_primary(&mut cluster, repository, server.keys()).await;
     db.wait_status("the stanza", ARCHIVE_WAIT, |r| archiving(r).stanza_created)
         .await;
-    let before = finish_a_segment(&db).await;
+    let before = db.finish_a_segment().await;
     db.wait_status(&format!("{before} archived"), ARCHIVE_WAIT, |r| {
         archiving(r)
             .last_archived_wal
@@ -239,7 +222,7 @@ async fn a_stopped_object_store_is_reported_and_archiving_catches_up_with_no_gap
     store.down();
     let mut finished = Vec::new();
     for _ in 0..3 {
-        finished.push(finish_a_segment(&db).await);
+        finished.push(db.finish_a_segment().await);
     }
     let first = finished[0].clone();
     let report = db

@@ -33,9 +33,7 @@ async fn an_azure_container_archives_backs_up_and_restores_signed_in_with_the_ac
 async fn a_key_the_server_does_not_know_is_reported_and_the_wal_is_kept() {
     common::init_logs();
     let server = AzureServer::start_listening(&[CONTAINER], None);
-    // Another account key of the same form (base64 of 64 bytes).
-    let other_key =
-        "b3RoZXIta2V5LW9mLXRoZS1zYW1lLWZvcm0tYnV0LW5vdC10aGUtc2VydmVycy1vd24tLS0tLS0tLS0tLS0tLQ==";
+    let other_key = AzureServer::OTHER_KEY;
     let wrong = RepositoryKeys {
         secret_access_key: other_key.into(),
         ..server.keys()

@@ -192,16 +192,7 @@ pub async fn refused(
 /// A segment `db` finishes while its store refuses it is reported as
 /// failing and kept in `pg_wal`; `db` is stopped.
 pub async fn refused_segment_is_kept(mut db: TestInstance) {
-    let client = db.superuser().await;
-    client
-        .batch_execute("CREATE TABLE t (v int); INSERT INTO t VALUES (1)")
-        .await
-        .expect("write");
-    let segment: String = client
-        .query_one("SELECT pg_walfile_name(pg_switch_wal())", &[])
-        .await
-        .expect("switch")
-        .get(0);
+    let segment = db.finish_a_segment().await;
     db.wait_status(&format!("{segment} failing"), WAIT, |r| {
         r.archiving
             .as_ref()

@@ -301,6 +301,23 @@ impl TestInstance {
         serde_json::from_str(&body).expect("a status report")
     }
 
+    /// Writes a little and switches to a new WAL segment; the name of the
+    /// segment that was finished.
+    pub async fn finish_a_segment(&self) -> String {
+        let client = self.superuser().await;
+        client
+            .batch_execute(
+                "CREATE TABLE IF NOT EXISTS t (v int); INSERT INTO t SELECT generate_series(1, 100)",
+            )
+            .await
+            .expect("write");
+        client
+            .query_one("SELECT pg_walfile_name(pg_switch_wal())", &[])
+            .await
+            .expect("switch")
+            .get(0)
+    }
+
     /// Switches WAL through `client` and waits, at most `timeout`, until
     /// this instance reports the segment it ended archived; its name.
     pub async fn switch_wal_until_archived(

@@ -261,6 +261,11 @@ impl AzureServer {
         .with_ca_file(Some(self.served.ca_file.clone()))
     }
 
+    /// A shared key of the same form as the server's (base64 of 64
+    /// bytes) that is not its: what the server refuses.
+    pub const OTHER_KEY: &'static str =
+        "b3RoZXIta2V5LW9mLXRoZS1zYW1lLWZvcm0tYnV0LW5vdC10aGUtc2VydmVycy1vd24tLS0tLS0tLS0tLS0tLQ==";
+
     /// The storage account and the key the server accepts.
     pub fn keys(&self) -> RepositoryKeys {
         RepositoryKeys {

@@ -40,6 +40,10 @@ use repository::no_line_break;
 pub const S3_KEY_ENV: &str = "PGBACKREST_REPO1_S3_KEY";
 /// Environment variable holding the S3 secret access key.
 pub const S3_KEY_SECRET_ENV: &str = "PGBACKREST_REPO1_S3_KEY_SECRET";
+/// Environment variable holding the Azure storage account's name.
+pub const AZURE_ACCOUNT_ENV: &str = "PGBACKREST_REPO1_AZURE_ACCOUNT";
+/// Environment variable holding the Azure storage account's shared key.
+pub const AZURE_KEY_ENV: &str = "PGBACKREST_REPO1_AZURE_KEY";
 /// The program, found on `PATH` (`/usr/bin/pgbackrest` from Debian's package).
 pub const PROGRAM: &str = "pgbackrest";
 

@@ -15,7 +15,7 @@
 //!   speaking Azure's Blob API elsewhere (addressed path-style,
 //!   `https://host:port/<account>/<container>`, as Azurite is), signed in
 //!   with the storage account's shared key, which pgBackRest reads from
-//!   [`AZURE_ACCOUNT_ENV`] and [`AZURE_KEY_ENV`] in its environment;
+//!   [`super::AZURE_ACCOUNT_ENV`] and [`super::AZURE_KEY_ENV`] in its environment;
 //! - `file:///path`: `path` inside a volume the caller has mounted at
 //!   `root`. Every instance that archives, backs up or restores mounts the
 //!   same volume, so it must be shareable between them (ReadWriteMany when
@@ -133,7 +133,7 @@ pub struct GcsBucket {
 
 /// An Azure Blob Storage container. The storage account and its key
 /// are not here: pgBackRest reads both from its environment
-/// ([`AZURE_ACCOUNT_ENV`], [`AZURE_KEY_ENV`]).
+/// ([`super::AZURE_ACCOUNT_ENV`], [`super::AZURE_KEY_ENV`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AzureContainer {
     pub container: String,
@@ -145,11 +145,6 @@ pub struct AzureContainer {
     /// certificate, when it is not a public one.
     pub ca_file: Option<String>,
 }
-
-/// Environment variable holding the Azure storage account's name.
-pub const AZURE_ACCOUNT_ENV: &str = "PGBACKREST_REPO1_AZURE_ACCOUNT";
-/// Environment variable holding the Azure storage account's shared key.
-pub const AZURE_KEY_ENV: &str = "PGBACKREST_REPO1_AZURE_KEY";
 
 impl Repository {
     /// The repository `url` names: an S3 bucket (with `endpoint` and
