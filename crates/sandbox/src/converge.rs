@@ -15,8 +15,9 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::core::GroupVersionKind;
 use kube::discovery::{self, ApiResource, Scope};
 use kube::{Client, ResourceExt};
-use serde::Deserialize;
 use serde_json::Value;
+
+use crate::yaml11;
 
 /// The field manager of everything `tusk sandbox up` applies.
 pub const MANAGER: &str = "tusk-sandbox";
@@ -76,29 +77,40 @@ impl Applied {
     }
 }
 
-/// Reads every non-empty YAML document of a manifest file.
+/// Reads every non-empty YAML document of a manifest file, as kubectl
+/// reads them (YAML 1.1: an unquoted `off` is `false`; see [`crate::yaml11`]).
 pub fn read_manifests(path: &Path) -> Result<Vec<Value>, ConvergeError> {
+    Ok(read_manifest_documents(path)?
+        .into_iter()
+        .map(|document| document.value)
+        .collect())
+}
+
+/// [`read_manifests`], with each document's scalars that YAML 1.1 read as
+/// booleans or numbers, so a refusal can say which to quote.
+pub fn read_manifest_documents(path: &Path) -> Result<Vec<yaml11::Document>, ConvergeError> {
     let text = std::fs::read_to_string(path).map_err(|source| ConvergeError::Read {
         path: path.to_owned(),
         source,
     })?;
+    let parse = |index: usize, message: String| ConvergeError::Parse {
+        path: path.to_owned(),
+        index,
+        message,
+    };
     let mut documents = Vec::new();
-    for (index, document) in serde_yaml_ng::Deserializer::from_str(&text).enumerate() {
-        let parse = |message: String| ConvergeError::Parse {
-            path: path.to_owned(),
-            index,
-            message,
-        };
-        let value = Value::deserialize(document).map_err(|e| parse(e.to_string()))?;
+    let read = yaml11::documents(&text).map_err(|error| parse(error.document, error.message))?;
+    for (index, document) in read.into_iter().enumerate() {
+        let value = &document.value;
         if value.is_null() {
             continue;
         }
         if value.get("kind").and_then(Value::as_str).is_none()
             || value.get("apiVersion").and_then(Value::as_str).is_none()
         {
-            return Err(parse("it has no apiVersion or kind".into()));
+            return Err(parse(index, "it has no apiVersion or kind".into()));
         }
-        documents.push(value);
+        documents.push(document);
     }
     Ok(documents)
 }
@@ -392,5 +404,20 @@ mod tests {
             read_manifests(&path),
             Err(ConvergeError::Parse { .. })
         ));
+    }
+
+    /// `tusk sandbox up --apply` sends what `kubectl apply` would: an
+    /// unquoted `on` is `true` in YAML 1.1, a quoted one a string.
+    #[test]
+    fn manifests_are_read_as_kubectl_reads_them() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("m.yaml");
+        std::fs::write(
+            &path,
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\ndata: {plain: on, quoted: 'on'}\n",
+        )
+        .expect("write");
+        let documents = read_manifests(&path).expect("parse");
+        assert_eq!(documents[0]["data"], json!({"plain": true, "quoted": "on"}));
     }
 }

@@ -19,8 +19,10 @@
 //! Beside them: [`sandbox`] assembles and starts the API server and its
 //! controllers, [`client`] connects to a running sandbox (and
 //! [`fault_client`] injects faults into it), [`converge`]
-//! applies manifests and says what has not converged yet, and [`testing`]
-//! is the harness tests use to start a sandbox and wait on conditions.
+//! applies manifests and says what has not converged yet, [`yaml11`]
+//! reads manifests as kubectl does (YAML 1.1's booleans and numbers), and
+//! [`testing`] is the harness tests use to start a sandbox and wait on
+//! conditions.
 
 pub mod apiserver;
 pub mod client;
@@ -32,6 +34,7 @@ pub mod node;
 pub mod sandbox;
 pub mod testing;
 pub mod unverified_tls;
+pub mod yaml11;
 
 pub use apiserver::faults::{Failure, Faults};
 pub use sandbox::{Config, Sandbox, ServerError};
