@@ -222,10 +222,17 @@ fn trim_meta(meta: &mut ObjectMeta) {
 
 /// Pods are created once and never compared with a desired pod, so their
 /// spec is not kept; of their status, what readiness, polling and the
-/// status's waiting reasons read.
+/// status's waiting reasons read, and of a pod not yet on a node, its age
+/// and the scheduler's words ([`crate::scheduling`]).
 impl Trim for Pod {
     fn trim(&mut self) {
+        // Until the pod is on a node, its age says whether a scheduler
+        // should have looked at it by now.
+        let created = self.metadata.creation_timestamp.take();
         trim_meta(&mut self.metadata);
+        if !crate::scheduling::placed(self) {
+            self.metadata.creation_timestamp = created;
+        }
         // Of the spec, only what says how the instance API is served (the
         // probes' scheme, see `instance_api::served_over_https`).
         self.spec = self.spec.take().map(|spec| PodSpec {
@@ -251,10 +258,15 @@ impl Trim for Pod {
             conditions: status.conditions.map(|conditions| {
                 conditions
                     .into_iter()
-                    .filter(|c| c.type_ == "Ready")
+                    .filter(|c| c.type_ == "Ready" || c.type_ == crate::scheduling::POD_SCHEDULED)
                     .map(|c| PodCondition {
-                        message: None,
-                        reason: None,
+                        // The scheduler's words, while it finds no node.
+                        message: c
+                            .message
+                            .filter(|_| c.status == "False" && c.type_ != "Ready"),
+                        reason: c
+                            .reason
+                            .filter(|_| c.status == "False" && c.type_ != "Ready"),
                         last_probe_time: None,
                         ..c
                     })
@@ -513,7 +525,8 @@ mod tests {
         assert_eq!(not_ready_since(&trimmed), not_ready_since(&pod()));
         let status = trimmed.status.expect("status");
         assert_eq!(status.pod_ip.as_deref(), Some("10.0.0.7"));
-        assert_eq!(status.conditions.map(|c| c.len()), Some(1));
+        assert_eq!(status.conditions.map(|c| c.len()), Some(2));
+        assert!(trimmed.metadata.creation_timestamp.is_none(), "on a node");
         let container = &status.container_statuses.expect("containers")[0];
         assert_eq!(container.image, "");
         let waiting = container
@@ -523,6 +536,24 @@ mod tests {
             .expect("waiting");
         assert_eq!(waiting.reason.as_deref(), Some("CrashLoopBackOff"));
         assert_eq!(waiting.message.as_deref(), Some("back-off"));
+    }
+
+    #[test]
+    fn a_trimmed_pod_waiting_for_a_node_keeps_its_age_and_the_schedulers_words() {
+        let mut waiting: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "db-1", "creationTimestamp": "2026-12-01T10:00:00Z"},
+            "status": {"phase": "Pending", "conditions": [{
+                "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                "message": "0/0 nodes are available", "lastTransitionTime": "2026-12-01T10:00:01Z",
+            }]}
+        }))
+        .expect("pod");
+        let now = "2026-12-01T10:00:05Z".parse().expect("a time");
+        let before = crate::scheduling::unscheduled(&waiting, now);
+        assert!(before.is_some());
+        waiting.trim();
+        assert_eq!(crate::scheduling::unscheduled(&waiting, now), before);
+        assert!(waiting.metadata.creation_timestamp.is_some());
     }
 
     #[test]

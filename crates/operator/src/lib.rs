@@ -41,6 +41,7 @@ pub mod report;
 pub mod retry;
 pub mod rollout;
 pub mod run;
+pub mod scheduling;
 pub mod server;
 pub mod status;
 pub mod switchover;

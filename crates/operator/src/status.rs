@@ -280,7 +280,7 @@ fn instances(input: &StatusInput<'_>, previous: &PostgresClusterStatus) -> Vec<I
         .iter()
         .map(|pod| {
             let before = previous.instances.iter().find(|i| i.name == pod.name_any());
-            instance_status(pod, input.reports, before, primary_report)
+            instance_status(pod, input.reports, before, primary_report, &input.now)
         })
         .collect()
 }
@@ -304,20 +304,27 @@ fn set_assessed(
     assessment: &crate::phase::Assessment,
     input: &StatusInput<'_>,
 ) {
-    let waiting = waiting_reasons(input.pods, input.reports);
+    let (unplaced, mut waiting) = crate::scheduling::waiting(status);
+    waiting.extend(waiting_reasons(input.pods, input.reports));
+    // A failure's category, or the deletion, says more than a wait.
+    let unplaced = unplaced.filter(|_| input.failure.is_none() && !input.deleting);
     for condition in assessment.conditions() {
         // Say why instances are not ready, so `kubectl describe` alone
         // explains a cluster that does not converge (R22).
-        let message = if condition.type_ == conditions::READY
-            && condition.status == ConditionStatus::False
-            && !waiting.is_empty()
-        {
+        let not_ready =
+            condition.type_ == conditions::READY && condition.status == ConditionStatus::False;
+        let message = if not_ready && !waiting.is_empty() {
             format!("{}; {}", condition.message, waiting.join("; "))
         } else {
             condition.message.to_owned()
         };
+        let reason = match unplaced {
+            Some(reason) if not_ready => reason.as_str(),
+            _ => condition.reason,
+        };
         let condition = DesiredCondition {
             message: &message,
+            reason,
             ..condition
         };
         set(status, &condition, input);
@@ -528,8 +535,8 @@ fn waiting_reasons(pods: &[Pod], reports: &BTreeMap<String, InstanceReport>) -> 
     reasons
 }
 
-/// One instance's status from its report. What a silent instance or a
-/// silent primary can no longer say (position, timeline, synchronous
+/// One instance's status from its report, and whether its pod waits for
+/// a node. What a silent instance or a silent primary can no longer say (position, timeline, synchronous
 /// state) is kept from `before`: the last known values are what a failover
 /// decides on.
 fn instance_status(
@@ -537,8 +544,10 @@ fn instance_status(
     reports: &BTreeMap<String, InstanceReport>,
     before: Option<&InstanceStatus>,
     primary: Option<&InstanceReport>,
+    now: &Time,
 ) -> InstanceStatus {
     let name = pod.name_any();
+    let unscheduled = crate::scheduling::unscheduled(pod, now.0);
     let pod_ready = crate::children::pod_ready(pod);
     let (sync_state, flush_lsn) = match primary {
         Some(primary) => {
@@ -570,6 +579,7 @@ fn instance_status(
             sync_state,
             flush_lsn,
             kept_copy: report.kept_copy.clone(),
+            unscheduled,
             name,
         },
         None => InstanceStatus {
@@ -582,6 +592,7 @@ fn instance_status(
             flush_lsn,
             lag_bytes: None,
             kept_copy: before.and_then(|b| b.kept_copy.clone()),
+            unscheduled,
         },
     }
 }

@@ -178,6 +178,52 @@ pub struct InstanceStatus {
     /// replaces this instance's data (docs/runbook.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kept_copy: Option<String>,
+    /// Set while the instance's pod waits for a node: why, in the
+    /// scheduler's words when it has looked at the pod.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unscheduled: Option<Unscheduled>,
+}
+
+/// Why an instance's pod is not on a node yet.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct Unscheduled {
+    /// `Unschedulable`: the scheduler found no node for the pod;
+    /// `NotScheduledYet`: no scheduler has looked at it.
+    pub reason: SchedulingReason,
+    /// The scheduler's message (`0/3 nodes are available: ...`), or what
+    /// is known of a pod no scheduler has looked at.
+    pub message: String,
+}
+
+/// Why a pod is not on a node: the reason of `unscheduled`, and of the
+/// `Ready` condition while an instance waits for a node.
+#[derive(
+    JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord,
+)]
+pub enum SchedulingReason {
+    /// The scheduler looked at the pod and placed it nowhere (its
+    /// `PodScheduled` condition is False): no node fits, or none exists.
+    Unschedulable,
+    /// No scheduler has looked at the pod since it was created, a while
+    /// ago: none runs, or the pod names one that does not.
+    NotScheduledYet,
+}
+
+impl SchedulingReason {
+    /// The reason as written in status and events.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Unschedulable => "Unschedulable",
+            Self::NotScheduledYet => "NotScheduledYet",
+        }
+    }
+}
+
+impl std::fmt::Display for SchedulingReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 impl InstanceStatus {
@@ -415,6 +461,9 @@ pub struct BackupServer {
     /// Its PostgreSQL's unix socket directory.
     pub socket_directory: String,
     /// Its PostgreSQL's port.
+    // kube-apiserver warns of formats it does not know, such as the
+    // `uint16` schemars gives a u16: declared as an int32 in range.
+    #[schemars(range(min = 1, max = 65535), extend("format" = "int32"))]
     pub port: u16,
 }
 

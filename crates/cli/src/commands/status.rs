@@ -13,7 +13,10 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use serde::Serialize;
 use tusk_api::fencing::Fencing;
-use tusk_api::v1alpha1::{BackupStatus, PostgresCluster, RestoreVerification, UpgradeStatus};
+use tusk_api::v1alpha1::{
+    BackupStatus, PostgresCluster, RestoreVerification, SchedulingReason, Unscheduled,
+    UpgradeStatus,
+};
 
 use super::CommandError;
 use super::cluster_access::{ClusterRef, Target, block_on, pod_ready, table};
@@ -103,6 +106,8 @@ pub struct InstanceLine {
     pub lsn: Option<String>,
     pub lag_bytes: Option<i64>,
     pub sync_state: Option<String>,
+    /// Why its pod waits for a node, while it does.
+    pub unscheduled: Option<Unscheduled>,
 }
 
 #[derive(Serialize, Debug, PartialEq)]
@@ -170,6 +175,7 @@ pub fn report(cluster: &PostgresCluster, pods: &[Pod]) -> Report {
             lsn: i.lsn.clone(),
             lag_bytes: i.lag_bytes,
             sync_state: i.sync_state.clone(),
+            unscheduled: i.unscheduled.clone(),
         })
         .collect();
     Report {
@@ -261,10 +267,14 @@ fn instances_table(instances: &[InstanceLine]) -> String {
             i.name.clone(),
             i.role.clone(),
             yes_no(i.ready),
-            match i.pod_ready {
-                Some(true) => "ready".to_owned(),
-                Some(false) => "not ready".to_owned(),
-                None => "missing".to_owned(),
+            match (i.pod_ready, &i.unscheduled) {
+                (Some(true), _) => "ready".to_owned(),
+                (_, Some(waiting)) => match waiting.reason {
+                    SchedulingReason::Unschedulable => "unschedulable".to_owned(),
+                    SchedulingReason::NotScheduledYet => "not scheduled".to_owned(),
+                },
+                (Some(false), None) => "not ready".to_owned(),
+                (None, None) => "missing".to_owned(),
             },
             or_dash(i.timeline),
             or_dash(i.lsn.as_deref()),
@@ -274,7 +284,16 @@ fn instances_table(instances: &[InstanceLine]) -> String {
             if i.fenced { "fenced" } else { "-" }.to_owned(),
         ]
     }));
-    table(&rows, "  ")
+    let mut out = table(&rows, "  ");
+    for i in instances {
+        if let Some(waiting) = &i.unscheduled {
+            out.push_str(&format!(
+                "{} waits for a node ({}): {}\n",
+                i.name, waiting.reason, waiting.message
+            ));
+        }
+    }
+    out
 }
 
 fn render_history(report: &Report) -> String {

@@ -1,6 +1,7 @@
 //! `tusk why CLUSTER`: why a cluster is not Ready, as a chain of reasons:
 //! its phase, the conditions that say something is wrong (with reason and
-//! message), fenced and unready instances, then the cluster's recent
+//! message), fenced and unready instances (and why a pod waits for a
+//! node, in the scheduler's words), then the cluster's recent
 //! Warning events, newest first. Prints `Ready` when it is.
 //!
 //! Exit codes: 0 Ready, 1 not Ready (the reasons are printed), 2 the
@@ -145,6 +146,11 @@ pub fn reasons(cluster: &PostgresCluster, pods: &[Pod], warnings: &[Warning]) ->
                 report.cluster,
                 i.name
             ));
+        } else if let Some(waiting) = &i.unscheduled {
+            chain.push(format!(
+                "{} ({}) is not ready: its pod waits for a node ({}): {}",
+                i.name, i.role, waiting.reason, waiting.message
+            ));
         } else if !i.ready || i.pod_ready == Some(false) {
             chain.push(format!(
                 "{} ({}) is not ready{}",
@@ -287,6 +293,35 @@ mod tests {
             "{chain}"
         );
         assert!(!chain.contains("db-1 ("), "{chain}");
+    }
+
+    #[test]
+    fn an_instance_waiting_for_a_node_is_named_with_the_schedulers_words() {
+        let mut c = cluster("Provisioning", "False", None);
+        status_of(&mut c).instances[1].unscheduled = Some(tusk_api::v1alpha1::Unscheduled {
+            reason: tusk_api::v1alpha1::SchedulingReason::Unschedulable,
+            message: "0/0 nodes are available".into(),
+        });
+        let chain = reasons_text(&c, &[]);
+        assert!(
+            chain.contains(
+                "db-2 (replica) is not ready: its pod waits for a node (Unschedulable): 0/0 nodes are available"
+            ),
+            "{chain}"
+        );
+        status_of(&mut c).instances[1].unscheduled = Some(tusk_api::v1alpha1::Unscheduled {
+            reason: tusk_api::v1alpha1::SchedulingReason::NotScheduledYet,
+            message: "not scheduled yet: no scheduler has looked at the pod".into(),
+        });
+        let chain = reasons_text(&c, &[]);
+        assert!(
+            chain.contains("(NotScheduledYet): not scheduled yet"),
+            "{chain}"
+        );
+    }
+
+    fn status_of(c: &mut PostgresCluster) -> &mut tusk_api::v1alpha1::PostgresClusterStatus {
+        c.status.as_mut().expect("status")
     }
 
     fn reasons_text(c: &PostgresCluster, warnings: &[Warning]) -> String {

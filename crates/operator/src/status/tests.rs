@@ -213,12 +213,12 @@ fn a_kept_copy_is_shown_and_remembered_while_the_instance_is_silent() {
     }))
     .expect("a report");
     let reports = BTreeMap::from([("orders-2".to_owned(), report)]);
-    let seen = instance_status(&pod, &reports, None, None);
+    let seen = instance_status(&pod, &reports, None, None, &at(5));
     assert_eq!(
         seen.kept_copy.as_deref(),
         Some("/var/lib/postgresql/data/pgdata.replaced")
     );
-    let silent = instance_status(&pod, &BTreeMap::new(), Some(&seen), None);
+    let silent = instance_status(&pod, &BTreeMap::new(), Some(&seen), None, &at(5));
     assert_eq!(silent.kept_copy, seen.kept_copy);
 }
 
@@ -298,5 +298,78 @@ fn a_cluster_that_failed_over_is_never_provisioning_again() {
         compose(&first).phase,
         Some(ClusterPhase::Provisioning),
         "a first bootstrap still is"
+    );
+}
+
+/// A pod the scheduler placed nowhere is said in the instance's entry and
+/// in the Ready condition's reason and message, in the scheduler's words.
+#[test]
+fn an_unschedulable_instance_is_reported_in_its_entry_and_the_ready_condition() {
+    use tusk_api::v1alpha1::SchedulingReason;
+    let reports = BTreeMap::new();
+    let message = "0/0 nodes are available: no nodes available to schedule pods.";
+    let pod: Pod = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "orders-1", "creationTimestamp": "1970-01-01T00:00:01Z"},
+        "status": {"phase": "Pending", "conditions": [{
+            "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+            "message": message, "lastTransitionTime": "1970-01-01T00:00:02Z",
+        }]}
+    }))
+    .expect("pod");
+    let pods = [pod];
+    let mut pending = input(None, &reports, at(5));
+    pending.pods = &pods;
+    let status = compose(&pending);
+    let entry = status.instances[0]
+        .unscheduled
+        .clone()
+        .expect("unscheduled");
+    assert_eq!(entry.reason, SchedulingReason::Unschedulable);
+    assert_eq!(entry.message, message);
+    let ready = conditions::find_condition(&status.conditions, conditions::READY).expect("Ready");
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("False", "Unschedulable")
+    );
+    assert!(
+        ready
+            .message
+            .contains(&format!("orders-1: Unschedulable: {message}")),
+        "{}",
+        ready.message
+    );
+
+    // A failure says more: its category stays the reason.
+    let mut failed = input(None, &reports, at(5));
+    failed.pods = &pods;
+    failed.failure = Some((crate::error::ErrorCategory::ApiError, "500".into()));
+    let status = compose(&failed);
+    let ready = conditions::find_condition(&status.conditions, conditions::READY).expect("Ready");
+    assert_eq!(ready.reason, "ApiError");
+}
+
+#[test]
+fn a_pod_no_scheduler_looked_at_is_not_scheduled_yet() {
+    let reports = BTreeMap::new();
+    let pod: Pod = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "orders-1", "creationTimestamp": "1970-01-01T00:00:01Z"},
+        "status": {"phase": "Pending"}
+    }))
+    .expect("pod");
+    let pods = [pod];
+    let mut early = input(None, &reports, at(5));
+    early.pods = &pods;
+    assert_eq!(compose(&early).instances[0].unscheduled, None);
+    let mut later = input(None, &reports, at(61));
+    later.pods = &pods;
+    let status = compose(&later);
+    let ready = conditions::find_condition(&status.conditions, conditions::READY).expect("Ready");
+    assert_eq!(ready.reason, "NotScheduledYet");
+    assert!(
+        ready
+            .message
+            .contains("orders-1: NotScheduledYet: not scheduled yet"),
+        "{}",
+        ready.message
     );
 }

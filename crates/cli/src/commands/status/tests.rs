@@ -122,3 +122,26 @@ fn a_failed_rehearsal_names_its_check() {
         "{text}"
     );
 }
+
+#[test]
+fn an_instance_waiting_for_a_node_says_why_in_the_schedulers_words() {
+    let mut c = cluster();
+    c.status.as_mut().expect("status").instances[0].unscheduled =
+        Some(tusk_api::v1alpha1::Unscheduled {
+            reason: tusk_api::v1alpha1::SchedulingReason::Unschedulable,
+            message: "0/0 nodes are available".into(),
+        });
+    let report = report(&c, &[pod("db-1", true), pod("db-2", false)]);
+    let json = serde_json::to_value(&report).expect("json");
+    assert_eq!(
+        json["instances"][1]["unscheduled"]["reason"],
+        "Unschedulable"
+    );
+    let text = render(&report);
+    for expected in [
+        "db-2  replica  no     unschedulable",
+        "db-2 waits for a node (Unschedulable): 0/0 nodes are available",
+    ] {
+        assert!(text.contains(expected), "{expected:?} in:\n{text}");
+    }
+}
