@@ -283,6 +283,9 @@ pub struct BackupDecisions {
     pub recorded_slot: Option<Timestamp>,
     /// The schedule's next slot after this pass, to look again then.
     pub next_slot: Option<Timestamp>,
+    /// The schedule's PostgresBackup that has not started, which a due
+    /// slot waits for instead of creating another.
+    pub waiting_for: Option<String>,
 }
 
 impl BackupDecisions {
@@ -294,9 +297,13 @@ impl BackupDecisions {
         now: Timestamp,
     ) -> Self {
         let (scheduled, recorded_slot) = schedule(valid, observed, cluster, now);
+        let decided = decide_backups(cluster, valid, observed, check, now);
+        let waiting_for = waiting_for(valid, observed, decided.as_ref());
         BackupDecisions {
-            decided: decide_backups(cluster, valid, observed, check, now),
-            scheduled,
+            decided,
+            // One of its backups waits: the schedule creates no other.
+            scheduled: scheduled.filter(|_| waiting_for.is_none()),
+            waiting_for,
             recorded_slot,
             next_slot: valid
                 .schedule
@@ -328,7 +335,14 @@ impl BackupDecisions {
                 ))
             });
         let declared = super::rehearsal::declared(cluster, now);
-        Some(crate::backups::freshness(cron, newest, declared, now))
+        let (state, reason, mut message) = crate::backups::freshness(cron, newest, declared, now);
+        if let Some(backup) = &self.waiting_for {
+            message = format!(
+                "{message}; {}",
+                crate::backups::schedule::waiting_message(backup)
+            );
+        }
+        Some((state, reason, message))
     }
 
     /// The events of the decisions, taken out for the pass's events.
@@ -383,6 +397,20 @@ fn decide_backups(
         primary,
         now: &Time(now),
     }))
+}
+
+/// The schedule's PostgresBackup that has not started, unless this pass
+/// starts it.
+fn waiting_for(
+    valid: &ValidatedCluster,
+    observed: &Observed,
+    decided: Option<&BackupPlan>,
+) -> Option<String> {
+    let listed = observed.backups.as_deref()?;
+    valid.schedule.as_ref()?;
+    let starting = decided.and_then(|d| d.running.as_ref()).map(|r| &r.backup);
+    let others = listed.iter().filter(|b| Some(&b.name_any()) != starting);
+    crate::backups::schedule::waiting(&valid.owner.uid, others).map(ResourceExt::name_any)
 }
 
 /// The schedule's backup due now, to create unless it exists; and the

@@ -423,3 +423,47 @@ fn a_paused_cluster_hands_out_no_serial() {
     );
     assert_eq!(plan.status.latest_serial, 3);
 }
+
+/// With no instance to take them, the schedule's backups would pile up
+/// one per slot; one waits at a time, and the status says so.
+#[test]
+fn a_due_slot_waits_for_the_schedules_backup_that_has_not_started() {
+    let mut spec = spec("required", false);
+    spec["backup"] = json!({"destination": {"url": "s3://b/o"}, "schedule": "* * * * *"});
+    let mut cluster = crate::validate::tests::cluster(spec);
+    cluster.metadata.creation_timestamp =
+        Some(Time("2026-01-01T09:00:00Z".parse().expect("a time")));
+    let valid = valid(&cluster);
+    let pending: tusk_api::v1alpha1::PostgresBackup = serde_json::from_value(json!({
+        "apiVersion": "postgres.tusk.dev/v1alpha1", "kind": "PostgresBackup",
+        "metadata": {"name": "orders-20260101100000", "namespace": "shop",
+            "creationTimestamp": "2026-01-01T10:00:00Z",
+            "ownerReferences": [{"apiVersion": "postgres.tusk.dev/v1alpha1",
+                "kind": "PostgresCluster", "name": "orders", "uid": "0c1d-uid", "controller": true}]},
+        "spec": {"cluster": "orders"},
+        "status": {"phase": "Pending"},
+    }))
+    .expect("a backup");
+
+    let mut nothing_waits = primary_failed();
+    nothing_waits.backups = Some(Vec::new());
+    let plan = planned(&cluster, &nothing_waits, &valid);
+    let due = plan.backups.scheduled.as_ref().map(|s| s.name.as_str());
+    assert_eq!(due, Some("orders-20260101100100"));
+
+    let mut one_waits = primary_failed();
+    one_waits.backups = Some(vec![pending]);
+    let plan = planned(&cluster, &one_waits, &valid);
+    assert_eq!(plan.backups.scheduled, None, "no second pending backup");
+    let Some(Some((_, _, message))) = &plan.status.backup_condition else {
+        panic!(
+            "LastBackupRecent judged: {:?}",
+            plan.status.backup_condition
+        );
+    };
+    assert!(
+        message
+            .contains("the schedule waits for its PostgresBackup orders-20260101100000 to start"),
+        "{message}"
+    );
+}
