@@ -18,6 +18,12 @@ pub enum ErrorCategory {
     /// (403): its ClusterRole lacks a permission. Retried with back-off,
     /// so restoring the permission is enough to recover.
     Forbidden,
+    /// The cluster's namespace is being deleted: the API server refuses
+    /// to create anything in it (403, cause `NamespaceTerminating`).
+    /// Retried seldom, and not on every change of a child the namespace's
+    /// deletion removes: the cluster itself is deleted next, and its
+    /// cleanup runs then.
+    NamespaceTerminating,
     /// Someone else changed an object meanwhile (409); retried at once.
     Conflict,
     /// An instance manager did not answer; retried.
@@ -45,6 +51,7 @@ impl ErrorCategory {
             Self::ApiError => "ApiError",
             Self::Throttled => "Throttled",
             Self::Forbidden => "Forbidden",
+            Self::NamespaceTerminating => "NamespaceTerminating",
             Self::Conflict => "Conflict",
             Self::InstanceUnreachable => "InstanceUnreachable",
             Self::VolumeConflict => "VolumeConflict",
@@ -65,6 +72,7 @@ mod tests {
             ErrorCategory::ApiError,
             ErrorCategory::Throttled,
             ErrorCategory::Forbidden,
+            ErrorCategory::NamespaceTerminating,
             ErrorCategory::Conflict,
             ErrorCategory::InstanceUnreachable,
             ErrorCategory::VolumeConflict,
@@ -119,6 +127,22 @@ fn describe(error: &kube::Error) -> String {
     }
 }
 
+/// The cause the API server gives for refusing to create an object in a
+/// namespace being deleted (NamespaceLifecycle admission).
+const NAMESPACE_TERMINATING: &str = "NamespaceTerminating";
+
+/// Whether the API server refused a request because the namespace is
+/// being deleted: a 403 whose causes say so, or, from a server that gives
+/// no causes, whose message does.
+fn namespace_terminating(status: &kube::core::Status) -> bool {
+    let caused = status
+        .details
+        .iter()
+        .flat_map(|d| &d.causes)
+        .any(|c| c.reason == NAMESPACE_TERMINATING);
+    status.code == 403 && (caused || status.message.ends_with("because it is being terminated"))
+}
+
 impl Error {
     /// Wraps an API error with what the operator was doing.
     pub fn kube(action: impl Into<String>) -> impl FnOnce(kube::Error) -> Self {
@@ -133,6 +157,9 @@ impl Error {
             Self::Kube { source, .. } => match source {
                 kube::Error::Api(status) if status.code == 429 => ErrorCategory::Throttled,
                 kube::Error::Api(status) if status.code == 409 => ErrorCategory::Conflict,
+                kube::Error::Api(status) if namespace_terminating(status) => {
+                    ErrorCategory::NamespaceTerminating
+                }
                 kube::Error::Api(status) if status.code == 403 => ErrorCategory::Forbidden,
                 _ => ErrorCategory::ApiError,
             },
@@ -148,6 +175,40 @@ impl Error {
 #[cfg(test)]
 mod error_tests {
     use super::*;
+
+    /// What kube-apiserver answers a create in a namespace being deleted.
+    fn refused_in_terminating_namespace(causes: bool) -> kube::Error {
+        let mut status = kube::core::Status::failure(
+            "pods \"orders-1\" is forbidden: unable to create new content in namespace shop because it is being terminated",
+            "Forbidden",
+        )
+        .with_code(403);
+        if causes {
+            status = status.with_details(kube::core::response::StatusDetails {
+                name: "orders-1".into(),
+                group: String::new(),
+                kind: "pods".into(),
+                uid: String::new(),
+                causes: vec![kube::core::response::StatusCause {
+                    reason: "NamespaceTerminating".into(),
+                    message: "namespace shop is being terminated".into(),
+                    field: "metadata.namespace".into(),
+                }],
+                retry_after_seconds: 0,
+            });
+        }
+        kube::Error::Api(Box::new(status))
+    }
+
+    #[test]
+    fn a_namespace_being_deleted_is_its_own_category_not_a_missing_permission() {
+        for causes in [true, false] {
+            let error =
+                Error::kube("create Pod orders-1")(refused_in_terminating_namespace(causes));
+            assert_eq!(error.category(), ErrorCategory::NamespaceTerminating);
+            assert_eq!(error.category().reason(), "NamespaceTerminating");
+        }
+    }
 
     #[test]
     fn a_forbidden_request_is_reported_with_the_servers_words() {

@@ -143,6 +143,15 @@ async fn reconcile_cluster(
         tracing::debug!(cluster = %key, version = ?cluster.resource_version(), "cluster not yet seen as last written; waiting");
         return Ok(Action::requeue(requeue::STALE));
     }
+    if let Some(left) = ctx.failures.held(&key, Instant::now())
+        && cluster.metadata.deletion_timestamp.is_none()
+    {
+        // A failure that no change of a child can cure (the namespace is
+        // being deleted) waits for its retry; the cluster's own deletion
+        // does not.
+        tracing::debug!(cluster = %key, wait_seconds = left.as_secs_f64(), "held until the retry");
+        return Ok(Action::requeue(left));
+    }
     let started = Instant::now();
     let namespace = cluster.namespace().unwrap_or_default();
     let api: Api<PostgresCluster> = Api::namespaced(ctx.client.clone(), &namespace);
@@ -187,12 +196,16 @@ fn finalizer_error(error: runtime::finalizer::Error<Error>) -> Error {
 /// a spec change (the status already says what to fix), transient ones
 /// retry after a delay that doubles with each failure in a row.
 pub fn error_policy(cluster: Arc<CachedCluster>, error: &Error, ctx: Arc<Context>) -> Action {
-    let failures = ctx.failures.failed(&cluster_key(cluster.as_ref()));
+    let key = cluster_key(cluster.as_ref());
+    let failures = ctx.failures.failed(&key);
     let category = error.category();
     // The same fields as the reconcile span, which has ended by now.
     let (name, namespace) = (cluster.name_any(), cluster.namespace().unwrap_or_default());
     match crate::retry::delay(category, failures) {
         Some(delay) => {
+            if crate::retry::holds_triggers(category) {
+                ctx.failures.hold(&key, Instant::now() + delay);
+            }
             tracing::warn!(cluster = %name, %namespace, %error, category = category.reason(), failures, retry_in_seconds = delay.as_secs_f64(), "reconcile failed");
             Action::requeue(delay)
         }
