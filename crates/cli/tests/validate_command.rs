@@ -135,6 +135,75 @@ fn a_valid_update_passes_with_old() {
     assert!(stdout(&output).contains("valid update"));
 }
 
+/// A cluster with one parameter and one pod annotation, each written as
+/// given (`off` unquoted, `"off"` quoted).
+fn cluster_with(jit: &str, backup: &str) -> String {
+    format!(
+        "apiVersion: postgres.tusk.dev/v1alpha1
+kind: PostgresCluster
+metadata:
+  name: jit
+spec:
+  instances: 1
+  postgres:
+    version: 16
+    parameters:
+      jit: {jit}
+  podTemplate:
+    annotations:
+      example.com/backup: {backup}
+  storage:
+    size: 1Gi
+"
+    )
+}
+
+fn validate_text(text: &str) -> Output {
+    let scratch = tempfile::tempdir().expect("temp dir");
+    let path = scratch.path().join("cluster.yaml");
+    std::fs::write(&path, text).expect("temp file");
+    tusk(&["validate", "-f", &path.to_string_lossy()])
+}
+
+/// kubectl reads YAML 1.1, where an unquoted `off` or `yes` is a boolean,
+/// and the API server refuses a boolean in a string field: so does
+/// `tusk validate`, naming the field and saying to quote it.
+#[test]
+fn an_unquoted_yaml_1_1_boolean_in_a_string_field_is_refused_with_a_hint_to_quote_it() {
+    let output = validate_text(&cluster_with("off", "yes"));
+    let out = stdout(&output);
+    assert_eq!(output.status.code(), Some(1), "{out}");
+    for expected in [
+        r#"PostgresCluster/jit: spec.postgres.parameters.jit: must be a string (YAML 1.1 reads an unquoted off as a boolean: quote it, "off")"#,
+        r#"PostgresCluster/jit: spec.podTemplate.annotations.example.com/backup: must be a string (YAML 1.1 reads an unquoted yes as a boolean: quote it, "yes")"#,
+    ] {
+        assert!(out.contains(expected), "missing {expected:?} in {out}");
+    }
+}
+
+#[test]
+fn a_quoted_off_is_a_string_and_valid() {
+    for quoted in [r#""off""#, "'off'"] {
+        let output = validate_text(&cluster_with(quoted, r#""yes""#));
+        let out = stdout(&output);
+        assert!(output.status.success(), "{quoted}: {out}");
+        assert!(out.contains("PostgresCluster/jit: valid"), "{out}");
+    }
+}
+
+#[test]
+fn a_label_read_as_a_boolean_is_refused_whatever_the_kind() {
+    let text = cluster_with(r#""off""#, r#""yes""#)
+        .replace("  name: jit\n", "  name: jit\n  labels:\n    backup: on\n");
+    let output = validate_text(&text);
+    let out = stdout(&output);
+    assert_eq!(output.status.code(), Some(1), "{out}");
+    assert!(
+        out.contains(r#"metadata.labels.backup: must be a string (YAML 1.1 reads an unquoted on as a boolean: quote it, "on")"#),
+        "{out}"
+    );
+}
+
 #[test]
 fn a_missing_file_is_an_error_not_a_verdict() {
     let output = tusk(&["validate", "-f", "no/such/file.yaml"]);

@@ -5,6 +5,10 @@
 //! refuses with an `InvalidSpec` condition, and `tusk validate` says so
 //! before the cluster is applied.
 //!
+//! Manifests are read as kubectl reads them, with YAML 1.1's booleans and
+//! numbers: an unquoted `off` is `false`, which a string field refuses, and
+//! the message says to quote it.
+//!
 //! Prints one line per violation, `FILE: Kind/name: field: message`, and
 //! exits 1 when there is any; with `--old`, transition rules (storage never
 //! shrinks, version changes need approval, immutable fields) compare each
@@ -13,6 +17,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use tusk_api::admission::Violation;
 use tusk_api::v1alpha1::PostgresCluster;
 use tusk_operator::config::OperatorConfig;
@@ -47,10 +52,15 @@ pub fn run(args: &Args) -> Result<ExitCode, CommandError> {
         }
         for manifest in &documents {
             let previous = old.iter().find(|o| o.same_object(manifest));
-            let mut violations = tusk_api::admission::validate(
-                &crds,
-                &manifest.value,
-                previous.map(|p: &Manifest| &p.value),
+            let previous = previous.map(|p: &Manifest| &p.value);
+            let mut violations = manifest.metadata_violations();
+            let admission = tusk_api::admission::validate(&crds, &manifest.value, previous);
+            let refused_fields: Vec<String> = violations.iter().map(|v| v.field.clone()).collect();
+            violations.extend(
+                admission
+                    .into_iter()
+                    .filter(|v| !refused_fields.contains(&v.field))
+                    .map(|v| explain_yaml_1_1(&crds, manifest, previous, v)),
             );
             if violations.is_empty() {
                 violations.extend(controller_refusal(&manifest.value));
@@ -75,6 +85,37 @@ pub fn run(args: &Args) -> Result<ExitCode, CommandError> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// A violation at a field YAML 1.1 read as a boolean or a number, told
+/// with what was written: `must be a string (YAML 1.1 reads an unquoted off
+/// as a boolean: quote it, "off")` when quoting it clears the field, the
+/// reading added to the message otherwise. kubectl reads YAML 1.1, so an
+/// unquoted `off` reaches the API server as `false`.
+fn explain_yaml_1_1(
+    crds: &[CustomResourceDefinition],
+    manifest: &Manifest,
+    previous: Option<&serde_json::Value>,
+    violation: Violation,
+) -> Violation {
+    let Violation { field, message } = violation;
+    if let Some(resolved) = manifest.resolved_value_at(&field) {
+        let quoted = manifest.quoted(resolved);
+        let cleared = !tusk_api::admission::validate(crds, &quoted, previous)
+            .iter()
+            .any(|v| v.field == field);
+        let message = if cleared {
+            manifests::must_be_a_string(resolved)
+        } else {
+            format!("{message} ({})", resolved.reading())
+        };
+        return Violation { field, message };
+    }
+    if let Some(key) = manifest.resolved_key_on(&field) {
+        let message = format!("{message} ({})", manifests::quote_it(key));
+        return Violation { field, message };
+    }
+    Violation { field, message }
 }
 
 /// What the controller refuses in a PostgresCluster that admission
