@@ -112,6 +112,15 @@ pub const UNKNOWN_PARAMETER_RULE: &str = "is not a PostgreSQL parameter \
 /// line in `postgresql.conf`, NUL ends the string, the others are invisible.
 pub const CONTROL_CHARACTER_CLASS: &str = "[\\x00-\\x1f\\x7f]";
 
+/// The longest value a parameter may have, in characters. Generous for
+/// any setting PostgreSQL has (the longest in practice are preload lists
+/// and `search_path`), and small enough that the CRD's rules over the
+/// values stay inside kube-apiserver's cost budget.
+pub const MAX_VALUE_LENGTH: usize = 1024;
+
+/// Why a longer value is refused.
+pub const VALUE_LENGTH_RULE: &str = "must be at most 1024 characters";
+
 /// Why a value with a control character is refused.
 pub const CONTROL_CHARACTER_RULE: &str =
     "must not contain a line break, NUL or other control character";
@@ -152,6 +161,9 @@ pub fn preload_rule() -> String {
 /// The rule `value` of parameter `name` breaks, if any (the name itself
 /// is checked by [`is_operator_owned`] and [`is_known_parameter`]).
 pub fn value_problem(name: &str, value: &str) -> Option<String> {
+    if value.chars().count() > MAX_VALUE_LENGTH {
+        return Some(VALUE_LENGTH_RULE.to_owned());
+    }
     if value.chars().any(|c| c.is_ascii_control()) {
         return Some(CONTROL_CHARACTER_RULE.to_owned());
     }
@@ -253,6 +265,22 @@ pub fn with_commit_durability(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_value_longer_than_the_bound_is_refused_and_one_at_the_bound_is_not() {
+        let at_bound = "a".repeat(MAX_VALUE_LENGTH);
+        assert_eq!(value_problem("search_path", &at_bound), None);
+        let over = "é".repeat(MAX_VALUE_LENGTH + 1);
+        assert_eq!(
+            value_problem("search_path", &over).as_deref(),
+            Some(VALUE_LENGTH_RULE)
+        );
+        // Characters are counted, as the API server counts maxLength.
+        assert_eq!(
+            value_problem("search_path", &"é".repeat(MAX_VALUE_LENGTH)),
+            None
+        );
+    }
 
     #[test]
     fn required_durability_owns_synchronous_commit() {

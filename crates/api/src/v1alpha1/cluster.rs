@@ -150,9 +150,14 @@ pub struct PostgresSpec {
     /// `spec.failover.dataDurability` is `required`, `synchronous_commit`
     /// may only be `on` (the value used when it is omitted) or
     /// `remote_apply`: any other value acknowledges commits that a
-    /// failover could lose.
+    /// failover could lose. At most 256 parameters, each value at most 1024
+    /// characters.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     #[schemars(extend("maxProperties" = 256))]
+    #[schemars(extend("additionalProperties" = {
+        "type": "string",
+        "maxLength": crate::parameters::MAX_VALUE_LENGTH,
+    }))]
     #[x_kube(validation = rules::no_operator_owned_parameters())]
     #[x_kube(validation = rules::known_parameter_names())]
     #[x_kube(validation = rules::parameter_values_parse())]
