@@ -115,6 +115,11 @@ pub fn validate(
     AdmissionSchema::new(schema).validate(object, old)
 }
 
+/// Said, as kube-apiserver says it, when the schema refused the object and
+/// its CEL rules were therefore not evaluated.
+pub const RULES_NOT_CHECKED: &str = "some validation rules were not checked because the object was \
+     invalid; correct the existing errors to complete validation";
+
 /// One CRD version's OpenAPI v3 schema with its checks compiled once: the
 /// JSON Schema validator and every CEL rule. Exposed for API servers that
 /// hold arbitrary CRDs. Kubernetes' API server compiles
@@ -170,19 +175,30 @@ impl AdmissionSchema {
                 "Required value: name or generateName is required",
             ));
         }
-        unknown_fields(&self.schema, object, "", &mut violations);
+        // Strict decoding refuses unknown fields before anything is
+        // validated: they are all the server reports.
+        let mut unknown = Vec::new();
+        unknown_fields(&self.schema, object, "", &mut unknown);
+        if !unknown.is_empty() {
+            return unknown;
+        }
         self.structural_violations(object, &mut violations);
-        let structurally_sound = violations.is_empty();
+        if !violations.is_empty() {
+            // kube-apiserver evaluates the CEL rules only of an object the
+            // schema admits, and says so.
+            violations.push(Violation::new("", RULES_NOT_CHECKED));
+            return violations;
+        }
         if let Err(errors) = kube::core::cel::validate_compiled(&self.rules, object, old) {
             for error in errors.into_vec() {
-                // A rule that could not be evaluated because a value had the
-                // wrong type only repeats a structural violation already
-                // reported.
-                if !structurally_sound && error.kind == ErrorKind::EvaluationError {
-                    continue;
-                }
                 let field = error.field_path.trim_start_matches('.').to_owned();
-                violations.push(Violation::new(field, error.message));
+                let message = match error.kind {
+                    ErrorKind::EvaluationError => {
+                        format!("a rule could not be evaluated: {}", error.message)
+                    }
+                    _ => error.message,
+                };
+                violations.push(Violation::new(field, message));
             }
         }
         violations
@@ -193,7 +209,16 @@ impl AdmissionSchema {
         match &self.structural {
             Ok(validator) => {
                 for error in validator.iter_errors(object) {
-                    let field = field_path(object, error.instance_path().as_str());
+                    let mut field = field_path(object, error.instance_path().as_str());
+                    // kube-apiserver names the missing field itself.
+                    if let jsonschema::error::ValidationErrorKind::Required {
+                        property: Value::String(property),
+                    } = error.kind()
+                    {
+                        field = join_key(&field, property, false);
+                        out.push(Violation::new(field, "Required value"));
+                        continue;
+                    }
                     out.push(Violation::new(field, error.to_string()));
                 }
             }

@@ -157,7 +157,7 @@ fn storage_size_is_a_positive_quantity() {
         create(
             "missing",
             json!({"storage": {"size": null}}),
-            Expect::Invalid("spec.storage", "\"size\" is a required property"),
+            Expect::Invalid("spec.storage.size", "Required value"),
         ),
     ]);
 }
@@ -559,7 +559,7 @@ fn bootstrap_names_one_method_and_is_immutable() {
         create("recovery", recovery.clone(), Expect::Valid),
         create(
             "both",
-            json!({"bootstrap": {"initdb": {}, "recovery": {"source": {"url": "s3://old/orders"}}}}),
+            json!({"bootstrap": {"initdb": {}, "recovery": {"cluster": "old", "source": {"url": "s3://old/orders"}}}}),
             Expect::Invalid("spec.bootstrap", "exactly one"),
         ),
         create(
@@ -640,10 +640,7 @@ fn a_restore_names_its_source_cluster_and_one_target_at_most() {
         create(
             "no source cluster",
             json!({"bootstrap": {"recovery": {"source": {"url": "s3://old/o"}}}}),
-            Expect::Invalid(
-                "spec.bootstrap.recovery",
-                "\"cluster\" is a required property",
-            ),
+            Expect::Invalid("spec.bootstrap.recovery.cluster", "Required value"),
         ),
         create(
             "two targets",
@@ -944,7 +941,7 @@ fn wrong_api_version_or_kind_is_named() {
 fn several_violations_are_all_reported() {
     let crds = tusk_api::crds();
     let object = cluster(spec_with(
-        json!({"instances": 0, "deletionPolicy": "Destroy"}),
+        json!({"instances": 65, "deletionPolicy": "Destroy"}),
     ));
     let fields: Vec<String> = validate(&crds, &object, None)
         .into_iter()
@@ -955,6 +952,31 @@ fn several_violations_are_all_reported() {
         fields.contains(&"spec.deletionPolicy".to_owned()),
         "{fields:?}"
     );
+}
+
+/// As kube-apiserver does: the CEL rules of an object the schema refuses
+/// are not evaluated, and the refusal says so; unknown fields are refused
+/// before anything else is checked.
+#[test]
+fn rules_wait_for_the_schema_and_unknown_fields_come_first() {
+    let crds = tusk_api::crds();
+    let object = cluster(spec_with(
+        json!({"instances": 0, "deletionPolicy": "Destroy"}),
+    ));
+    let violations = validate(&crds, &object, None);
+    let fields: Vec<&str> = violations.iter().map(|v| v.field.as_str()).collect();
+    assert_eq!(fields, ["spec.deletionPolicy", ""], "{violations:?}");
+    assert_eq!(
+        violations[1].message,
+        tusk_api::admission::RULES_NOT_CHECKED
+    );
+
+    let object = cluster(spec_with(
+        json!({"instances": 0, "storage": {"size": "1Gi", "sise": "2Gi"}}),
+    ));
+    let violations = validate(&crds, &object, None);
+    let fields: Vec<&str> = violations.iter().map(|v| v.field.as_str()).collect();
+    assert_eq!(fields, ["spec.storage.sise"], "{violations:?}");
 }
 
 #[test]
@@ -976,10 +998,7 @@ fn the_owners_server_certificate_is_named_by_a_secret_name() {
         create(
             "missing",
             json!({"certificates": {}}),
-            Expect::Invalid(
-                "spec.certificates",
-                "\"serverSecret\" is a required property",
-            ),
+            Expect::Invalid("spec.certificates.serverSecret", "Required value"),
         ),
     ]);
 }
