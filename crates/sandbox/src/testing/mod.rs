@@ -6,7 +6,9 @@
 //! and connects a kube-rs client; [`install_tusk_crds`] installs Tusk's
 //! CustomResourceDefinitions; [`eventually`] and [`wait_for`] wait for a
 //! condition with a bound, so tests synchronise on what they observe and
-//! never on sleeps.
+//! never on sleeps. [`kube_up`] starts a real kube-apiserver (and, when
+//! asked, kube-controller-manager and kube-scheduler) for the tests that
+//! take it as the referee.
 //!
 //! It is compiled always (it costs nothing unless called) so other crates'
 //! tests use it without a feature flag. Failures panic with a message that
@@ -22,6 +24,8 @@ use kube::{Client, ResourceExt};
 use tempfile::TempDir;
 
 use crate::{Config, Sandbox};
+
+pub mod kube_up;
 
 /// How long the waits of most tests may take before they fail.
 pub const WAIT: Duration = Duration::from_secs(20);

@@ -1,0 +1,4 @@
+//! The three judges of admission and what they must agree on.
+
+pub mod corpus;
+pub mod judge;

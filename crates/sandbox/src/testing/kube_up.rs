@@ -1,0 +1,206 @@
+//! A real control plane for tests: etcd, kube-apiserver and, when asked,
+//! kube-controller-manager and kube-scheduler (v1.36), started by the
+//! `kube-up` script of the shared Kubernetes folder (`../shared/k8s` beside
+//! the repository, or `$TUSK_KUBE_UP`).
+//!
+//! The real API server decides what it alone can decide (CRD structural
+//! and CEL checks with their cost estimates, defaulting, RBAC, server-side
+//! apply): tests that take it as the referee start one with
+//! [`KubeUp::start`]. Where the folder is absent, [`KubeUp::start`] says so
+//! plainly on standard error and returns `None`; the caller then returns
+//! (this is the one lane allowed to stand down for a missing component).
+//!
+//! `kube-up` serves until its standard input closes. It watches that from
+//! a background job, which a non-interactive bash gives `/dev/null` for
+//! input unless job control is on, so it is started with job control
+//! (`BASH_ENV` pointing at a file that says `set -m`), its input a pipe
+//! this value holds. Dropping the value stops it: kube-up is sent SIGTERM,
+//! and every process still running from its directory is killed, so a
+//! test does not wait out kube-apiserver's graceful shutdown.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use kube::Client;
+use serde::Deserialize;
+use tempfile::TempDir;
+
+/// The components to start beside etcd and kube-apiserver.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Components {
+    pub controller_manager: bool,
+    pub scheduler: bool,
+}
+
+/// How long kube-up may take to answer (it unpacks the binaries once).
+const START: Duration = Duration::from_secs(180);
+
+/// What kube-up prints once the API server is ready.
+#[derive(Debug, Deserialize)]
+struct Ready {
+    kubeconfig: PathBuf,
+    server: String,
+}
+
+/// A running control plane, stopped when dropped.
+pub struct KubeUp {
+    child: Child,
+    /// Held open: kube-up stops when it closes.
+    _stdin: ChildStdin,
+    /// The admin kubeconfig (a client certificate in `system:masters`).
+    pub kubeconfig: PathBuf,
+    /// The API server's URL.
+    pub server: String,
+    /// Certificates, logs and etcd's data; `log/` has each component's log.
+    pub dir: TempDir,
+}
+
+/// The kube-up script: `$TUSK_KUBE_UP`, or `../shared/k8s/kube-up` beside
+/// the repository.
+pub fn script() -> PathBuf {
+    if let Some(path) = std::env::var_os("TUSK_KUBE_UP") {
+        return PathBuf::from(path);
+    }
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/k8s/kube-up")
+}
+
+impl KubeUp {
+    /// Starts a control plane with `components`, or returns `None` after
+    /// saying why on standard error when the shared Kubernetes folder is
+    /// absent. Panics when kube-up is there but fails.
+    pub fn start(components: Components) -> Option<Self> {
+        let script = script();
+        if !script.exists() {
+            eprintln!(
+                "NOT RUN: this test needs a real kube-apiserver from {} (the shared Kubernetes \
+                 folder), which is absent on this machine",
+                script.display()
+            );
+            return None;
+        }
+        Some(Self::start_from(&script, components))
+    }
+
+    fn start_from(script: &Path, components: Components) -> Self {
+        let dir = tempfile::Builder::new()
+            .prefix("tusk-kube-up-")
+            .tempdir()
+            .expect("a directory for kube-up");
+        let job_control = dir.path().join("job-control.sh");
+        std::fs::write(&job_control, "set -m\n").expect("kube-up's BASH_ENV file is written");
+        let mut command = Command::new("bash");
+        command
+            .arg(script)
+            .arg(dir.path().join("k8s"))
+            .env("BASH_ENV", &job_control)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(
+                std::fs::File::create(dir.path().join("kube-up.log"))
+                    .expect("kube-up's log is created"),
+            );
+        if components.controller_manager {
+            command.arg("--controller-manager");
+        }
+        if components.scheduler {
+            command.arg("--scheduler");
+        }
+        let mut child = command.spawn().expect("kube-up starts");
+        let stdin = child.stdin.take().expect("kube-up's stdin is piped");
+        let stdout = child.stdout.take().expect("kube-up's stdout is piped");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let _ = BufReader::new(stdout).read_line(&mut line);
+            let _ = tx.send(line);
+        });
+        let line = rx.recv_timeout(START).unwrap_or_default();
+        let mut up = Self {
+            child,
+            _stdin: stdin,
+            kubeconfig: PathBuf::new(),
+            server: String::new(),
+            dir,
+        };
+        let ready: Ready = serde_json::from_str(line.trim()).unwrap_or_else(|e| {
+            let log =
+                std::fs::read_to_string(up.dir.path().join("kube-up.log")).unwrap_or_default();
+            panic!("kube-up did not print its JSON line within {START:?} ({e}): {log}")
+        });
+        up.kubeconfig = ready.kubeconfig;
+        up.server = ready.server;
+        up
+    }
+
+    /// A client with the admin's credentials.
+    pub async fn client(&self) -> Client {
+        crate::client::from_kubeconfig(&self.kubeconfig)
+            .await
+            .expect("a client for kube-apiserver builds")
+    }
+
+    /// `kubectl` with the admin's kubeconfig.
+    pub fn kubectl(&self) -> Command {
+        let mut command = Command::new("kubectl");
+        command.env("KUBECONFIG", &self.kubeconfig);
+        command
+    }
+
+    /// The last `lines` lines of a component's log (`kube-apiserver`,
+    /// `etcd`, ...), for a failure message.
+    pub fn log_tail(&self, component: &str, lines: usize) -> String {
+        let path = self.dir.path().join(format!("k8s/log/{component}.log"));
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        let all: Vec<&str> = text.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    }
+}
+
+impl Drop for KubeUp {
+    fn drop(&mut self) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.child.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+        kill_processes_mentioning(self.dir.path());
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if matches!(self.child.try_wait(), Ok(Some(_))) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        kill_processes_mentioning(self.dir.path());
+    }
+}
+
+/// SIGKILLs every process whose command line mentions `dir`: the control
+/// plane's components, whose certificates and data live there.
+fn kill_processes_mentioning(dir: &Path) {
+    let needle = dir.to_string_lossy().into_owned();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        if String::from_utf8_lossy(&cmdline).contains(&needle) && pid != std::process::id() as i32 {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+    }
+}
