@@ -34,6 +34,9 @@ pub struct Context {
     /// Clusters rolling their pods for the operator's version alone (see
     /// [`crate::rollout::slots`]).
     pub rollout_slots: crate::rollout::slots::Slots,
+    /// Objects read by name that a pass found absent (see
+    /// [`crate::absent`]).
+    pub absent: crate::absent::KnownAbsent,
 }
 
 impl Context {
@@ -61,6 +64,7 @@ impl Context {
             leases: Arc::default(),
             expectations: crate::expectations::Expectations::default(),
             rollout_slots: crate::rollout::slots::Slots::new(config_limit),
+            absent: crate::absent::KnownAbsent::default(),
         }
     }
 }

@@ -9,6 +9,7 @@
 //! [`status`] and [`phase`]). Only fetch, apply and report touch the API;
 //! every pure module is unit tested with inline objects.
 
+pub mod absent;
 pub mod apply;
 pub mod archiving;
 pub mod backups;

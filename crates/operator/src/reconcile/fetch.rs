@@ -86,7 +86,7 @@ pub async fn fetch(cluster: &PostgresCluster, ctx: &Context) -> Result<Observed,
         .await
         .is_ok_and(|ready| ready.is_ok())
         .then(|| crate::backups::of_cluster(&ctx.backups, &namespace, &name));
-    let rehearsal = super::rehearsal::fetch(cluster, &ctx.client).await?;
+    let rehearsal = super::rehearsal::fetch_unless_absent(cluster, ctx).await?;
     let upgrade = super::upgrade::fetch(cluster, &ctx.client).await?;
     let awaited = ctx.expectations.awaited(
         &cluster_key(cluster),

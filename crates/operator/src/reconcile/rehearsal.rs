@@ -1,8 +1,12 @@
 //! Fetch and apply for restore rehearsals (decided in
 //! [`crate::rehearsal`]): the rehearsal's pod and scratch volume are read
 //! by name while the cluster declares a backup destination (they are not
-//! cached: at most one of each per cluster, and only then), created to
-//! start one, and deleted once its outcome is recorded.
+//! cached: at most one of each per cluster, and only then), and not again
+//! once found absent until the operator creates them
+//! ([`crate::absent`]); created to start one, and deleted once its
+//! outcome is recorded.
+
+use std::time::Instant;
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use k8s_openapi::jiff::Timestamp;
@@ -31,6 +35,32 @@ pub async fn fetch(
     let namespace = cluster.namespace().unwrap_or_default();
     let name = pod_name(&cluster.name_any());
     one_shot(client, &namespace, &name, "restore rehearsal").await
+}
+
+/// [`fetch`] for the operator's passes: nothing is read while an earlier
+/// pass found no rehearsal and the operator has not started one since.
+pub async fn fetch_unless_absent(
+    cluster: &PostgresCluster,
+    ctx: &Context,
+) -> Result<Option<Observed>, Error> {
+    let key = absent_key(
+        &cluster.namespace().unwrap_or_default(),
+        &cluster.name_any(),
+    );
+    if ctx.absent.absent(&key, Instant::now()) {
+        return Ok(None);
+    }
+    let observed = fetch(cluster, &ctx.client).await?;
+    if cluster.spec.backup.is_some() {
+        ctx.absent.read(&key, observed.is_some(), Instant::now());
+    }
+    Ok(observed)
+}
+
+/// How [`crate::absent`] names a cluster's rehearsal (its pod and
+/// volume share the name).
+fn absent_key(namespace: &str, cluster: &str) -> String {
+    format!("{namespace}/{}", pod_name(cluster))
 }
 
 /// A one-shot pod `name` and its scratch volume of the same name (`what`
@@ -166,6 +196,8 @@ pub async fn apply(ctx: &Context, valid: &ValidatedCluster, plan: &Plan<'_>) -> 
         remove_one_shot(ctx, &valid.namespace, &name, WHAT).await?;
     }
     if decided.start {
+        ctx.absent
+            .creating(&absent_key(&valid.namespace, valid.name.as_str()));
         let pod = rehearsal_pod(valid, &ctx.config);
         create_one_shot(ctx, &valid.namespace, &rehearsal_pvc(valid), &pod, WHAT).await?;
     }
