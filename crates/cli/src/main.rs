@@ -2,10 +2,12 @@
 //!
 //! Subcommands live in `commands/`, one module each; this file only parses
 //! arguments and maps outcomes to exit codes (0 success, 1 the input was
-//! checked and refused, 2 the command itself could not run).
+//! checked and refused, 2 the command itself could not run). Commands print
+//! through `output`, so a stdout closed by its reader ends them quietly.
 
 mod commands;
 mod manifests;
+mod output;
 
 use std::process::ExitCode;
 
@@ -119,6 +121,8 @@ fn main() -> ExitCode {
     };
     match outcome {
         Ok(code) => code,
+        // `tusk crds | head -1`: the reader has what it wanted.
+        Err(error) if output::is_closed(&error) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("error: {error}");
             ExitCode::from(2)

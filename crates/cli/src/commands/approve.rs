@@ -28,6 +28,7 @@ use tusk_operator::switchover::{self, Progress, Requested};
 
 use super::CommandError;
 use super::cluster_access::{ClusterRef, Target, block_on, kubernetes};
+use crate::output::outln;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -145,10 +146,10 @@ async fn approve(args: &Args) -> Result<ExitCode, CommandError> {
         None => {
             let lines = pending(&cluster);
             if lines.is_empty() {
-                println!("nothing of {name} awaits approval");
+                outln!("nothing of {name} awaits approval")?;
             }
             for line in lines {
-                println!("{line}");
+                outln!("{line}")?;
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -170,10 +171,10 @@ async fn approve(args: &Args) -> Result<ExitCode, CommandError> {
                 .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
                 .await
                 .map_err(kubernetes)?;
-            println!(
+            outln!(
                 "approved: spec.upgrade.approvedVersion={version} on {}/{name}; set spec.postgres.version to {version} to start it",
                 target.namespace
-            );
+            )?;
             Ok(ExitCode::SUCCESS)
         }
     }
@@ -197,10 +198,10 @@ async fn approve_failover(
         );
         return Ok(ExitCode::from(1));
     };
-    println!(
+    outln!(
         "approved: {annotation}={value} on {}/{name}",
         target.namespace
-    );
+    )?;
     if wait == 0 {
         return Ok(ExitCode::SUCCESS);
     }
@@ -210,7 +211,7 @@ async fn approve_failover(
         .map_err(kubernetes)?;
     match progress {
         Progress::Primary => {
-            println!("{} is the primary of {name}", blocked.to);
+            outln!("{} is the primary of {name}", blocked.to)?;
             Ok(ExitCode::SUCCESS)
         }
         Progress::Refused => {

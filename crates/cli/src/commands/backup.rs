@@ -17,6 +17,7 @@ use tusk_api::v1alpha1::{
 
 use super::CommandError;
 use super::cluster_access::{ClusterRef, Target, block_on, kubernetes};
+use crate::output::outln;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -119,7 +120,7 @@ async fn backup(args: &Args) -> Result<ExitCode, CommandError> {
     api.create(&PostParams::default(), &request)
         .await
         .map_err(kubernetes)?;
-    println!("postgresbackup/{name} created in {}", target.namespace);
+    outln!("postgresbackup/{name} created in {}", target.namespace)?;
     if args.wait == 0 {
         return Ok(ExitCode::SUCCESS);
     }
@@ -129,7 +130,7 @@ async fn backup(args: &Args) -> Result<ExitCode, CommandError> {
         let backup = api.get(&name).await.map_err(kubernetes)?;
         let line = describe(&name, backup.status.as_ref());
         if line != said {
-            println!("{line}");
+            outln!("{line}")?;
             said = line;
         }
         match backup.status.and_then(|s| s.phase) {

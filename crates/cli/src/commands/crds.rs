@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 
 use super::CommandError;
+use crate::output::{out, outln};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -41,14 +42,14 @@ pub fn run(args: &Args) -> Result<ExitCode, CommandError> {
     let crds = tusk_api::crds();
     if args.list {
         for crd in &crds {
-            println!("{}", summary(crd));
+            outln!("{}", summary(crd))?;
         }
         return Ok(ExitCode::SUCCESS);
     }
     match &args.output_dir {
         None => {
             let documents = crds.iter().map(render).collect::<Result<Vec<_>, _>>()?;
-            print!("{}", documents.join("---\n"));
+            out!("{}", documents.join("---\n"))?;
         }
         Some(dir) => {
             for crd in &crds {

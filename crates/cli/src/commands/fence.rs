@@ -15,6 +15,7 @@ use tusk_api::labels::FENCED_INSTANCES;
 
 use super::CommandError;
 use super::cluster_access::{ClusterRef, Target, block_on, kubernetes};
+use crate::output::outln;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -108,13 +109,13 @@ pub fn run(args: &Args, fence: bool) -> Result<ExitCode, CommandError> {
                 args.instance, args.at.cluster
             );
         }
-        println!(
+        outln!(
             "{verb} {} in {}/{}: {FENCED_INSTANCES}={}",
             args.instance,
             target.namespace,
             args.at.cluster,
             value.as_deref().unwrap_or("(removed)")
-        );
+        )?;
         Ok(ExitCode::SUCCESS)
     })
 }

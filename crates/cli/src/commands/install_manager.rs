@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use super::CommandError;
+use crate::output::outln;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -29,11 +30,11 @@ pub fn run(args: &Args) -> Result<ExitCode, CommandError> {
     std::fs::copy(&source, &partial).map_err(write_error)?;
     set_executable(&partial).map_err(write_error)?;
     std::fs::rename(&partial, &args.destination).map_err(write_error)?;
-    println!(
+    outln!(
         "installed {} to {}",
         source.display(),
         args.destination.display()
-    );
+    )?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -472,6 +472,8 @@ async fn print_status(args: &StatusArgs) -> Result<(), String> {
         }
     })?;
     let pretty = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
-    println!("{pretty}");
-    Ok(())
+    match crate::output::outln!("{pretty}") {
+        Err(error) if !crate::output::is_closed(&error) => Err(error.to_string()),
+        _ => Ok(()),
+    }
 }

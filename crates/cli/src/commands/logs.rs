@@ -9,6 +9,7 @@ use kube::api::LogParams;
 
 use super::CommandError;
 use super::cluster_access::{ClusterRef, Target, block_on, kubernetes};
+use crate::output::out;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -52,7 +53,7 @@ pub fn run(args: &Args) -> Result<ExitCode, CommandError> {
                 ..LogParams::default()
             };
             match api.logs(&name, &params).await {
-                Ok(text) => print!("{}", prefixed(&name, &text)),
+                Ok(text) => out!("{}", prefixed(&name, &text))?,
                 Err(error) => eprintln!("{name}: cannot read its log: {}", kubernetes(error)),
             }
         }

@@ -48,4 +48,8 @@ pub enum CommandError {
     Kubernetes(String),
     #[error("sandbox: {0}")]
     Sandbox(String),
+    /// Stdout could not be written; closed by its reader, the command ends
+    /// quietly (`crate::output::is_closed`).
+    #[error("cannot write to standard output: {0}")]
+    Output(std::io::Error),
 }

@@ -18,6 +18,7 @@ use tusk_operator::switchover::{self, Progress, Requested};
 
 use super::CommandError;
 use super::cluster_access::{ClusterRef, Target, block_on, kubernetes};
+use crate::output::outln;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -63,17 +64,18 @@ async fn promote(args: &Args) -> Result<ExitCode, CommandError> {
             return Ok(ExitCode::from(1));
         }
         Requested::AlreadyPrimary => {
-            println!(
+            outln!(
                 "{} is the primary of {} already",
-                args.instance, args.at.cluster
-            );
+                args.instance,
+                args.at.cluster
+            )?;
             return Ok(ExitCode::SUCCESS);
         }
         Requested::Annotated(annotation, value) => {
-            println!(
+            outln!(
                 "requested: {annotation}={value} on {namespace}/{}",
                 args.at.cluster
-            );
+            )?;
             annotation
         }
     };
@@ -87,12 +89,12 @@ async fn promote(args: &Args) -> Result<ExitCode, CommandError> {
         .map_err(kubernetes)?;
     match progress {
         Progress::Primary => {
-            println!(
+            outln!(
                 "{} is the primary of {} ({:.1} s)",
                 args.instance,
                 args.at.cluster,
                 started.elapsed().as_secs_f64()
-            );
+            )?;
             Ok(ExitCode::SUCCESS)
         }
         Progress::Refused => {

@@ -24,6 +24,7 @@ use tusk_api::contract::{
 
 use super::CommandError;
 use super::cluster_access::{ClusterRef, Target, block_on, kubernetes};
+use crate::output::outln;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -270,7 +271,7 @@ pub fn run(args: &Args) -> Result<ExitCode, CommandError> {
         connection(&target, &args.at.cluster, args.superuser).await
     })?;
     if args.print {
-        println!("{}", connection.command_line(&args.psql, &args.extra));
+        outln!("{}", connection.command_line(&args.psql, &args.extra))?;
         return Ok(ExitCode::SUCCESS);
     }
     let mut command = std::process::Command::new(&args.psql);

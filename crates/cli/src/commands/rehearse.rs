@@ -20,6 +20,7 @@ use tusk_api::v1alpha1::{PostgresCluster, RestoreVerification};
 use super::CommandError;
 use super::cluster_access::{ClusterRef, Target, block_on, kubernetes};
 use super::status::time_text;
+use crate::output::{Lines, outln};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -68,10 +69,11 @@ pub fn describe(record: &RestoreVerification) -> String {
     )
 }
 
-/// Prints the recorded rehearsal; its exit code (1: it failed).
-fn verdict(record: &RestoreVerification) -> ExitCode {
-    println!("{}", describe(record));
-    ExitCode::from(if record.succeeded { 0 } else { 1 })
+/// Prints the recorded rehearsal; its exit code (1: it failed), read or
+/// not.
+fn verdict(record: &RestoreVerification) -> Result<ExitCode, CommandError> {
+    Lines::default().line(format_args!("{}", describe(record)))?;
+    Ok(ExitCode::from(if record.succeeded { 0 } else { 1 }))
 }
 
 /// The recorded rehearsal newer than `before`, if there is one.
@@ -92,7 +94,7 @@ async fn rehearse(args: &Args) -> Result<ExitCode, CommandError> {
         .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .map_err(kubernetes)?;
-    println!("restore rehearsal of {name} asked for");
+    outln!("restore rehearsal of {name} asked for")?;
     if args.wait == 0 {
         return Ok(ExitCode::SUCCESS);
     }
@@ -102,7 +104,7 @@ async fn rehearse(args: &Args) -> Result<ExitCode, CommandError> {
         tokio::time::sleep(POLL).await;
         let cluster = target.cluster(name).await?;
         if let Some(record) = newer(&cluster, before) {
-            return Ok(verdict(&record));
+            return verdict(&record);
         }
         let running = target
             .api::<Pod>()
@@ -111,7 +113,7 @@ async fn rehearse(args: &Args) -> Result<ExitCode, CommandError> {
             .map_err(kubernetes)?
             .is_some();
         if running && !started {
-            println!("running in pod {}", pod_name(name));
+            outln!("running in pod {}", pod_name(name))?;
             started = true;
         }
         if !running && !started && !cluster.annotations().contains_key(REHEARSE) {
@@ -119,9 +121,10 @@ async fn rehearse(args: &Args) -> Result<ExitCode, CommandError> {
             // between two looks (its record is written just after).
             tokio::time::sleep(POLL).await;
             if let Some(record) = newer(&target.cluster(name).await?, before) {
-                return Ok(verdict(&record));
+                return verdict(&record);
             }
-            println!("{}", refusal(&target, name).await?);
+            let refusal = refusal(&target, name).await?;
+            Lines::default().line(format_args!("{refusal}"))?;
             return Ok(ExitCode::from(1));
         }
     }

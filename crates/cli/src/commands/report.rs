@@ -36,6 +36,7 @@ use tusk_api::v1alpha1::PostgresBackup;
 use super::CommandError;
 use super::cluster_access::{ClusterRef, Target, block_on, kubernetes};
 use super::{status, why};
+use crate::output::outln;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -117,7 +118,7 @@ pub fn run(args: &Args) -> Result<ExitCode, CommandError> {
 
         bundle.yaml("events.yaml", &events_about(events, &names))?;
         bundle.logs(&target, &pods).await?;
-        println!("{}", dir.display());
+        outln!("{}", dir.display())?;
         Ok(ExitCode::SUCCESS)
     })
 }

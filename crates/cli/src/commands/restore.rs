@@ -19,6 +19,7 @@ use tusk_api::v1alpha1::PostgresCluster;
 
 use super::CommandError;
 use super::cluster_access::{ClusterRef, Target, block_on, kubernetes};
+use crate::output::{out, outln};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -136,17 +137,20 @@ async fn restore(args: &Args) -> Result<ExitCode, CommandError> {
     if !args.apply {
         let yaml = serde_yaml_ng::to_string(&cluster)
             .map_err(|e| CommandError::Kubernetes(format!("cannot print YAML: {e}")))?;
-        print!("{yaml}");
+        out!("{yaml}")?;
         return Ok(ExitCode::SUCCESS);
     }
     Api::<PostgresCluster>::namespaced(target.client.clone(), &namespace)
         .create(&PostParams::default(), &cluster)
         .await
         .map_err(kubernetes)?;
-    println!(
+    outln!(
         "postgrescluster/{} created in {namespace}, restoring from {}/{}; follow it with: kubectl tusk status {} -n {namespace}",
-        args.new, target.namespace, args.at.cluster, args.new
-    );
+        args.new,
+        target.namespace,
+        args.at.cluster,
+        args.new
+    )?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -14,6 +14,7 @@ use tusk_sandbox::{Config, Sandbox};
 use super::CommandError;
 use super::sandbox_node::RuntimeKind;
 use super::sandbox_operator::OperatorMode;
+use crate::output::server_outln;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -114,7 +115,7 @@ fn run_up(args: &UpArgs) -> Result<ExitCode, CommandError> {
         let mut sandbox = Sandbox::start(config)
             .await
             .map_err(|e| CommandError::Sandbox(e.to_string()))?;
-        println!(
+        server_outln!(
             "tusk sandbox ready: https://{} (export KUBECONFIG={})",
             sandbox.address(),
             sandbox.kubeconfig_path().display()

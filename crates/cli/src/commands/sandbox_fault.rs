@@ -10,6 +10,7 @@ use tusk_sandbox::kubelet::Processes;
 use tusk_sandbox::node::proxy::cuts::Direction;
 
 use super::CommandError;
+use crate::output::outln;
 
 #[derive(clap::Args)]
 pub struct FaultArgs {
@@ -146,7 +147,7 @@ pub fn run(
         let message = fault_client::inject(&client, &args.fault.fault())
             .await
             .map_err(|e| CommandError::Sandbox(format!("the fault was not injected: {e}")))?;
-        println!("{message}");
+        outln!("{message}")?;
         Ok(ExitCode::SUCCESS)
     })
 }

@@ -18,6 +18,7 @@ use tusk_sandbox::node::kubelet::{ContainerRuntime, KubeletConfig};
 
 use super::CommandError;
 use super::sandbox_operator::{self, OperatorMode};
+use crate::output::server_outln;
 
 /// What to run beside the API server.
 pub struct NodeOptions {
@@ -55,7 +56,7 @@ async fn print_how_to_connect(client: &Client, applied: &[converge::Applied], ku
     {
         let namespace = target.namespace.as_deref().unwrap_or("default");
         match super::psql::how_to_connect(client, namespace, &target.name, kubeconfig).await {
-            Ok(text) => println!("{text}"),
+            Ok(text) => server_outln!("{text}"),
             Err(error) => eprintln!("cannot tell how to connect to {}: {error}", target.name),
         }
     }
@@ -79,7 +80,7 @@ async fn start_node(
     let mut config = KubeletConfig::new(data_dir, text, tusk).map_err(failed)?;
     if options.runtime == RuntimeKind::Docker {
         let runtime = DockerRuntime::connect(data_dir).await.map_err(failed)?;
-        println!(
+        server_outln!(
             "pods run as Docker containers on network {} (gateway {})",
             runtime.network(),
             runtime.gateway()
@@ -110,7 +111,7 @@ pub async fn run(
         OperatorMode::Pod => {
             let as_is = options.runtime == RuntimeKind::Docker;
             applied.extend(sandbox_operator::install_operator(&client, as_is).await?);
-            println!("installed the operator (deployment tusk-system/tusk-operator)");
+            server_outln!("installed the operator (deployment tusk-system/tusk-operator)");
             None
         }
         OperatorMode::None => None,
@@ -118,10 +119,10 @@ pub async fn run(
     for path in &options.apply {
         let documents = converge::read_manifests(path).map_err(failed)?;
         applied.extend(converge::apply(&client, &documents).await.map_err(failed)?);
-        println!("applied {}", path.display());
+        server_outln!("applied {}", path.display());
     }
-    println!("kubeconfig: {}", kubeconfig.display());
-    println!(
+    server_outln!("kubeconfig: {}", kubeconfig.display());
+    server_outln!(
         "try: KUBECONFIG={} kubectl get pods -A",
         kubeconfig.display()
     );
@@ -133,17 +134,20 @@ pub async fn run(
     if !applied.is_empty() {
         tokio::select! {
             shown = converge::show_progress(&client, &applied, &mut stdout, live) => {
-                shown.map_err(CommandError::Runtime)?;
-                print_how_to_connect(&client, &applied, kubeconfig).await;
+                // A stdout that cannot be written ends the progress, not
+                // the sandbox.
+                if shown.is_ok() {
+                    print_how_to_connect(&client, &applied, kubeconfig).await;
+                }
             }
             () = &mut stop => stopped = true,
         }
     }
     if !stopped {
-        println!("running; Ctrl-C stops the sandbox and every process it started");
+        server_outln!("running; Ctrl-C stops the sandbox and every process it started");
         stop.await;
     }
-    println!("stopping every process the sandbox started");
+    server_outln!("stopping every process the sandbox started");
     let _ = stop_operator.send(true);
     if let Some(operator) = operator {
         let _ = tokio::time::timeout(Duration::from_secs(30), operator).await;

@@ -20,6 +20,7 @@ use tusk_api::v1alpha1::{
 
 use super::CommandError;
 use super::cluster_access::{ClusterRef, Target, block_on, pod_ready, table};
+use crate::output::{out, outln};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -44,14 +45,13 @@ impl Format {
         text: impl FnOnce(&T) -> String,
     ) -> Result<(), CommandError> {
         match self {
-            Self::Json => println!(
+            Self::Json => outln!(
                 "{}",
                 serde_json::to_string_pretty(document)
                     .map_err(|e| CommandError::Kubernetes(e.to_string()))?
             ),
-            Self::Text => print!("{}", text(document)),
+            Self::Text => out!("{}", text(document)),
         }
-        Ok(())
     }
 }
 

@@ -24,6 +24,7 @@ use tusk_operator::config::OperatorConfig;
 
 use super::CommandError;
 use crate::manifests::{self, Manifest};
+use crate::output::Lines;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -43,11 +44,13 @@ pub fn run(args: &Args) -> Result<ExitCode, CommandError> {
         None => Vec::new(),
     };
     let mut refused = false;
+    // The exit code is the verdict, whether or not anyone reads why.
+    let mut lines = Lines::default();
     for path in &args.files {
         let file = path.display();
         let documents = manifests::read(path)?;
         if documents.is_empty() {
-            println!("{file}: no manifests found");
+            lines.line(format_args!("{file}: no manifests found"))?;
             refused = true;
         }
         for manifest in &documents {
@@ -72,11 +75,11 @@ pub fn run(args: &Args) -> Result<ExitCode, CommandError> {
                 } else {
                     "valid"
                 };
-                println!("{file}: {object}: {how}");
+                lines.line(format_args!("{file}: {object}: {how}"))?;
             }
             for violation in violations {
                 refused = true;
-                println!("{file}: {object}: {violation}");
+                lines.line(format_args!("{file}: {object}: {violation}"))?;
             }
         }
     }

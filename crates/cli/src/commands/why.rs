@@ -18,6 +18,7 @@ use tusk_api::v1alpha1::{ClusterPhase, PostgresCluster};
 use super::CommandError;
 use super::cluster_access::{ClusterRef, Target, block_on};
 use super::status::{report, time_text};
+use crate::output::Lines;
 
 /// Warning events shown at most.
 const EVENTS_SHOWN: usize = 10;
@@ -45,13 +46,18 @@ pub fn run(args: &Args) -> Result<ExitCode, CommandError> {
         let events = target.events().await?;
         let warnings = warnings_about(&cluster, &events);
         let chain = reasons(&cluster, &pods, &warnings);
+        // The exit code is the verdict, read or not.
+        let mut lines = Lines::default();
         if chain.is_empty() {
-            println!("Ready");
+            lines.line(format_args!("Ready"))?;
             return Ok(ExitCode::SUCCESS);
         }
-        println!("{}/{} is not Ready:", target.namespace, args.at.cluster);
+        lines.line(format_args!(
+            "{}/{} is not Ready:",
+            target.namespace, args.at.cluster
+        ))?;
         for reason in chain {
-            println!("- {reason}");
+            lines.line(format_args!("- {reason}"))?;
         }
         Ok(ExitCode::from(1))
     })

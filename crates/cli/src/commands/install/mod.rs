@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use super::CommandError;
+use crate::output::out;
 use parts::{HEADER, Part};
 
 #[derive(clap::Args)]
@@ -32,7 +33,7 @@ pub struct Args {
 pub fn run(args: &Args) -> Result<ExitCode, CommandError> {
     let parts = parts::parts()?;
     if args.print {
-        print!("{}", install_yaml(&parts));
+        out!("{}", install_yaml(&parts))?;
     }
     if let Some(dir) = &args.kustomize_dir {
         write_kustomize(dir, &parts)?;
