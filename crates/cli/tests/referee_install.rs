@@ -113,9 +113,17 @@ fn every_install_path_is_accepted_by_kube_apiserver() {
     )
     .0;
     let chart = write(scratch.path(), "chart.yaml", &chart);
+    // Helm's release namespace must exist (the chart does not make it);
+    // the kustomize base made it already, so it is applied idempotently.
+    let namespace = write(
+        scratch.path(),
+        "namespace.yaml",
+        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: tusk-system\n",
+    );
     succeed(
         &up,
-        up.kubectl().args(["create", "namespace", "tusk-system"]),
+        up.kubectl()
+            .args(["apply", "--server-side", "-f", &namespace]),
     );
     apply_and_establish(&up, "helm template", &["-f", &chart]);
     remove_crds(&up);
