@@ -32,6 +32,42 @@ use tempfile::TempDir;
 pub struct Components {
     pub controller_manager: bool,
     pub scheduler: bool,
+    /// kube-apiserver writes an audit log (every request, at level
+    /// Metadata) that [`KubeUp::audit`] reads.
+    pub audit: bool,
+}
+
+/// One request as kube-apiserver's audit log records it.
+#[derive(Clone, Debug, Deserialize)]
+pub struct AuditEvent {
+    pub stage: String,
+    pub verb: String,
+    #[serde(rename = "requestURI")]
+    pub request_uri: String,
+    pub user: AuditUser,
+    #[serde(rename = "responseStatus", default)]
+    pub response_status: Option<AuditStatus>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+pub struct AuditUser {
+    pub username: String,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+pub struct AuditStatus {
+    #[serde(default)]
+    pub code: u16,
+}
+
+impl AuditEvent {
+    /// A request that changes state (rather than reads or watches it).
+    pub fn is_write(&self) -> bool {
+        matches!(
+            self.verb.as_str(),
+            "create" | "update" | "patch" | "delete" | "deletecollection"
+        )
+    }
 }
 
 /// How long kube-up may take to answer (it unpacks the binaries once).
@@ -107,6 +143,22 @@ impl KubeUp {
         if components.scheduler {
             command.arg("--scheduler");
         }
+        if components.audit {
+            let policy = dir.path().join("audit-policy.yaml");
+            std::fs::write(
+                &policy,
+                "apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: Metadata\n",
+            )
+            .expect("the audit policy is written");
+            command.env(
+                "KUBE_UP_APISERVER_ARGS",
+                format!(
+                    "--audit-policy-file={} --audit-log-path={}",
+                    policy.display(),
+                    dir.path().join("audit.log").display()
+                ),
+            );
+        }
         let mut child = command.spawn().expect("kube-up starts");
         let stdin = child.stdin.take().expect("kube-up's stdin is piped");
         let stdout = child.stdout.take().expect("kube-up's stdout is piped");
@@ -146,6 +198,16 @@ impl KubeUp {
         let mut command = Command::new("kubectl");
         command.env("KUBECONFIG", &self.kubeconfig);
         command
+    }
+
+    /// Every completed request in the audit log so far (empty unless
+    /// started with [`Components::audit`]).
+    pub fn audit(&self) -> Vec<AuditEvent> {
+        let text = std::fs::read_to_string(self.dir.path().join("audit.log")).unwrap_or_default();
+        text.lines()
+            .filter_map(|line| serde_json::from_str::<AuditEvent>(line).ok())
+            .filter(|event| event.stage == "ResponseComplete")
+            .collect()
     }
 
     /// The last `lines` lines of a component's log (`kube-apiserver`,
