@@ -48,7 +48,7 @@ pub fn widget_crd() -> Value {
                 },
                 "x-kubernetes-validations": [
                     {"rule": "self.size >= oldSelf.size", "message": "size may grow but never shrink"},
-                    {"rule": "!has(self.name) || self.name != 'forbidden'", "message": "that name is forbidden"}
+                    {"rule": "!has(self.name) || self.name != 'banned'", "message": "that name is forbidden"}
                 ]
             },
             "status": {

@@ -54,7 +54,8 @@ async fn kubectl_scales_a_postgres_cluster_within_its_crd_rules() {
     let too_many = kubectl(&t, &["scale", "pgc", "small", "--replicas", "65"]);
     assert!(!too_many.status.success());
     assert!(
-        text(&too_many).contains("The PostgresCluster \"small\" is invalid: spec.instances: 65 is greater than the maximum of 64"),
+        text(&too_many).contains("The PostgresCluster \"small\" is invalid")
+            && text(&too_many).contains("spec.instances: 65 is greater than the maximum of 64"),
         "{}",
         text(&too_many)
     );
