@@ -3,7 +3,7 @@
 //!
 //! Four sources: the shipped examples and the invalid fixtures (with their
 //! earlier versions, as updates); one mutation per field of the
-//! PostgresCluster schema and per bound it declares (wrong types, values
+//! PostgresCluster and PostgresBackup schemas and per bound they declare (wrong types, values
 //! past a minimum, maximum, length or property count, unknown enum values
 //! and unknown fields), generated from the CRD itself so that a new field
 //! is covered the day it is declared; YAML 1.1 scalars that kubectl reads
@@ -130,12 +130,29 @@ fn mutations(schema: &Value, path: &[String], out: &mut Vec<(String, Value)>) {
     }
 }
 
-/// One case per mutation of the PostgresCluster spec schema.
+/// A valid backup request, the base of its kind's mutations.
+fn base_backup() -> Value {
+    json!({
+        "apiVersion": "postgres.tusk.dev/v1alpha1",
+        "kind": "PostgresBackup",
+        "metadata": {"name": "parity-now"},
+        "spec": {"cluster": "parity", "target": "primary", "type": "full"}
+    })
+}
+
+/// One case per mutation of each kind's spec schema.
 fn generated() -> Vec<Case> {
+    let mut cases = mutated("PostgresCluster", base);
+    cases.extend(mutated("PostgresBackup", base_backup));
+    cases
+}
+
+/// One case per mutation of `kind`'s spec schema, applied to `base`.
+fn mutated(kind: &str, base: fn() -> Value) -> Vec<Case> {
     let crd = tusk_api::crds()
         .into_iter()
-        .find(|c| c.spec.names.kind == "PostgresCluster")
-        .expect("the PostgresCluster CRD");
+        .find(|c| c.spec.names.kind == kind)
+        .expect("the kind's CRD");
     let schema = serde_json::to_value(&crd.spec.versions[0].schema).expect("the schema serialises");
     let spec = &schema["openAPIV3Schema"]["properties"]["spec"];
     let mut found = Vec::new();
@@ -161,7 +178,7 @@ fn generated() -> Vec<Case> {
                 }
             };
             Case {
-                name,
+                name: format!("{kind} {name}"),
                 text: yaml(&object),
                 old: None,
             }
@@ -274,6 +291,23 @@ fn updates() -> Vec<Case> {
         text: yaml(&approved),
         old: Some(yaml(&old)),
     });
+    for (name, changed) in [
+        ("backup unchanged", base_backup()),
+        (
+            "backup type changed",
+            set(
+                base_backup(),
+                &["spec".into(), "type".into()],
+                json!("incremental"),
+            ),
+        ),
+    ] {
+        cases.push(Case {
+            name: format!("update: {name}"),
+            text: yaml(&changed),
+            old: Some(yaml(&base_backup())),
+        });
+    }
     cases
 }
 
