@@ -31,6 +31,7 @@ pub mod converge;
 pub mod fault_client;
 mod informer;
 pub mod node;
+mod procfs;
 pub mod sandbox;
 pub mod testing;
 pub mod unverified_tls;

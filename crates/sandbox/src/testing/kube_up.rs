@@ -244,21 +244,10 @@ impl Drop for KubeUp {
 /// plane's components, whose certificates and data live there.
 fn kill_processes_mentioning(dir: &Path) {
     let needle = dir.to_string_lossy().into_owned();
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
-            continue;
-        };
-        if String::from_utf8_lossy(&cmdline).contains(&needle) && pid != std::process::id() as i32 {
+    let me = std::process::id() as i32;
+    for pid in crate::procfs::pids() {
+        let mentions = crate::procfs::command_line(pid).is_some_and(|line| line.contains(&needle));
+        if mentions && pid != me {
             let _ = nix::sys::signal::kill(
                 nix::unistd::Pid::from_raw(pid),
                 nix::sys::signal::Signal::SIGKILL,

@@ -259,46 +259,25 @@ pub fn signal_chosen(pid: i32, signal: Signal, chosen: impl Fn(&str) -> bool) ->
     let mut tree = vec![pid];
     tree.extend(descendants(pid));
     tree.into_iter()
-        .filter(|process| command_line(*process).is_some_and(|line| chosen(&line)))
+        .filter(|process| crate::procfs::command_line(*process).is_some_and(|line| chosen(&line)))
         .filter(|process| nix::sys::signal::kill(Pid::from_raw(*process), signal).is_ok())
         .count()
-}
-
-/// A process's arguments joined by spaces (PostgreSQL's children rewrite
-/// theirs, e.g. `postgres: walsender ...`).
-fn command_line(pid: i32) -> Option<String> {
-    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-    let words: Vec<String> = raw
-        .split(|b| *b == 0)
-        .filter(|w| !w.is_empty())
-        .map(|w| String::from_utf8_lossy(w).into_owned())
-        .collect();
-    Some(words.join(" "))
 }
 
 /// Every process descending from `root`, from `/proc`.
 fn descendants(root: i32) -> Vec<i32> {
     let mut parents: Vec<(i32, i32)> = Vec::new();
-    if let Ok(entries) = std::fs::read_dir("/proc") {
-        for entry in entries.flatten() {
-            let Some(pid) = entry
-                .file_name()
-                .to_str()
-                .and_then(|n| n.parse::<i32>().ok())
-            else {
-                continue;
-            };
-            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-                continue;
-            };
-            // Field 4, after the parenthesised command name.
-            let ppid = stat
-                .rfind(')')
-                .and_then(|end| stat[end + 1..].split_whitespace().nth(1))
-                .and_then(|p| p.parse::<i32>().ok());
-            if let Some(ppid) = ppid {
-                parents.push((pid, ppid));
-            }
+    for pid in crate::procfs::pids() {
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // Field 4, after the parenthesised command name.
+        let ppid = stat
+            .rfind(')')
+            .and_then(|end| stat[end + 1..].split_whitespace().nth(1))
+            .and_then(|p| p.parse::<i32>().ok());
+        if let Some(ppid) = ppid {
+            parents.push((pid, ppid));
         }
     }
     let mut found = vec![root];
