@@ -256,29 +256,27 @@ mod tests {
 
     #[tokio::test]
     async fn tcp_checks_pass_only_while_something_listens() {
-        // An address of its own: no other test can take the port once freed.
+        // One socket on an address of its own, checked while only bound and
+        // then while listening: the port is never freed, so no other test's
+        // listener and no client's source port can take it in between.
         let own = IpAddr::V4(Ipv4Addr::new(127, 3, 0, 1));
-        let listener = TcpListener::bind((own, 0)).await.expect("bind");
-        let address = listener.local_addr().expect("addr");
+        let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+        socket.bind(SocketAddr::new(own, 0)).expect("bind");
+        let address = socket.local_addr().expect("addr");
         assert!(
             run_check(&Check::Tcp(address), Duration::from_secs(2))
                 .await
-                .is_ok()
+                .is_err(),
+            "a bound port nobody listens on must fail the check"
+        );
+        let listener = socket.listen(8).expect("listen");
+        assert!(
+            run_check(&Check::Tcp(address), Duration::from_secs(2))
+                .await
+                .is_ok(),
+            "a listening port must pass the check"
         );
         drop(listener);
-        // The port stays bound, not listening: neither another test's
-        // wildcard listener nor the check's own connection (a client
-        // given the freed port as its source connects to itself) can
-        // take it and answer.
-        let bound = tokio::net::TcpSocket::new_v4().expect("socket");
-        bound.set_reuseaddr(true).expect("reuse");
-        bound.bind(address).expect("the port again");
-        assert!(
-            run_check(&Check::Tcp(address), Duration::from_secs(2))
-                .await
-                .is_err()
-        );
-        drop(bound);
     }
 
     #[tokio::test]
