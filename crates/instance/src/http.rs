@@ -135,19 +135,44 @@ async fn current_report(app: &AppState) -> InstanceReport {
     report
 }
 
-/// Liveness: the manager answers, and PostgreSQL either runs or is stopped
-/// on purpose (fenced, bootstrapping, restarting after a crash, ...).
+/// Liveness: the manager answers, PostgreSQL either runs or is stopped
+/// on purpose (fenced, bootstrapping, restarting after a crash, ...), and
+/// no process of PostgreSQL outlives a lapsed lease.
 async fn healthz(State(app): State<AppState>) -> Response {
     let state = app.state.snapshot();
-    let alive = match (state.phase, state.postmaster_pid) {
-        (InstancePhase::Running, Some(pid)) => process_alive(pid),
-        (InstancePhase::Running, None) => false,
-        _ => true,
-    };
-    if alive {
-        (StatusCode::OK, "ok\n").into_response()
-    } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "postgres is not running\n").into_response()
+    let pgdata = &app.ctx.settings.pgdata;
+    let lingering = || crate::fence::instance_running(pgdata, state.postmaster_pid);
+    match liveness(&state, lingering) {
+        Liveness::Alive => (StatusCode::OK, "ok\n").into_response(),
+        Liveness::PostgresDown => {
+            (StatusCode::SERVICE_UNAVAILABLE, "postgres is not running\n").into_response()
+        }
+        Liveness::FenceUnfinished => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the primary lease lapsed and PostgreSQL processes are still alive\n",
+        )
+            .into_response(),
+    }
+}
+
+/// What `/healthz` answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Liveness {
+    Alive,
+    PostgresDown,
+    FenceUnfinished,
+}
+
+/// `/healthz`'s decision; `lingering` says whether any process of the
+/// instance is alive (asked only while a fence is unfinished).
+fn liveness(state: &crate::state::ManagerState, lingering: impl FnOnce() -> bool) -> Liveness {
+    if state.fence_pending && lingering() {
+        return Liveness::FenceUnfinished;
+    }
+    match (state.phase, state.postmaster_pid) {
+        (InstancePhase::Running, Some(pid)) if !process_alive(pid) => Liveness::PostgresDown,
+        (InstancePhase::Running, None) => Liveness::PostgresDown,
+        _ => Liveness::Alive,
     }
 }
 
@@ -201,4 +226,49 @@ async fn metrics_text(State(app): State<AppState>) -> Response {
         metrics::render(&report, figures.as_ref()),
     )
         .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::ManagerState;
+
+    #[test]
+    fn liveness_fails_while_processes_outlive_a_lapsed_lease() {
+        let me = i32::try_from(std::process::id()).expect("pid");
+        let running = ManagerState {
+            phase: InstancePhase::Running,
+            postmaster_pid: Some(me),
+            ..ManagerState::default()
+        };
+        let fencing = ManagerState {
+            fence_pending: true,
+            ..running.clone()
+        };
+        let waiting = ManagerState {
+            phase: InstancePhase::WaitingForLease,
+            postmaster_pid: None,
+            fence_pending: true,
+            ..ManagerState::default()
+        };
+        let cases = [
+            (&running, false, Liveness::Alive),
+            (&fencing, true, Liveness::FenceUnfinished),
+            (&fencing, false, Liveness::Alive),
+            (&waiting, true, Liveness::FenceUnfinished),
+            (&waiting, false, Liveness::Alive),
+        ];
+        for (state, lingering, expected) in cases {
+            assert_eq!(
+                liveness(state, || lingering),
+                expected,
+                "{state:?}, {lingering}"
+            );
+        }
+        let lost = ManagerState {
+            postmaster_pid: None,
+            ..running
+        };
+        assert_eq!(liveness(&lost, || false), Liveness::PostgresDown);
+    }
 }

@@ -10,7 +10,8 @@
 //! - [`plan`]: the next action, decided purely from the desired state and
 //!   the data directory; [`convergence`] carries it out and supervises.
 //! - [`primacy`]: the primary lease, without which PostgreSQL never runs
-//!   as primary.
+//!   as primary; [`fence`]: the end of every PostgreSQL process when the
+//!   lease lapses, by the manager or, when it hangs, by its watchdog.
 //! - [`bootstrap`], [`rewind`], [`supervisor`]: the mechanics.
 //! - [`archiving`]: continuous WAL archiving with pgBackRest (the stanza,
 //!   the archiver's health); [`backup`]: base backups the operator assigns.
@@ -28,6 +29,7 @@ pub mod context;
 pub mod convergence;
 pub mod datadir;
 pub mod desired;
+pub mod fence;
 pub mod http;
 pub mod major_upgrade;
 pub mod metrics;

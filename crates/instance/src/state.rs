@@ -17,6 +17,9 @@ pub struct ManagerState {
     pub primary_pid: Option<i32>,
     /// The lease task stopped the primary: its exit is a fence, not a crash.
     pub lease_fenced: bool,
+    /// The lease lapsed and the fence has not yet seen every process of
+    /// the instance gone: `/healthz` fails while any is alive.
+    pub fence_pending: bool,
     pub crash_count: u32,
     pub last_error: Option<String>,
     /// What the desired state could not read (see `DesiredState::problems`).
@@ -56,6 +59,7 @@ impl Default for ManagerState {
             postmaster_pid: None,
             primary_pid: None,
             lease_fenced: false,
+            fence_pending: false,
             crash_count: 0,
             last_error: None,
             desired_state_errors: Vec::new(),

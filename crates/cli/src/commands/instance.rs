@@ -10,17 +10,20 @@
 //! pod's, `tusk_api::upgrade`), and `tusk instance upgrade-check` runs
 //! `pg_upgrade --check` on a restore of the newest backup before an
 //! upgrade stops anything (the pre-check pod's). `tusk instance status` prints another
-//! instance's `/status`.
+//! instance's `/status`. `tusk instance watchdog` is the fence watchdog
+//! `run` starts beside itself (`tusk_instance::fence`).
 
 use std::net::{IpAddr, SocketAddr};
+use std::os::fd::AsFd;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use tusk_api::contract::{EnvironmentError, HTTP_PORT, InstanceEnv, InstanceEnvironment};
 use tusk_api::instance::{InstanceReport, STATUS_PATH};
 use tusk_instance::context::InstanceContext;
+use tusk_instance::fence::Watchdog;
 use tusk_instance::major_upgrade::{installed_major, precheck::PreCheck, volume::VolumeUpgrade};
-use tusk_instance::primacy::Primacy;
+use tusk_instance::primacy::{Guard, Primacy};
 use tusk_instance::settings::{Credentials, Settings};
 use tusk_instance::state::SharedState;
 
@@ -58,6 +61,19 @@ pub enum InstanceCommand {
     UpgradeCheck(Box<RunArgs>),
     /// Print the `/status` report of an instance manager.
     Status(StatusArgs),
+    /// The fence watchdog the instance manager starts beside itself: reads
+    /// the lease's deadline from standard input and kills every
+    /// PostgreSQL process working in PGDATA once it has passed.
+    Watchdog(WatchdogArgs),
+}
+
+#[derive(clap::Args)]
+pub struct WatchdogArgs {
+    /// The instance's data directory.
+    #[arg(long)]
+    pub pgdata: std::path::PathBuf,
+    #[command(flatten)]
+    pub log: logging::LogArgs,
 }
 
 /// Every value comes from the environment the pod builder writes
@@ -157,6 +173,9 @@ pub struct StatusArgs {
 /// Runs the subcommand. Failures are reported here (through the logger
 /// once it is installed, else on standard error) and turned into exit code 2.
 pub fn run(args: &Args) -> Result<ExitCode, CommandError> {
+    if let InstanceCommand::Watchdog(watchdog) = &args.command {
+        return Ok(run_watchdog(watchdog));
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -171,6 +190,7 @@ pub fn run(args: &Args) -> Result<ExitCode, CommandError> {
         InstanceCommand::Upgrade(run_args) => runtime.block_on(upgrade(run_args)),
         InstanceCommand::UpgradeCheck(run_args) => runtime.block_on(upgrade_check(run_args)),
         InstanceCommand::Status(status_args) => done(runtime.block_on(print_status(status_args))),
+        InstanceCommand::Watchdog(watchdog) => Ok(run_watchdog(watchdog)),
     };
     Ok(outcome.unwrap_or_else(|message| failed(&message)))
 }
@@ -254,7 +274,11 @@ async fn run_manager(args: &RunArgs) -> Result<(), String> {
         &dirs,
     );
     let state = SharedState::default();
-    let primacy = Primacy::lease(client, &namespace, &cluster, &me, state.clone());
+    let guard = Guard {
+        pgdata: ctx.settings.pgdata.clone(),
+        watchdog: Some(start_watchdog(&ctx)?),
+    };
+    let primacy = Primacy::lease(client, &namespace, &cluster, &me, state.clone(), guard);
     tracing::info!(
         instance = %me,
         cluster = %cluster,
@@ -268,6 +292,26 @@ async fn run_manager(args: &RunArgs) -> Result<(), String> {
     tusk_instance::run::run_instance(ctx, desired, state, primacy, termination)
         .await
         .map_err(|e| e.to_string())
+}
+
+/// Starts this binary's `instance watchdog` beside the manager.
+fn start_watchdog(ctx: &InstanceContext) -> Result<Watchdog, String> {
+    let program = std::env::current_exe()
+        .map_err(|e| format!("cannot find this program to start the fence watchdog: {e}"))?;
+    Watchdog::start(&program, &ctx.settings.pgdata, &ctx.user).map_err(|e| e.to_string())
+}
+
+/// The fence watchdog's loop (`tusk_instance::fence::watchdog`), with the
+/// heartbeat on standard input. No async runtime: it shares nothing with
+/// the manager that a hang there could stall.
+fn run_watchdog(args: &WatchdogArgs) -> ExitCode {
+    logging::init(args.log.log_format, &[]);
+    let heartbeat = match std::io::stdin().as_fd().try_clone_to_owned() {
+        Ok(fd) => std::fs::File::from(fd),
+        Err(error) => return failed(&format!("cannot read the heartbeat: {error}")),
+    };
+    tusk_instance::fence::watchdog::run(&args.pgdata, &heartbeat);
+    ExitCode::SUCCESS
 }
 
 /// Runs a restore rehearsal and writes its outcome (JSON) to the result

@@ -5,9 +5,11 @@
 //! The convergence loop says what it wants ([`Primacy::want`]) and reads
 //! whether the lease is held ([`Primacy::held`]); a task of its own renews
 //! the lease. That task also carries out the fence: when the lease lapses
-//! it sends the postmaster running as primary a fast shutdown at once (new
-//! connections refused, every session ended), without waiting for the
-//! convergence loop, which may be busy with something else.
+//! it kills every PostgreSQL process of the instance at once, without
+//! waiting for the convergence loop, which may be busy with something
+//! else. After every renewal it gives the fence watchdog
+//! ([`crate::fence`]) the moment the lease's fence time runs out, so that
+//! the fence holds when this task, or the whole manager, hangs.
 //!
 //! A standby streams only from the holder of a live lease ([`view`]), so
 //! that a primary that can no longer renew it loses its synchronous
@@ -21,16 +23,16 @@ pub mod decide;
 mod lease;
 pub mod view;
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::{Api, Client};
-use nix::sys::signal::{Signal, kill};
-use nix::unistd::Pid;
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tusk_api::primacy::LeaseTiming;
 
+use crate::fence::{self, Watchdog};
 use crate::state::SharedState;
 pub use decide::Intent;
 use lease::{LeaseClient, Outcome};
@@ -62,13 +64,15 @@ impl Primacy {
     }
 
     /// Primacy held through the primary lease of `cluster` in `namespace`
-    /// as `me`. `state` names the postmaster to stop when the lease lapses.
+    /// as `me`. `state` names the postmaster to stop when the lease lapses;
+    /// `guard` says what else to fence.
     pub fn lease(
         client: Client,
         namespace: &str,
         cluster: &str,
         me: &str,
         state: SharedState,
+        guard: Guard,
     ) -> Self {
         let (intent, intent_rx) = watch::channel(Intent::release(LeaseTiming::for_delay(0)));
         let (held_tx, held) = watch::channel(false);
@@ -82,7 +86,7 @@ impl Primacy {
         };
         tokio::spawn(view.run());
         let client = LeaseClient::new(api, cluster, me.to_owned());
-        tokio::spawn(hold(client, intent_rx, held_tx, state));
+        tokio::spawn(hold(client, intent_rx, held_tx, state, guard));
         Primacy {
             intent,
             held,
@@ -122,12 +126,22 @@ impl Primacy {
     }
 }
 
+/// What a lapse of the lease fences: every process working in the data
+/// directory, and the watchdog that does it when the manager cannot.
+pub struct Guard {
+    pub pgdata: PathBuf,
+    /// `None` where no watchdog can run (the manager's own tests): the
+    /// manager alone fences then.
+    pub watchdog: Option<Watchdog>,
+}
+
 /// Renews while wanted, until the handle is dropped.
 async fn hold(
     mut client: LeaseClient,
     mut intent_rx: watch::Receiver<Intent>,
     held_tx: watch::Sender<bool>,
     state: SharedState,
+    mut guard: Guard,
 ) {
     let mut held_until: Option<Instant> = None;
     // After a restart this manager may still be the holder: look once.
@@ -136,6 +150,12 @@ async fn hold(
     loop {
         let intent = intent_rx.borrow_and_update().clone();
         let sent = Instant::now();
+        let guarding = intent.hold || state.lock().primary_pid.is_some();
+        if !guarding {
+            // PostgreSQL does not run as primary (any more): a lapse from
+            // here fences nothing.
+            guard.disarm();
+        }
         if intent.hold || maybe_holder {
             // Bounded, so that a hung request never delays the fence.
             let limit = (intent.timing.renew_every * 2).min(
@@ -155,8 +175,16 @@ async fn hold(
                     held_until =
                         (outcome == Outcome::Held).then(|| sent + intent.timing.fence_after);
                     maybe_holder = held_until.is_some();
-                    if was_held && held_until.is_none() {
-                        fence(&state, "another instance holds the primary lease");
+                    if let Some(until) = held_until {
+                        guard.arm(until);
+                    }
+                    if was_held && held_until.is_none() && guarding {
+                        fence(
+                            &state,
+                            &mut guard,
+                            "another instance holds the primary lease",
+                        )
+                        .await;
                     }
                 }
                 Err(error) => {
@@ -172,7 +200,14 @@ async fn hold(
         }
         if held_until.is_some_and(|until| Instant::now() >= until) {
             held_until = None;
-            fence(&state, "the primary lease was not renewed in time");
+            if guarding {
+                fence(
+                    &state,
+                    &mut guard,
+                    "the primary lease was not renewed in time",
+                )
+                .await;
+            }
         }
         held_tx.send_if_modified(|held| {
             let now = held_until.is_some();
@@ -188,13 +223,45 @@ async fn hold(
     }
 }
 
-/// Stops the postmaster that runs as primary with a fast shutdown: the
-/// postmaster refuses new connections and ends every session at once.
-fn fence(state: &SharedState, why: &str) {
-    let mut state = state.lock();
-    let pid = state.primary_pid.take();
-    tracing::error!(reason = why, postmaster = ?pid, "fencing: stopping PostgreSQL");
-    if let Some(pid) = pid {
-        state.lease_fenced = kill(Pid::from_raw(pid), Signal::SIGINT).is_ok();
+impl Guard {
+    fn arm(&mut self, until: Instant) {
+        if let Some(watchdog) = &mut self.watchdog {
+            watchdog.arm(until);
+        }
+    }
+
+    fn disarm(&mut self) {
+        if let Some(watchdog) = &mut self.watchdog {
+            watchdog.disarm();
+        }
+    }
+}
+
+/// Kills every process of the instance (the postmaster and every backend:
+/// no session may commit another transaction), and disarms the watchdog
+/// once none is left, so that it does not kill a standby started after.
+async fn fence(state: &SharedState, guard: &mut Guard, why: &str) {
+    let postmaster = {
+        let mut state = state.lock();
+        state.primary_pid = None;
+        state.fence_pending = true;
+        // Its exit is a fence, not a crash.
+        state.lease_fenced = state.postmaster_pid.is_some();
+        state.postmaster_pid
+    };
+    tracing::error!(
+        reason = why,
+        ?postmaster,
+        "fencing: killing every PostgreSQL process"
+    );
+    let left = fence::fence_instance(&guard.pgdata, postmaster).await;
+    if left.is_empty() {
+        state.lock().fence_pending = false;
+        guard.disarm();
+    } else {
+        tracing::error!(
+            processes = ?left,
+            "fencing: processes of PostgreSQL survive SIGKILL; /healthz fails until they are gone"
+        );
     }
 }

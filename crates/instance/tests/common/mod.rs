@@ -24,7 +24,7 @@ use tokio_postgres::{Client, NoTls};
 use tusk_api::instance::InstanceReport;
 use tusk_instance::context::InstanceContext;
 use tusk_instance::desired::DesiredState;
-use tusk_instance::primacy::Primacy;
+use tusk_instance::primacy::{Guard, Primacy};
 use tusk_instance::run::{RunError, run_instance};
 use tusk_instance::settings::{Credentials, Password, Settings, UserSecret};
 use tusk_instance::state::SharedState;
@@ -208,8 +208,12 @@ impl TestInstance {
     ) {
         let me = self.settings.pod_name.clone();
         let cluster = cluster.to_owned();
+        let guard = Guard {
+            pgdata: self.settings.pgdata.clone(),
+            watchdog: None,
+        };
         self.start_with_primacy(receiver, |state| {
-            Primacy::lease(client, "default", &cluster, &me, state)
+            Primacy::lease(client, "default", &cluster, &me, state, guard)
         });
     }
 
