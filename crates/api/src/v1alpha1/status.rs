@@ -97,6 +97,42 @@ pub struct PostgresClusterStatus {
     /// When the operator last finished a reconcile of this cluster.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_reconcile_time: Option<Time>,
+
+    /// The last spec the operator accepted. While the declared spec is
+    /// invalid (the `InvalidSpec` condition says why), the operator keeps
+    /// the cluster as this spec declares it: lost pods and volumes are
+    /// recreated, Services, certificates and failover kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_valid_spec: Option<LastValidSpec>,
+}
+
+/// A spec the operator accepted, recorded so that a later invalid edit, or
+/// a restarted operator facing one, still knows what to maintain.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct LastValidSpec {
+    /// The cluster's `metadata.generation` when this spec was declared.
+    pub generation: i64,
+    /// The spec as it was declared. Kept as written and not checked by
+    /// the API server (so that no rule of the spec's schema runs again on
+    /// status writes); the operator validates it again before using it.
+    #[schemars(schema_with = "recorded_spec")]
+    pub spec: serde_json::Value,
+}
+
+impl LastValidSpec {
+    /// The recorded spec, read as a spec.
+    pub fn read(&self) -> Result<super::PostgresClusterSpec, serde_json::Error> {
+        serde_json::from_value(self.spec.clone())
+    }
+}
+
+/// An object of any fields: the schema of a recorded spec.
+fn recorded_spec(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "object",
+        "x-kubernetes-preserve-unknown-fields": true,
+    })
 }
 
 /// Lifecycle phase (R4).
