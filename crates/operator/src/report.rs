@@ -11,7 +11,7 @@ use tusk_api::v1alpha1::{ClusterPhase, PostgresCluster, PostgresClusterStatus};
 
 use crate::apply::FIELD_MANAGER;
 use crate::context::Context;
-use crate::error::Error;
+use crate::error::{Error, ErrorCategory};
 use crate::events::publish_all;
 use crate::freshness::cluster_key;
 use crate::note::Note;
@@ -33,8 +33,13 @@ pub async fn write(
     input: &StatusInput<'_>,
     failure: Option<&Error>,
 ) -> Result<Written, Error> {
+    // A failure of the pass says more than a refusal the pass worked
+    // around (see [`crate::reconcile`]): that one comes back next pass.
+    let failure = failure
+        .map(|e| (e.category(), e.to_string()))
+        .or_else(|| input.failure.clone());
     let input = StatusInput {
-        failure: failure.map(|e| (e.category(), e.to_string())),
+        failure: failure.clone(),
         ..input.clone()
     };
     let previous = cluster.status.as_ref();
@@ -49,7 +54,7 @@ pub async fn write(
         });
     };
     let version = patch_status(cluster, ctx, &to_write).await?;
-    let mut notes = notes(previous.and_then(|s| s.phase), new.phase, failure);
+    let mut notes = notes(previous.and_then(|s| s.phase), new.phase, failure.as_ref());
     notes.extend(crate::archiving::notes(previous, &new));
     notes.extend(crate::scheduling::notes(previous, &new));
     publish_all(cluster, ctx, &notes).await;
@@ -104,7 +109,7 @@ async fn patch_status(
 fn notes(
     old: Option<ClusterPhase>,
     new: Option<ClusterPhase>,
-    failure: Option<&Error>,
+    failure: Option<&(ErrorCategory, String)>,
 ) -> Vec<Note> {
     let name = |phase: Option<ClusterPhase>| phase.map_or("none", ClusterPhase::as_str);
     let transition = (old != new).then(|| {
@@ -113,7 +118,8 @@ fn notes(
             format!("phase {} -> {}", name(old), name(new)),
         )
     });
-    let failed = failure.map(|e| Note::warning(e.category().reason(), e.to_string()));
+    let failed =
+        failure.map(|(category, message)| Note::warning(category.reason(), message.clone()));
     transition.into_iter().chain(failed).collect()
 }
 
@@ -221,7 +227,8 @@ mod tests {
     fn a_written_status_says_its_phase_change_and_failure() {
         use ClusterPhase::*;
         let refused = Error::Refused("storage may grow but never shrink".into());
-        let notes = notes(Some(Ready), Some(Degraded), Some(&refused));
+        let failure = (refused.category(), refused.to_string());
+        let notes = notes(Some(Ready), Some(Degraded), Some(&failure));
         let said: Vec<(&str, bool)> = notes
             .iter()
             .map(|n| (n.reason.as_str(), n.warning))

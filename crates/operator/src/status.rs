@@ -72,6 +72,9 @@ pub struct StatusInput<'a> {
     /// The `MajorUpgrade` condition: `Some(None)` removes it, `None`
     /// leaves it as it was.
     pub upgrade_condition: Option<Option<Judgement>>,
+    /// The spec this pass found valid, to record as the last valid one
+    /// (`None`: the record stays as it is).
+    pub valid_spec: Option<tusk_api::v1alpha1::LastValidSpec>,
     pub now: Time,
 }
 
@@ -132,6 +135,7 @@ impl<'a> StatusInput<'a> {
             upgrade: None,
             upgrading: false,
             upgrade_condition: None,
+            valid_spec: None,
             now,
         }
     }
@@ -209,6 +213,9 @@ pub fn compose(input: &StatusInput<'_>) -> PostgresClusterStatus {
     backups::set_backups(&mut status, input);
     backups::set_rehearsed(&mut status, input);
     set_upgrade(&mut status, input);
+    if let Some(record) = &input.valid_spec {
+        status.last_valid_spec = Some(record.clone());
+    }
     status
 }
 

@@ -114,6 +114,9 @@ pub fn render(preview: &Preview) -> String {
     if let Some(held) = &preview.held {
         let _ = writeln!(out, "Held: {held}");
     }
+    if let Some(refused) = &preview.refused {
+        let _ = writeln!(out, "Refused: {refused}");
+    }
     if preview.steps.is_empty() && preview.status.is_empty() && preview.events.is_empty() {
         out.push_str("Nothing to do: the cluster is as declared.\n");
     }

@@ -5,15 +5,17 @@
 //! pass) -> [`apply`] (server-side apply, in a fixed order) -> status and
 //! events ([`crate::report`]) -> [`requeue`].
 //!
-//! A spec that fails validation changes nothing and keeps the observed
-//! state in status. Deletion goes through the finalizer's cleanup instead
-//! (R8, R16).
+//! A spec that fails validation changes nothing of what it declares: the
+//! pass maintains the last valid spec instead ([`last_valid`]), or, for a
+//! cluster never valid, keeps the observed state in status. Deletion goes
+//! through the finalizer's cleanup instead (R8, R16).
 
 mod apply;
 mod backups;
 mod certificates;
 mod claims;
 mod fetch;
+mod last_valid;
 mod plan;
 pub mod preview;
 mod primary;
@@ -56,11 +58,12 @@ pub const FINALIZER: &str = "postgres.tusk.dev/cleanup";
 async fn converge(cluster: &PostgresCluster, ctx: &Context) -> Result<Action, Error> {
     let observed = fetch::fetch(cluster, ctx).await?;
     let now = Timestamp::now();
-    let valid = match validate::validate(cluster, &ctx.config, &observed) {
-        Ok(valid) => valid,
+    let target = match last_valid::choose(cluster, &ctx.config, &observed) {
+        Ok(target) => target,
         Err(error) => {
-            // Nothing is applied, and status keeps what was observed: the
-            // last known positions are what a later failover decides on.
+            // Nothing valid to maintain: nothing is applied, and status
+            // keeps what was observed: the last known positions are what
+            // a later failover decides on.
             let kept = StatusInput::unplanned(
                 cluster,
                 &observed.children.pods,
@@ -72,15 +75,17 @@ async fn converge(cluster: &PostgresCluster, ctx: &Context) -> Result<Action, Er
             return Err(error);
         }
     };
-    let outdated = rollout::Outdated::observe(cluster, &valid, ctx, &observed);
-    let plan = plan::plan(cluster, &valid, &observed, &outdated, now);
-    let applied = match apply::apply(ctx, &valid, &observed.children, &plan).await {
-        Ok(()) => match backups::apply(ctx, &valid, &plan).await {
-            Ok(()) => match rehearsal::apply(ctx, &valid, &plan).await {
+    let (kept, valid) = (&target.cluster, &target.valid);
+    let outdated = rollout::Outdated::observe(kept, valid, ctx, &observed);
+    let mut plan = plan::plan(kept, valid, &observed, &outdated, now);
+    target.describe(&mut plan.status, cluster);
+    let applied = match apply::apply(ctx, valid, &observed.children, &plan).await {
+        Ok(()) => match backups::apply(ctx, valid, &plan).await {
+            Ok(()) => match rehearsal::apply(ctx, valid, &plan).await {
                 Ok(()) => {
                     let primary = &plan.instances.target_primary;
                     let children = &observed.children;
-                    upgrade::apply(ctx, &valid, children, &plan.upgrade, primary).await
+                    upgrade::apply(ctx, valid, children, &plan.upgrade, primary).await
                 }
                 failed => failed,
             },

@@ -36,6 +36,7 @@ fn input<'a>(
         upgrade: None,
         upgrading: false,
         upgrade_condition: None,
+        valid_spec: None,
         now,
     }
 }

@@ -173,6 +173,88 @@ async fn an_invalid_edit_keeps_the_observed_instances_in_status() {
 }
 
 #[tokio::test]
+async fn an_invalid_edit_keeps_the_last_valid_spec_maintained_across_a_restart() {
+    let h = sandbox(true).await;
+    let mut operator = Operator::start(&h.client, None);
+    create(&h.client, "kept", small()).await;
+    wait_for("the children", || async {
+        children_exist(&h.client, "kept").await
+    })
+    .await;
+    let clusters: Api<PostgresCluster> = Api::namespaced(h.client.clone(), NS);
+    let buffers =
+        |value: &str| json!({"spec": {"postgres": {"parameters": {"shared_buffers": value}}}});
+    clusters
+        .patch(
+            "kept",
+            &PatchParams::default(),
+            &Patch::Merge(&buffers("Retain")),
+        )
+        .await
+        .expect("a value admission cannot judge");
+    let field = "spec.postgres.parameters.shared_buffers";
+    wait_for("InvalidSpec naming the field", || async {
+        condition(&h.client, "kept", "Degraded")
+            .await
+            .is_some_and(|(status, reason, message)| {
+                status == "True" && reason == "InvalidSpec" && message.contains(field)
+            })
+    })
+    .await;
+    let recorded = |c: Option<PostgresCluster>| {
+        c.and_then(|c| c.status)
+            .and_then(|s| s.last_valid_spec)
+            .map(|r| (r.generation, r.spec["postgres"]["parameters"].clone()))
+    };
+    assert_eq!(
+        recorded(get(&h.client, "kept").await),
+        Some((1, serde_json::Value::Null)),
+        "the first generation is the last valid spec (no parameters)"
+    );
+    for round in 0..2 {
+        if round == 1 {
+            // A new operator finds the record in status.
+            operator.stop().await;
+            operator = Operator::start(&h.client, None);
+        }
+        let pod = get::<Pod>(&h.client, "kept-1").await.expect("pod");
+        Api::<Pod>::namespaced(h.client.clone(), NS)
+            .delete("kept-1", &DeleteParams::default().grace_period(0))
+            .await
+            .expect("the pod deleted");
+        Api::<Service>::namespaced(h.client.clone(), NS)
+            .delete("kept-rw", &DeleteParams::default())
+            .await
+            .expect("the Service deleted");
+        wait_for("the pod and the Service made again", || async {
+            get::<Pod>(&h.client, "kept-1")
+                .await
+                .is_some_and(|p| p.uid() != pod.uid())
+                && get::<Service>(&h.client, "kept-rw").await.is_some()
+        })
+        .await;
+    }
+    clusters
+        .patch(
+            "kept",
+            &PatchParams::default(),
+            &Patch::Merge(&buffers("32MB")),
+        )
+        .await
+        .expect("the spec fixed");
+    wait_for("the fixed spec recorded, InvalidSpec gone", || async {
+        let cluster = get::<PostgresCluster>(&h.client, "kept").await;
+        let invalid = cluster
+            .as_ref()
+            .and_then(|c| c.status.as_ref())
+            .is_some_and(|s| s.conditions.iter().any(|c| c.reason == "InvalidSpec"));
+        !invalid && recorded(cluster) == Some((3, json!({"shared_buffers": "32MB"})))
+    })
+    .await;
+    operator.stop().await;
+}
+
+#[tokio::test]
 async fn every_spec_change_is_timed_until_status_observes_it() {
     let h = sandbox(true).await;
     let metrics = free_port();

@@ -8,6 +8,7 @@ fn preview() -> Preview {
         namespace: "default".into(),
         at: "2026-12-05T03:00:00Z".into(),
         held: None,
+        refused: None,
         steps: Vec::new(),
         status: Vec::new(),
         events: Vec::new(),
@@ -74,4 +75,27 @@ fn steps_status_events_and_what_was_missing_are_listed_in_that_order() {
          Notes:\n\
          - a note\n"
     );
+}
+
+#[test]
+fn a_refused_spec_is_said_before_the_steps_that_keep_the_last_valid_one() {
+    let mut preview = preview();
+    preview.refused = Some(
+        "spec.postgres.parameters.shared_buffers: must be an integer; nothing of this change \
+         is applied: the cluster is kept as its last valid spec (generation 3) declares it"
+            .into(),
+    );
+    preview.steps = vec![Step {
+        action: "create",
+        object: "Pod/tiny-1".into(),
+        why: "recreate the pod of tiny-1".into(),
+    }];
+    let text = render(&preview);
+    let refused = text.find("Refused: spec.postgres.parameters.shared_buffers");
+    let steps = text.find("Steps:");
+    assert!(
+        refused.is_some_and(|r| steps.is_some_and(|s| r < s)),
+        "{text}"
+    );
+    assert!(!text.contains("Held:"), "the steps are carried out: {text}");
 }

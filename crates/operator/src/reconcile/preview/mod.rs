@@ -42,9 +42,13 @@ pub struct Preview {
     pub namespace: String,
     /// When it was computed.
     pub at: String,
-    /// Why nothing would be applied: a spec the operator refuses, or a
-    /// paused cluster (whose steps then wait until it is resumed).
+    /// Why nothing would be applied: a spec the operator refuses with no
+    /// valid one on record, or a paused cluster (whose steps then wait
+    /// until it is resumed).
     pub held: Option<String>,
+    /// A spec the operator refuses while it keeps the cluster as the last
+    /// valid one declares it: why, and which generation the steps keep.
+    pub refused: Option<String>,
     /// The writes, in the order the pass makes them, and what it waits for.
     pub steps: Vec<Step>,
     /// How the status would change.
@@ -73,6 +77,7 @@ pub async fn preview(
         namespace: cluster.namespace().unwrap_or_default(),
         at: now.to_string(),
         held: None,
+        refused: None,
         steps: Vec::new(),
         status: Vec::new(),
         events: Vec::new(),
@@ -83,8 +88,8 @@ pub async fn preview(
         notes: Vec::new(),
     };
     let previous = cluster.status.as_ref();
-    let valid = match super::validate::validate(cluster, config, &observed) {
-        Ok(valid) => valid,
+    let target = match super::last_valid::choose(cluster, config, &observed) {
+        Ok(target) => target,
         Err(error) => {
             let kept = StatusInput {
                 failure: Some((error.category(), error.to_string())),
@@ -101,7 +106,12 @@ pub async fn preview(
             return Ok(preview);
         }
     };
-    let members = members(&valid, config, &observed);
+    preview.refused = target
+        .refused
+        .as_ref()
+        .map(super::last_valid::Refusal::message);
+    let (kept, valid) = (&target.cluster, &target.valid);
+    let members = members(valid, config, &observed);
     let previous_rollout = previous.and_then(|s| s.rollout.as_ref());
     let slot = crate::rollout::needs_slot(&members, previous_rollout);
     if slot {
@@ -112,7 +122,8 @@ pub async fn preview(
         ));
     }
     let outdated = Outdated { members, slot };
-    let plan = super::plan::plan(cluster, &valid, &observed, &outdated, now);
+    let mut plan = super::plan::plan(kept, valid, &observed, &outdated, now);
+    target.describe(&mut plan.status, cluster);
     if valid.paused {
         preview.held = Some("spec.paused is true: these steps wait until it is unset".into());
     }
@@ -123,7 +134,7 @@ pub async fn preview(
                 .into(),
         );
     }
-    preview.steps = describe::steps(&valid, &observed, &plan);
+    preview.steps = describe::steps(valid, &observed, &plan);
     preview.status = describe::status_changes(previous, &crate::status::compose(&plan.status));
     preview.events = describe::events(&plan.events);
     Ok(preview)
