@@ -2,6 +2,7 @@
 //! PostgresCluster (and a lookup of the target primary's pod IP), with the
 //! pod's own credentials.
 
+use std::borrow::Cow;
 use std::net::IpAddr;
 use std::time::Duration;
 
@@ -12,7 +13,7 @@ use kube::{Api, Client};
 use tokio::sync::watch;
 use tusk_api::contract::MountDirs;
 use tusk_api::labels;
-use tusk_api::v1alpha1::PostgresCluster;
+use tusk_api::v1alpha1::{LastValidSpec, PostgresCluster, PostgresClusterSpec};
 
 use crate::desired::DesiredState;
 use tusk_api::fencing::Fencing;
@@ -30,11 +31,12 @@ pub enum ClusterWatchError {
 const ADDRESS_REFRESH: Duration = Duration::from_secs(5);
 
 /// The desired state of instance `me` in `cluster`, with the target
-/// primary's pod IP when it is known. The spec is read the way the
-/// operator reads it (`tusk_api`'s typed accessors); what cannot be read
-/// takes its safe value and is listed in `problems`: a malformed fencing
-/// annotation fences the instance, an impossible synchronous number keeps
-/// the `previous` setting (none when there is none).
+/// primary's pod IP when it is known. The spec is the one in force
+/// ([`spec_in_force`]), read the way the operator reads it (`tusk_api`'s
+/// typed accessors); what cannot be read takes its safe value and is
+/// listed in `problems`: a malformed fencing annotation fences the
+/// instance, an impossible synchronous number keeps the `previous`
+/// setting (none when there is none).
 pub fn desired_from_cluster(
     cluster: &PostgresCluster,
     dirs: &MountDirs,
@@ -43,6 +45,8 @@ pub fn desired_from_cluster(
     previous: Option<&DesiredState>,
 ) -> DesiredState {
     let mut problems = Vec::new();
+    let spec = spec_in_force(cluster, &mut problems);
+    let spec = spec.as_ref();
     let status = cluster.status.as_ref();
     let annotation = cluster
         .metadata
@@ -66,7 +70,7 @@ pub fn desired_from_cluster(
                 .collect()
         })
         .unwrap_or_default();
-    let synchronous = match cluster.spec.synchronous() {
+    let synchronous = match spec.synchronous() {
         Ok(rule) => rule.map(|rule| SynchronousStandbys {
             rule,
             candidates: others,
@@ -78,7 +82,7 @@ pub fn desired_from_cluster(
             previous.and_then(|p| p.synchronous.clone())
         }
     };
-    let archiving = match cluster.spec.wal_archive(dirs) {
+    let archiving = match spec.wal_archive(dirs) {
         Some(Ok(repository)) => Some(repository),
         Some(Err(error)) => {
             problems.push(format!(
@@ -88,21 +92,19 @@ pub fn desired_from_cluster(
         }
         None => None,
     };
-    let restore = restore_source(cluster, dirs, &mut fenced, &mut problems);
-    let initdb = cluster.spec.initdb();
+    let restore = restore_source(cluster, spec, dirs, &mut fenced, &mut problems);
+    let initdb = spec.initdb();
     DesiredState {
         target_primary: status.and_then(|s| s.target_primary.clone()),
         primary_address,
         fenced,
-        parameters: cluster.spec.server_parameters(),
+        parameters: spec.server_parameters(),
         synchronous,
-        lease_timing: tusk_api::primacy::LeaseTiming::for_delay(
-            cluster.spec.failover.delay_seconds,
-        ),
+        lease_timing: tusk_api::primacy::LeaseTiming::for_delay(spec.failover.delay_seconds),
         lease_takeover: status.and_then(|s| s.primary_lease_takeover.clone()),
         database: initdb.database,
         owner: initdb.owner,
-        superuser_access: cluster.spec.postgres.superuser_access,
+        superuser_access: spec.postgres.superuser_access,
         // The operator rolls restarts through the cluster (docs/operator.md).
         restart_for_pending: false,
         archiving,
@@ -116,17 +118,44 @@ pub fn desired_from_cluster(
     }
 }
 
+/// The spec the operator last accepted (`status.lastValidSpec`): an
+/// instance acts on no spec the operator refused, such as a parameter
+/// value PostgreSQL would not start with (while the operator keeps the
+/// cluster as that record declares it). The declared spec while there is
+/// no record (a cluster an older operator made), or one that does not
+/// read (listed in `problems`).
+fn spec_in_force<'a>(
+    cluster: &'a PostgresCluster,
+    problems: &mut Vec<String>,
+) -> Cow<'a, PostgresClusterSpec> {
+    let record = cluster
+        .status
+        .as_ref()
+        .and_then(|s| s.last_valid_spec.as_ref());
+    match record.map(LastValidSpec::read) {
+        Some(Ok(spec)) => Cow::Owned(spec),
+        Some(Err(error)) => {
+            problems.push(format!(
+                "status.lastValidSpec does not read as a spec ({error}); the declared spec is used"
+            ));
+            Cow::Borrowed(&cluster.spec)
+        }
+        None => Cow::Borrowed(&cluster.spec),
+    }
+}
+
 /// The declared restore's source. One that cannot be read must not become
 /// an empty new cluster: the instance stays fenced (nothing is
 /// bootstrapped) until it is fixed, and the problem is listed.
 fn restore_source(
     cluster: &PostgresCluster,
+    spec: &PostgresClusterSpec,
     dirs: &MountDirs,
     fenced: &mut bool,
     problems: &mut Vec<String>,
 ) -> Option<tusk_postgres::pgbackrest::RestoreSource> {
     let namespace = cluster.metadata.namespace.as_deref().unwrap_or_default();
-    match cluster.spec.restore_source(namespace, dirs)? {
+    match spec.restore_source(namespace, dirs)? {
         Ok(source) => Some(source),
         Err(error) => {
             problems.push(format!(
@@ -416,6 +445,40 @@ status:
                 .any(|p| p.contains("spec.bootstrap.recovery.source")),
             "{:?}",
             desired.problems
+        );
+    }
+
+    #[test]
+    fn the_spec_the_operator_accepted_last_is_in_force() {
+        let accepted = cluster(CLUSTER).spec;
+        // A value PostgreSQL would not start with, refused by the operator.
+        let refused = |recorded: Option<serde_json::Value>| {
+            edited(|c| {
+                c["spec"]["postgres"]["parameters"]["work_mem"] = "Retain".into();
+                if let Some(spec) = recorded {
+                    c["status"]["lastValidSpec"] =
+                        serde_json::json!({"generation": 3, "spec": spec});
+                }
+            })
+        };
+        let work_mem = |desired: &DesiredState| desired.parameters.get("work_mem").cloned();
+        let recorded = serde_json::to_value(&accepted).expect("json");
+        let kept = desired_from_cluster(&refused(Some(recorded)), dirs(), "db-2", None, None);
+        assert_eq!(work_mem(&kept).as_deref(), Some("8MB"));
+        assert!(kept.problems.is_empty(), "{:?}", kept.problems);
+        // Without a record (an older operator's cluster): the declared spec.
+        let declared = desired_from_cluster(&refused(None), dirs(), "db-2", None, None);
+        assert_eq!(work_mem(&declared).as_deref(), Some("Retain"));
+        // A record that does not read is said, and the declared spec used.
+        let unreadable = serde_json::json!({"instances": "three"});
+        let said = desired_from_cluster(&refused(Some(unreadable)), dirs(), "db-2", None, None);
+        assert_eq!(work_mem(&said).as_deref(), Some("Retain"));
+        assert!(
+            said.problems
+                .iter()
+                .any(|p| p.contains("status.lastValidSpec")),
+            "{:?}",
+            said.problems
         );
     }
 
