@@ -4,8 +4,9 @@
 //! 1. Every process of the primary's pod stopped (SIGSTOP), as a hung
 //!    node: a standby is promoted, and once thawed the former primary
 //!    rejoins as a standby without accepting a write.
-//! 2. Only the postmaster and the instance manager stopped, PostgreSQL's
-//!    backends (walsenders, client backends) running on: the manager can
+//! 2. Every process but PostgreSQL's backends stopped (the postmaster,
+//!    the instance manager and its fence watchdog), the backends
+//!    (walsenders, client backends) running on: the manager can
 //!    neither renew the primary lease nor stop PostgreSQL, while the old
 //!    primary's established connections and replication stay alive. A
 //!    client holding a connection to the old primary's pod keeps writing;
@@ -251,7 +252,11 @@ async fn hung_postmaster_and_manager(runtime: Runtime) {
     writer.wait_for_more(10, Duration::from_secs(30)).await;
 
     // PostgreSQL's children retitle themselves "postgres: ..."; the
-    // postmaster and the instance manager keep their command lines.
+    // postmaster, the instance manager and its fence watchdog keep their
+    // command lines. With the watchdog stopped as well, only the standbys'
+    // withheld confirmations keep the old primary from acknowledging
+    // (e2e_fencing leaves the watchdog running, with asynchronous
+    // replication).
     let hung = Instant::now();
     let frozen = faults
         .freeze_where(NS, &old, "postgres", |line| !line.starts_with("postgres: "))
@@ -484,7 +489,7 @@ async fn stalled_blind_standby(runtime: Runtime) {
     let stalled = case
         .faults()
         .freeze_where(NS, &blind, "postgres", |line| {
-            line.contains("tusk instance")
+            line.ends_with("tusk instance run")
         })
         .expect("stall the manager");
     assert_eq!(stalled, 1, "the cut-off standby's instance manager");

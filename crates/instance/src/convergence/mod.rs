@@ -11,6 +11,7 @@
 mod role_change;
 mod rotation;
 
+use std::collections::BTreeSet;
 use std::future::Future;
 use std::net::IpAddr;
 use std::time::Duration;
@@ -223,7 +224,10 @@ impl<S: DesiredStateSource> Manager<S> {
         {
             let mut state = self.state.lock();
             if std::mem::take(&mut state.lease_fenced) {
-                // The lease task stopped it: a fence, not a crash.
+                // The lease task stopped it: a fence, not a crash. The
+                // operator may promote another instance once this phase
+                // is reported: nothing of PostgreSQL may run on by then.
+                self.kill_leftovers();
                 state.postmaster_pid = None;
                 state.phase = InstancePhase::WaitingForLease;
                 tracing::warn!(exit = ?exit.map(|s| s.to_string()), "PostgreSQL stopped: the primary lease is not held");
@@ -300,8 +304,9 @@ impl<S: DesiredStateSource> Manager<S> {
             }
             Action::RunPrimary if !self.primacy.held() => {
                 // Never a primary without the lease: stop (the lease task
-                // has already sent the fast shutdown) and wait for it.
+                // has already killed it) and wait for it.
                 self.stop_postgres().await;
+                self.kill_leftovers();
                 self.state.set_phase(InstancePhase::WaitingForLease);
                 Ok(())
             }
@@ -502,6 +507,17 @@ impl<S: DesiredStateSource> Manager<S> {
             self.start()?;
         }
         Ok(())
+    }
+
+    /// SIGKILL to any process still working in the data directory (a
+    /// backend whose postmaster was killed), before the phase tells the
+    /// operator PostgreSQL is stopped.
+    fn kill_leftovers(&self) {
+        let pgdata = &self.ctx.settings.pgdata;
+        let killed = crate::fence::processes::sweep(pgdata, None, &BTreeSet::new());
+        if !killed.is_empty() {
+            tracing::warn!(processes = ?killed, "killed processes of PostgreSQL left after it stopped");
+        }
     }
 
     async fn stop_postgres(&mut self) {
