@@ -6,8 +6,11 @@
 //! PostgreSQL runs as a primary only while its manager holds the lease:
 //! when no renewal has succeeded for [`LeaseTiming::fence_after`] (measured
 //! from the moment the last successful renewal was *sent*, on the
-//! manager's monotonic clock), the manager stops PostgreSQL before doing
-//! anything else.
+//! manager's monotonic clock), every PostgreSQL process of the instance is
+//! killed: by the manager before it does anything else, and by a watchdog
+//! process beside it that the manager hands the deadline after every
+//! renewal, when the manager itself hangs or died (the instance manager's
+//! `fence` module).
 //!
 //! The operator replaces a failed primary only when
 //! - the lease is absent, released or held by another instance;
@@ -25,12 +28,13 @@
 //! earlier than the holder's count of `fence_after`. The holder has
 //! stopped before the operator acts as long as the two clocks' rates
 //! differ by less than `duration / fence_after` (5/3 here), less the time
-//! a fast shutdown takes to end the client sessions (milliseconds).
+//! the kill takes (milliseconds).
 //!
-//! A holder whose manager hangs while PostgreSQL's backends run on cannot
-//! stop them, so the standbys withhold their confirmations instead: a
-//! standby streams only from the holder of a lease whose version it saw
-//! change within `fence_after` (the instance manager's `primacy::view`).
+//! Should the watchdog hang with the manager while PostgreSQL's backends
+//! run on, nothing stops them, so the standbys withhold their
+//! confirmations as well: a standby streams only from the holder of a
+//! lease whose version it saw change within `fence_after` (the instance
+//! manager's `primacy::view`).
 //! It thus stops confirming before the operator's `duration` has run out,
 //! as long as a lease change reaches it less than `duration - fence_after`
 //! after it reaches the operator.
