@@ -86,6 +86,11 @@ impl Watchdog {
         Ok(())
     }
 
+    /// The watchdog's process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().and_then(Child::id)
+    }
+
     /// Starts the watchdog again if it is no longer running.
     fn keep_running(&mut self) {
         let exited = match self.child.as_mut().map(Child::try_wait) {
