@@ -19,6 +19,7 @@ pub mod report;
 pub mod restore;
 pub mod sandbox;
 pub mod sandbox_fault;
+pub mod sandbox_join;
 pub mod sandbox_node;
 pub mod sandbox_operator;
 pub mod status;

@@ -28,6 +28,9 @@ pub enum SandboxCommand {
     Up(UpArgs),
     /// Inject a fault into the running sandbox (or end one).
     Fault(super::sandbox_fault::FaultArgs),
+    /// Run only the node (kubelet, volume provisioner, Service proxy)
+    /// against a control plane the sandbox did not start.
+    Node(super::sandbox_join::NodeArgs),
 }
 
 #[derive(clap::Args)]
@@ -68,7 +71,7 @@ pub struct UpArgs {
 
 /// A duration as Kubernetes flags write it, in one unit: `500ms`, `40s`,
 /// `2m`, `1h`.
-fn parse_duration(text: &str) -> Result<Duration, String> {
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let split = text
         .find(|c: char| !c.is_ascii_digit())
         .ok_or_else(|| format!("{text:?} has no unit (ms, s, m or h)"))?;
@@ -89,6 +92,7 @@ pub fn run(args: &Args) -> Result<ExitCode, CommandError> {
     match &args.command {
         SandboxCommand::Up(up) => run_up(up),
         SandboxCommand::Fault(fault) => super::sandbox_fault::run(fault, default_data_dir),
+        SandboxCommand::Node(node) => super::sandbox_join::run(node),
     }
 }
 

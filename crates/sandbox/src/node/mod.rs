@@ -5,7 +5,11 @@
 //! `tusk sandbox up` and tests start the API server first and hand this
 //! module a client for it; stopping the node stops every process the
 //! kubelet started, while pods stay in the API to come back on the next
-//! start.
+//! start. [`Node::join`] runs the node against a control plane the
+//! sandbox did not start (`tusk sandbox node`): the kubelet takes the pods
+//! the cluster's scheduler binds to it, and kube-controller-manager runs
+//! the controllers, but for the node lifecycle, which kube-up's leaves
+//! out.
 
 pub mod kubelet;
 pub mod proxy;
@@ -16,7 +20,8 @@ use kube::Client;
 use tokio::task::JoinHandle;
 
 use crate::controllers::node_lifecycle::{self, NodeLifecycleConfig};
-use kubelet::{KubeletConfig, KubeletError, KubeletFaults, KubeletHandle};
+use kubelet::{KubeletConfig, KubeletError, KubeletFaults, KubeletHandle, PodAssignment};
+use proxy::LocalAddresses;
 
 /// A running node.
 pub struct Node {
@@ -66,17 +71,44 @@ impl Node {
         config: KubeletConfig,
         lifecycle: NodeLifecycleConfig,
     ) -> Result<Self, KubeletError> {
+        let addresses = local_addresses(&config);
         let kubelet = kubelet::start(client.clone(), config)?;
         let controllers = vec![
             tokio::spawn(node_lifecycle::run(client.clone(), lifecycle)),
             tokio::spawn(crate::controllers::endpoints::run(client.clone())),
             tokio::spawn(crate::controllers::deployment::run(client.clone())),
             tokio::spawn(crate::controllers::replicaset::run(client.clone())),
-            tokio::spawn(crate::node::proxy::run(
+            tokio::spawn(proxy::run(
                 client,
                 kubelet.faults().service_cuts(),
+                addresses,
             )),
         ];
+        Ok(Self {
+            kubelet: Some(kubelet),
+            controllers,
+        })
+    }
+
+    /// Joins a control plane the sandbox did not start: the kubelet (pods
+    /// come from the cluster's scheduler), its volume provisioner and the
+    /// Service proxy, and the node lifecycle controller when `lifecycle`
+    /// is given (for a kube-controller-manager that runs none, as
+    /// kube-up's). Garbage collection, endpoints, namespaces, Deployments
+    /// and ReplicaSets are the control plane's.
+    pub fn join(
+        client: Client,
+        mut config: KubeletConfig,
+        lifecycle: Option<NodeLifecycleConfig>,
+    ) -> Result<Self, KubeletError> {
+        config.assignment = PodAssignment::Scheduler;
+        let addresses = local_addresses(&config);
+        let kubelet = kubelet::start(client.clone(), config)?;
+        let cuts = kubelet.faults().service_cuts();
+        let mut controllers = vec![tokio::spawn(proxy::run(client.clone(), cuts, addresses))];
+        if let Some(lifecycle) = lifecycle {
+            controllers.push(tokio::spawn(node_lifecycle::run(client, lifecycle)));
+        }
         Ok(Self {
             kubelet: Some(kubelet),
             controllers,
@@ -99,6 +131,12 @@ impl Node {
             kubelet.shutdown().await;
         }
     }
+}
+
+/// The Service addresses of the node's proxy, named after its data
+/// directory as its Docker objects are.
+fn local_addresses(config: &KubeletConfig) -> LocalAddresses {
+    LocalAddresses::new(&kubelet::docker::sandbox_id(&config.data_dir))
 }
 
 impl Drop for Node {

@@ -8,6 +8,12 @@
 //! Growing a claim's request updates its `status.capacity` (there is no
 //! real quota to grow). Deleting a claim deletes its volume and directory,
 //! as the `Delete` reclaim policy of dynamic provisioning does.
+//!
+//! A bound claim carries the annotations kube-controller-manager's binder
+//! writes (`pv.kubernetes.io/bind-completed`, `bound-by-controller`):
+//! kube-scheduler counts a claim as bound only with them, and where this
+//! provisioner runs against a real control plane, kube-up's
+//! kube-controller-manager runs no binder of its own.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -34,6 +40,13 @@ pub enum ClaimError {
 fn dir_error(path: &Path) -> impl FnOnce(std::io::Error) -> ClaimError {
     let path = path.to_owned();
     move |source| ClaimError::Dir { path, source }
+}
+
+const BIND_COMPLETED: &str = "pv.kubernetes.io/bind-completed";
+const BOUND_BY_CONTROLLER: &str = "pv.kubernetes.io/bound-by-controller";
+
+fn bind_completed(claim: &PersistentVolumeClaim) -> bool {
+    claim.annotations().contains_key(BIND_COMPLETED)
 }
 
 /// The host directory of a sandbox volume.
@@ -118,13 +131,13 @@ async fn bind(
         )
         .await?;
     let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &namespace);
-    if spec.volume_name.as_deref() != Some(volume.as_str()) {
+    if spec.volume_name.as_deref() != Some(volume.as_str()) || !bind_completed(claim) {
+        let binding = json!({
+            "metadata": {"annotations": {BIND_COMPLETED: "yes", BOUND_BY_CONTROLLER: "yes"}},
+            "spec": {"volumeName": volume},
+        });
         claims
-            .patch(
-                &name,
-                &PatchParams::default(),
-                &Patch::Merge(json!({"spec": {"volumeName": volume}})),
-            )
+            .patch(&name, &PatchParams::default(), &Patch::Merge(binding))
             .await?;
     }
     claims
@@ -199,6 +212,7 @@ async fn reconcile(
             continue;
         }
         let bound = claim.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound")
+            && bind_completed(&claim)
             && claim
                 .spec
                 .as_ref()

@@ -2,8 +2,10 @@
 //! or, with the Docker runtime (`docker`), as containers of the machine's
 //! engine; `runtime` is the seam between the two and the shared logic.
 //!
-//! There is one node and no scheduler, so the kubelet takes every pod that
-//! names no node (binding it to itself) or names this one. Each pod gets a
+//! In the sandbox there is one node and no scheduler, so the kubelet takes
+//! every pod that names no node (binding it to itself) or names this one;
+//! on a control plane with a scheduler (`PodAssignment::Scheduler`) it
+//! watches only the pods bound to it, as a kubelet does. Each pod gets a
 //! worker task (`pod`) that owns its processes; the kubelet only routes
 //! watch events to workers and keeps the node's heartbeat (`node`) and
 //! local volumes (`claims`). Containers' output is kept in CRI log files
@@ -118,6 +120,20 @@ pub struct KubeletConfig {
     pub volume_refresh: Duration,
     /// What runs pods' containers.
     pub runtime: ContainerRuntime,
+    /// Who puts pods on this node.
+    pub assignment: PodAssignment,
+}
+
+/// Who puts pods on the node.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PodAssignment {
+    /// No scheduler runs (the sandbox): the kubelet binds every pod that
+    /// names no node to itself.
+    #[default]
+    Kubelet,
+    /// A scheduler binds pods (kube-scheduler): the kubelet watches only
+    /// the pods whose `spec.nodeName` is its node, as a kubelet does.
+    Scheduler,
 }
 
 impl KubeletConfig {
@@ -143,6 +159,7 @@ impl KubeletConfig {
             heartbeat: Duration::from_secs(10),
             volume_refresh: Duration::from_secs(60),
             runtime: ContainerRuntime::Process,
+            assignment: PodAssignment::Kubelet,
         })
     }
 }
@@ -282,6 +299,7 @@ pub fn start(client: Client, config: KubeletConfig) -> Result<KubeletHandle, Kub
     let heartbeat = tokio::spawn(node::heartbeat(
         client.clone(),
         config.node_name.clone(),
+        config.data_dir.clone(),
         config.heartbeat,
         port,
         faults.node_loss().clone(),
@@ -423,7 +441,13 @@ fn route(ctx: &Arc<Context>, workers: &mut BTreeMap<PodKey, Worker>, pod: Pod) {
 
 async fn watch_pods(ctx: Arc<Context>, mut stopping: watch::Receiver<bool>) {
     let api: Api<Pod> = Api::all(ctx.client.clone());
-    let mut events = std::pin::pin!(watcher(api, watcher::Config::default()).default_backoff());
+    let selection = match ctx.config.assignment {
+        PodAssignment::Kubelet => watcher::Config::default(),
+        PodAssignment::Scheduler => {
+            watcher::Config::default().fields(&format!("spec.nodeName={}", ctx.config.node_name))
+        }
+    };
+    let mut events = std::pin::pin!(watcher(api, selection).default_backoff());
     let mut pods = PodWatch::default();
     let mut resync = tokio::time::interval(Duration::from_secs(2));
     let node = ctx.faults.node_loss().clone();

@@ -1,5 +1,6 @@
 //! The Service proxy: each ClusterIP Service listens on its cluster IP (a
-//! loopback address) and ports, and forwards TCP connections to the ready
+//! loopback address in the sandbox; on a real control plane an address of
+//! its service range, made local by `addresses`) and ports, and forwards TCP connections to the ready
 //! addresses of its Endpoints, round robin.
 //!
 //! It keeps kube-proxy's connection semantics: Endpoints are followed
@@ -11,6 +12,7 @@
 //! cluster. `listener` carries connections; `cuts` holds the partitions
 //! tests and `tusk sandbox fault` inject between pods and their clients.
 
+mod addresses;
 pub mod cuts;
 mod listener;
 
@@ -24,6 +26,7 @@ use kube::{Api, Client, ResourceExt};
 use tokio::net::TcpListener;
 
 use crate::informer::Informer;
+pub use addresses::LocalAddresses;
 use cuts::ServiceCuts;
 use listener::{Backend, Connections, Listener};
 
@@ -34,6 +37,11 @@ pub enum ProxyError {
         address: SocketAddr,
         service: String,
         source: std::io::Error,
+    },
+    #[error("Service {service} not proxied: {source}")]
+    Address {
+        service: String,
+        source: addresses::AddressError,
     },
 }
 
@@ -50,7 +58,14 @@ async fn bind(
     frontend: &Frontend,
     cuts: &ServiceCuts,
     connections: &Connections,
+    addresses: &mut LocalAddresses,
 ) -> Result<Listener, ProxyError> {
+    addresses
+        .ensure(frontend.address.ip())
+        .map_err(|error| ProxyError::Address {
+            service: frontend.service.clone(),
+            source: error,
+        })?;
     let listener = TcpListener::bind(frontend.address)
         .await
         .map_err(|source| ProxyError::Listen {
@@ -61,8 +76,8 @@ async fn bind(
     Ok(Listener::start(listener, cuts.clone(), connections.clone()))
 }
 
-/// The Service ports to listen on: ClusterIP Services with a loopback
-/// cluster IP, TCP ports only.
+/// The Service ports to listen on: Services with a cluster IP, TCP ports
+/// only.
 fn frontends(services: &[Arc<Service>]) -> BTreeSet<Frontend> {
     let mut out = BTreeSet::new();
     for service in services {
@@ -74,7 +89,7 @@ fn frontends(services: &[Arc<Service>]) -> BTreeSet<Frontend> {
         else {
             continue;
         };
-        if !ip.is_loopback() || spec.type_.as_deref().is_some_and(|t| t == "ExternalName") {
+        if spec.type_.as_deref().is_some_and(|t| t == "ExternalName") {
             continue;
         }
         for port in spec.ports.iter().flatten() {
@@ -135,8 +150,8 @@ fn backends(frontend: &Frontend, endpoints: Option<&Endpoints>) -> Vec<Backend> 
 }
 
 /// Runs the proxy until the task is dropped, which closes every
-/// connection it carries.
-pub async fn run(client: Client, cuts: ServiceCuts) {
+/// connection it carries and removes the addresses it added.
+pub async fn run(client: Client, cuts: ServiceCuts, mut addresses: LocalAddresses) {
     let services = Informer::start(Api::<Service>::all(client.clone()));
     let endpoints = Informer::start(Api::<Endpoints>::all(client.clone()));
     let (mut service_changes, mut endpoint_changes) =
@@ -152,6 +167,7 @@ pub async fn run(client: Client, cuts: ServiceCuts) {
     loop {
         let wanted = frontends(&services.store.state());
         listeners.retain(|frontend, _| wanted.contains(frontend));
+        addresses.retain(&wanted.iter().map(|f| f.address.ip()).collect());
         let by_name: BTreeMap<String, Arc<Endpoints>> = endpoints
             .store
             .state()
@@ -165,7 +181,7 @@ pub async fn run(client: Client, cuts: ServiceCuts) {
             .collect();
         for frontend in wanted {
             if !listeners.contains_key(&frontend) {
-                match bind(&frontend, &cuts, &connections).await {
+                match bind(&frontend, &cuts, &connections, &mut addresses).await {
                     Ok(listener) => {
                         listeners.insert(frontend.clone(), listener);
                     }

@@ -1,0 +1,203 @@
+//! The Node's conditions as a kubelet reports them: `MemoryPressure`,
+//! `DiskPressure` and `PIDPressure` measured against the kubelet's default
+//! hard eviction thresholds (`memory.available<100Mi`,
+//! `nodefs.available<10%`, and a PID table 90% full), and `Ready`.
+//!
+//! A condition's `lastTransitionTime` changes only when its status does;
+//! `lastHeartbeatTime` is every report's time.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+
+/// The memory the kubelet keeps back from pods (its eviction threshold).
+pub const MEMORY_RESERVE_BYTES: u64 = 100 * 1024 * 1024;
+
+/// One measured condition: its type, whether it holds, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Observed {
+    pub kind: &'static str,
+    pub holds: bool,
+    pub reason: &'static str,
+    pub message: String,
+}
+
+/// A line of `/proc/meminfo` in bytes.
+pub fn meminfo_bytes(field: &str) -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let rest = text
+        .lines()
+        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))?;
+    let kib: u64 = rest.trim().trim_end_matches("kB").trim().parse().ok()?;
+    Some(kib * 1024)
+}
+
+fn free_disk_fraction(dir: &Path) -> Option<f64> {
+    let stats = nix::sys::statvfs::statvfs(dir).ok()?;
+    let total = stats.blocks() as f64;
+    (total > 0.0).then(|| stats.blocks_available() as f64 / total)
+}
+
+fn pid_use_fraction() -> Option<f64> {
+    let max: f64 = std::fs::read_to_string("/proc/sys/kernel/pid_max")
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    Some(crate::procfs::pids().len() as f64 / max)
+}
+
+/// The pressure conditions, measured now for a node whose data lives in
+/// `data_dir`. What cannot be measured counts as no pressure.
+pub fn measure(data_dir: &Path) -> Vec<Observed> {
+    let memory = meminfo_bytes("MemAvailable").is_some_and(|free| free < MEMORY_RESERVE_BYTES);
+    let disk = free_disk_fraction(data_dir).is_some_and(|free| free < 0.10);
+    let pids = pid_use_fraction().is_some_and(|used| used > 0.90);
+    vec![
+        pressure(
+            "MemoryPressure",
+            memory,
+            "memory",
+            "KubeletHasInsufficientMemory",
+            "KubeletHasSufficientMemory",
+        ),
+        pressure(
+            "DiskPressure",
+            disk,
+            "disk",
+            "KubeletHasDiskPressure",
+            "KubeletHasNoDiskPressure",
+        ),
+        pressure(
+            "PIDPressure",
+            pids,
+            "PID",
+            "KubeletHasInsufficientPID",
+            "KubeletHasSufficientPID",
+        ),
+    ]
+}
+
+fn pressure(
+    kind: &'static str,
+    holds: bool,
+    what: &str,
+    under: &'static str,
+    free: &'static str,
+) -> Observed {
+    let (reason, message) = if holds {
+        (under, format!("kubelet has {what} pressure"))
+    } else {
+        (free, format!("kubelet has sufficient {what} available"))
+    };
+    Observed {
+        kind,
+        holds,
+        reason,
+        message,
+    }
+}
+
+/// The Ready condition: the kubelet is ready while no pressure holds.
+pub fn ready(pressures: &[Observed]) -> Observed {
+    let under: Vec<&str> = pressures
+        .iter()
+        .filter(|c| c.holds)
+        .map(|c| c.kind)
+        .collect();
+    if under.is_empty() {
+        Observed {
+            kind: "Ready",
+            holds: true,
+            reason: "KubeletReady",
+            message: "kubelet is posting ready status".into(),
+        }
+    } else {
+        Observed {
+            kind: "Ready",
+            holds: false,
+            reason: "KubeletNotReady",
+            message: format!("node has {}", under.join(", ")),
+        }
+    }
+}
+
+/// The conditions' transition times across reports.
+#[derive(Debug, Default)]
+pub struct Transitions {
+    since: BTreeMap<&'static str, (bool, String)>,
+    data_dir: PathBuf,
+}
+
+impl Transitions {
+    pub fn new(data_dir: &Path) -> Self {
+        Self {
+            since: BTreeMap::new(),
+            data_dir: data_dir.to_owned(),
+        }
+    }
+
+    /// The conditions measured now, as the Node's `status.conditions`.
+    pub fn report(&mut self, now: &str) -> Value {
+        let mut observed = measure(&self.data_dir);
+        observed.push(ready(&observed));
+        let conditions: Vec<Value> = observed
+            .into_iter()
+            .map(|condition| self.condition(condition, now))
+            .collect();
+        Value::Array(conditions)
+    }
+
+    fn condition(&mut self, observed: Observed, now: &str) -> Value {
+        let entry = self
+            .since
+            .entry(observed.kind)
+            .or_insert_with(|| (observed.holds, now.to_owned()));
+        if entry.0 != observed.holds {
+            *entry = (observed.holds, now.to_owned());
+        }
+        json!({
+            "type": observed.kind,
+            "status": if observed.holds { "True" } else { "False" },
+            "reason": observed.reason,
+            "message": observed.message,
+            "lastHeartbeatTime": now,
+            "lastTransitionTime": entry.1,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_node_under_pressure_is_not_ready_and_says_which() {
+        let calm = measure(Path::new("/"));
+        assert_eq!(calm.len(), 3);
+        let mut pressed = calm.clone();
+        pressed[1] = pressure("DiskPressure", true, "disk", "KubeletHasDiskPressure", "x");
+        let ready_now = ready(&pressed);
+        assert!(!ready_now.holds);
+        assert_eq!(ready_now.message, "node has DiskPressure");
+    }
+
+    #[test]
+    fn a_transition_time_moves_only_when_the_status_changes() {
+        let mut transitions = Transitions::new(Path::new("/"));
+        let holds = |holds| Observed {
+            kind: "Ready",
+            holds,
+            reason: "r",
+            message: String::new(),
+        };
+        let first = transitions.condition(holds(true), "t1");
+        let again = transitions.condition(holds(true), "t2");
+        let changed = transitions.condition(holds(false), "t3");
+        assert_eq!(first["lastTransitionTime"], "t1");
+        assert_eq!(again["lastTransitionTime"], "t1");
+        assert_eq!(again["lastHeartbeatTime"], "t2");
+        assert_eq!(changed["lastTransitionTime"], "t3");
+    }
+}
