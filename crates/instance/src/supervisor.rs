@@ -46,6 +46,8 @@ pub enum StopOutcome {
 pub struct Postmaster {
     child: Child,
     pid: Pid,
+    /// Its data directory, where its children work too.
+    pgdata: std::path::PathBuf,
 }
 
 impl Postmaster {
@@ -83,7 +85,11 @@ impl Postmaster {
             tokio::spawn(forward_log(stdout, state));
         }
         tracing::info!(pid = pid.as_raw(), pgdata = %pgdata.display(), "postgres started");
-        Ok(Postmaster { child, pid })
+        Ok(Postmaster {
+            child,
+            pid,
+            pgdata: pgdata.to_owned(),
+        })
     }
 
     pub fn pid(&self) -> i32 {
@@ -102,7 +108,8 @@ impl Postmaster {
 
     /// Stops PostgreSQL: fast shutdown (SIGINT: clients disconnected, a
     /// shutdown checkpoint written), then after `timeout` an immediate
-    /// shutdown (SIGQUIT), then SIGKILL as the last resort.
+    /// shutdown (SIGQUIT), then SIGKILL to the postmaster and every process
+    /// working in its data directory as the last resort.
     pub async fn stop(mut self, timeout: Duration) -> StopOutcome {
         if self.has_exited() {
             return StopOutcome::AlreadyExited;
@@ -129,7 +136,17 @@ impl Postmaster {
                 "postgres did not stop in time"
             );
         }
-        let _ = self.child.kill().await;
+        // Its children are sessions of their own: SIGKILL to the
+        // postmaster alone would leave them serving.
+        let killed = crate::fence::processes::sweep(
+            &self.pgdata,
+            Some(self.pid.as_raw()),
+            &std::collections::BTreeSet::new(),
+        );
+        tracing::warn!(processes = ?killed, "postgres killed with every process it started");
+        // Bounded: a process in uninterruptible sleep dies only when its
+        // I/O ends.
+        let _ = tokio::time::timeout(Duration::from_secs(5), self.child.wait()).await;
         StopOutcome::Killed
     }
 }

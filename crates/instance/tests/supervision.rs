@@ -121,6 +121,12 @@ async fn shutdown_escalates_when_postgres_does_not_answer() {
         "shutdown overran its bound: {took:?}"
     );
     assert!(!alive(pid));
+    // Its children (sessions of their own) are killed with it, not left
+    // to notice the postmaster's death.
+    assert!(
+        !tusk_instance::fence::instance_running(&primary.settings.pgdata, None),
+        "processes of PostgreSQL left after the kill"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
