@@ -557,6 +557,11 @@ pub fn status_changes(
         old.ready_instances.to_string(),
         next.ready_instances.to_string(),
     );
+    let kept = |s: &PostgresClusterStatus| {
+        let generation = s.last_valid_spec.as_ref().map(|r| r.generation);
+        generation.map_or_else(|| "none".to_owned(), |g| format!("generation {g}"))
+    };
+    field("lastValidSpec", kept(old), kept(next));
     let types = next
         .conditions
         .iter()

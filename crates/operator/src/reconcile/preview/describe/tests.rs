@@ -114,6 +114,20 @@ fn only_the_status_fields_that_change_are_listed() {
         ]
     );
     assert!(status_changes(Some(&old), &old).is_empty());
+    let mut recorded = old.clone();
+    recorded.last_valid_spec = Some(tusk_api::v1alpha1::LastValidSpec {
+        generation: 4,
+        spec: json!({"instances": 3}),
+    });
+    let changes = status_changes(Some(&old), &recorded);
+    assert_eq!(
+        changes
+            .iter()
+            .map(|c| (c.field.as_str(), c.from.as_str(), c.to.as_str()))
+            .collect::<Vec<_>>(),
+        [("lastValidSpec", "none", "generation 4")],
+        "a newly valid spec is recorded"
+    );
     let first = status_changes(None, &old);
     assert_eq!(first[0].field, "phase");
     assert_eq!(first[0].from, "none");
