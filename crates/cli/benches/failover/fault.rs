@@ -55,10 +55,11 @@ impl Fault {
             Fault::Freeze => faults.freeze(NS, pod, CONTAINER).map(|_| 1),
             // PostgreSQL's children retitle themselves "postgres: ...";
             // the postmaster and the instance manager keep their command
-            // lines.
-            Fault::Hang => {
-                faults.freeze_where(NS, pod, CONTAINER, |line| !line.starts_with("postgres: "))
-            }
+            // lines, and so does the manager's fence watchdog, a process
+            // of its own that this fault leaves running.
+            Fault::Hang => faults.freeze_where(NS, pod, CONTAINER, |line| {
+                !line.starts_with("postgres: ") && !line.contains(" instance watchdog")
+            }),
             Fault::Kill => faults.kill(NS, pod, CONTAINER).map(|_| 1),
             Fault::Cut => {
                 world.partitions().cut_pod(NS, pod);
