@@ -23,6 +23,14 @@
 //! running. A fault that stops the whole pod stops PostgreSQL's backends
 //! as well, so they acknowledge nothing while it lasts.
 //!
+//! What this does not cover, where only the standbys' withheld
+//! confirmations (`crate::primacy::view`, `dataDurability: required`)
+//! keep the old primary from acknowledging: the watchdog stopped together
+//! with the manager while the backends run on; and a whole pod thawed
+//! after a promotion elsewhere, where a backend may commit a client's
+//! pending statement in the milliseconds before the thawed watchdog kills
+//! it.
+//!
 //! # Timing
 //! With `t0` the moment the last successful renewal was *sent* (on the
 //! manager's clock), and the lease timing of `tusk_api::primacy`:
