@@ -164,9 +164,13 @@ enum Liveness {
 }
 
 /// `/healthz`'s decision; `lingering` says whether any process of the
-/// instance is alive (asked only while a fence is unfinished).
+/// instance is alive (asked only once the lease's deadline has passed or
+/// while a fence is unfinished).
 fn liveness(state: &crate::state::ManagerState, lingering: impl FnOnce() -> bool) -> Liveness {
-    if state.fence_pending && lingering() {
+    let lapsed = state
+        .lease_deadline
+        .is_some_and(|deadline| std::time::Instant::now() >= deadline);
+    if (state.fence_pending || lapsed) && lingering() {
         return Liveness::FenceUnfinished;
     }
     match (state.phase, state.postmaster_pid) {
@@ -251,12 +255,25 @@ mod tests {
             fence_pending: true,
             ..ManagerState::default()
         };
+        let now = std::time::Instant::now();
+        let renewed = ManagerState {
+            lease_deadline: Some(now + std::time::Duration::from_secs(60)),
+            ..running.clone()
+        };
+        // The lease task hangs: nobody fenced, the deadline passed.
+        let unrenewed = ManagerState {
+            lease_deadline: now.checked_sub(std::time::Duration::from_millis(1)),
+            ..running.clone()
+        };
         let cases = [
-            (&running, false, Liveness::Alive),
+            (&running, true, Liveness::Alive),
             (&fencing, true, Liveness::FenceUnfinished),
             (&fencing, false, Liveness::Alive),
             (&waiting, true, Liveness::FenceUnfinished),
             (&waiting, false, Liveness::Alive),
+            (&renewed, true, Liveness::Alive),
+            (&unrenewed, true, Liveness::FenceUnfinished),
+            (&unrenewed, false, Liveness::Alive),
         ];
         for (state, lingering, expected) in cases {
             assert_eq!(

@@ -20,6 +20,11 @@ pub struct ManagerState {
     /// The lease lapsed and the fence has not yet seen every process of
     /// the instance gone: `/healthz` fails while any is alive.
     pub fence_pending: bool,
+    /// While PostgreSQL runs under the primary lease: when the lease's
+    /// fence time runs out unless renewed. Past it, `/healthz` fails while
+    /// any process of the instance is alive, even if the lease task that
+    /// writes it hangs.
+    pub lease_deadline: Option<std::time::Instant>,
     pub crash_count: u32,
     pub last_error: Option<String>,
     /// What the desired state could not read (see `DesiredState::problems`).
@@ -60,6 +65,7 @@ impl Default for ManagerState {
             primary_pid: None,
             lease_fenced: false,
             fence_pending: false,
+            lease_deadline: None,
             crash_count: 0,
             last_error: None,
             desired_state_errors: Vec::new(),

@@ -154,7 +154,7 @@ async fn hold(
         if !guarding {
             // PostgreSQL does not run as primary (any more): a lapse from
             // here fences nothing.
-            guard.disarm();
+            guard.disarm(&state);
         }
         if intent.hold || maybe_holder {
             // Bounded, so that a hung request never delays the fence.
@@ -176,7 +176,7 @@ async fn hold(
                         (outcome == Outcome::Held).then(|| sent + intent.timing.fence_after);
                     maybe_holder = held_until.is_some();
                     if let Some(until) = held_until {
-                        guard.arm(until);
+                        guard.arm(&state, until);
                     }
                     if was_held && held_until.is_none() && guarding {
                         fence(
@@ -224,13 +224,15 @@ async fn hold(
 }
 
 impl Guard {
-    fn arm(&mut self, until: Instant) {
+    fn arm(&mut self, state: &SharedState, until: Instant) {
+        state.lock().lease_deadline = Some(until.into_std());
         if let Some(watchdog) = &mut self.watchdog {
             watchdog.arm(until);
         }
     }
 
-    fn disarm(&mut self) {
+    fn disarm(&mut self, state: &SharedState) {
+        state.lock().lease_deadline = None;
         if let Some(watchdog) = &mut self.watchdog {
             watchdog.disarm();
         }
@@ -257,7 +259,7 @@ async fn fence(state: &SharedState, guard: &mut Guard, why: &str) {
     let left = fence::fence_instance(&guard.pgdata, postmaster).await;
     if left.is_empty() {
         state.lock().fence_pending = false;
-        guard.disarm();
+        guard.disarm(state);
     } else {
         tracing::error!(
             processes = ?left,
