@@ -2,8 +2,9 @@
 //! with real PostgreSQL. A typo the API server admits (a parameter value
 //! PostgreSQL would refuse) is reported as `InvalidSpec`, naming the field,
 //! and nothing of it is applied; meanwhile the operator keeps the cluster
-//! as the last valid spec declared it: a lost primary pod is failed over
-//! and recreated, and the cluster serves writes and reads again. A
+//! as the last valid spec declared it: a lost primary pod is recreated
+//! (or failed over from, whichever comes first), and the cluster serves
+//! writes and reads again. A
 //! restarted operator does the same, from what status recorded. Once the
 //! spec is fixed, the cluster converges to it.
 
@@ -102,9 +103,22 @@ async fn generation(world: &World) -> i64 {
     cluster.metadata.generation.expect("a generation")
 }
 
-/// `tusk why` and `tusk plan` name the refused field; the plan keeps the
-/// last valid generation, holding nothing.
+/// A Warning event, `tusk why` and `tusk plan` name the refused field;
+/// the plan keeps the last valid generation, holding nothing.
 async fn the_commands_say_what_is_refused_and_kept(world: &World, kept: i64) {
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(world.client.clone(), NS);
+    let listed = events.list(&Default::default()).await.expect("events");
+    let warned = listed.items.iter().any(|e| {
+        e.involved_object.name.as_deref() == Some(CLUSTER)
+            && e.type_.as_deref() == Some("Warning")
+            && e.reason.as_deref() == Some("InvalidSpec")
+            && e.message.as_deref().is_some_and(|m| m.contains(FIELD))
+    });
+    assert!(
+        warned,
+        "an InvalidSpec event: {}",
+        world.story(CLUSTER).await
+    );
     let (why, _) = tusk(world, &["why", CLUSTER]).await;
     assert!(why.contains(FIELD), "{why}");
     let (plan, planned) = tusk(world, &["plan", CLUSTER, "-o", "json"]).await;
