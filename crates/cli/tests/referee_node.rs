@@ -8,7 +8,9 @@
 //! through its `-rw` Service (a cluster IP of kube-apiserver's service
 //! range, routed by the node's proxy from the Endpoints
 //! kube-controller-manager writes), and grow to three instances that
-//! replicate it.
+//! replicate it. The kubelet authenticates as `system:node:sandbox` (a
+//! client certificate signed by kube-up's CA), and kube-apiserver's Node
+//! authorizer must refuse none of its requests.
 //!
 //! Where the shared folder is absent the test says so and returns.
 
@@ -28,7 +30,7 @@ use process::run_within;
 use tusk_api::v1alpha1::{ClusterPhase, PostgresCluster};
 use tusk_sandbox::node::kubelet::docker::{SANDBOX_LABEL, sandbox_id};
 use tusk_sandbox::node::proxy::LocalAddresses;
-use tusk_sandbox::testing::kube_up::{Components, KubeUp};
+use tusk_sandbox::testing::kube_up::{AuditEvent, Components, KubeUp};
 use tusk_sandbox::testing::{Images, build_images, eventually};
 
 const NODE: &str = "sandbox";
@@ -57,7 +59,7 @@ struct JoinedNode {
 }
 
 impl JoinedNode {
-    fn start(up: &KubeUp) -> Self {
+    fn start(up: &KubeUp, kubelet_kubeconfig: &Path) -> Self {
         // The Docker engine must reach the directory, and PostgreSQL's
         // socket path in an emptyDir must fit in 107 bytes.
         let data_dir = tempfile::Builder::new()
@@ -76,6 +78,8 @@ impl JoinedNode {
             ])
             .arg("--kubeconfig")
             .arg(&up.kubeconfig)
+            .arg("--kubelet-kubeconfig")
+            .arg(kubelet_kubeconfig)
             .arg("--data-dir")
             .arg(data_dir.path())
             .env("RUST_LOG", "info")
@@ -177,7 +181,7 @@ async fn a_cluster_runs_on_the_sandbox_node_joined_to_kube_up() {
     let Some(up) = KubeUp::start(Components {
         controller_manager: true,
         scheduler: true,
-        audit: false,
+        audit: true,
     }) else {
         return;
     };
@@ -197,7 +201,7 @@ async fn a_cluster_runs_on_the_sandbox_node_joined_to_kube_up() {
             "crd/postgresclusters.postgres.tusk.dev",
         ],
     );
-    let node = JoinedNode::start(&up);
+    let node = JoinedNode::start(&up, &up.node_kubeconfig(NODE));
     let client = up.client().await;
     let started = Instant::now();
 
@@ -329,9 +333,32 @@ async fn a_cluster_runs_on_the_sandbox_node_joined_to_kube_up() {
     )
     .await;
     assert_eq!(replicated, "replicated");
+
+    // The kubelet ran all this as its node, which the Node authorizer
+    // admitted: not one of its requests was refused.
+    let kubelet: Vec<AuditEvent> = up
+        .audit()
+        .into_iter()
+        .filter(|e| e.user.username == format!("system:node:{NODE}"))
+        .collect();
+    let refused: Vec<String> = kubelet
+        .iter()
+        .filter(|e| e.response_status.as_ref().is_some_and(|s| s.code == 403))
+        .map(|e| format!("{} {}", e.verb, e.request_uri))
+        .collect();
+    assert!(
+        kubelet.len() > 20,
+        "the kubelet authenticates as system:node:{NODE} ({} requests)",
+        kubelet.len()
+    );
+    assert!(
+        refused.is_empty(),
+        "requests of the kubelet kube-apiserver refused: {refused:#?}"
+    );
     eprintln!(
-        "on kube-up with the sandbox node: 1 instance Ready {:.0?} after the node started, 3 instances {:.0?}",
+        "on kube-up with the sandbox node: 1 instance Ready {:.0?} after the node started, 3 instances {:.0?}; the kubelet made {} requests as its node, none refused",
         ready_after,
-        started.elapsed()
+        started.elapsed(),
+        kubelet.len()
     );
 }

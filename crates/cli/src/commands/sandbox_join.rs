@@ -16,9 +16,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use tusk_sandbox::controllers::node_lifecycle::NodeLifecycleConfig;
-use tusk_sandbox::node::Node;
 use tusk_sandbox::node::kubelet::docker::DockerRuntime;
 use tusk_sandbox::node::kubelet::{ContainerRuntime, KubeletConfig};
+use tusk_sandbox::node::{JoinClients, Node};
 
 use super::CommandError;
 use super::sandbox_node::RuntimeKind;
@@ -31,6 +31,13 @@ pub struct NodeArgs {
     /// and read Services and Endpoints (an admin's, on kube-up).
     #[arg(long, value_name = "FILE")]
     pub kubeconfig: PathBuf,
+    /// The kubelet's own credentials [default: --kubeconfig's]: on a
+    /// cluster with the Node authorizer, a client certificate for
+    /// `system:node:<node name>` in group `system:nodes`, signed by the
+    /// cluster's CA. The volume provisioner, the proxy and the node
+    /// lifecycle controller keep --kubeconfig's.
+    #[arg(long, value_name = "FILE")]
+    pub kubelet_kubeconfig: Option<PathBuf>,
     /// Where pods, volumes and `images.yaml` live [default: as `tusk
     /// sandbox up`].
     #[arg(long, env = "TUSK_SANDBOX_DIR")]
@@ -63,11 +70,15 @@ pub fn run(args: &NodeArgs) -> Result<ExitCode, CommandError> {
     };
     let runtime = tokio::runtime::Runtime::new().map_err(CommandError::Runtime)?;
     runtime.block_on(async {
-        let client = tusk_sandbox::client::from_kubeconfig(&args.kubeconfig)
+        let cluster = tusk_sandbox::client::from_kubeconfig(&args.kubeconfig)
+            .await
+            .map_err(failed)?;
+        let kubelet_kubeconfig = args.kubelet_kubeconfig.as_ref().unwrap_or(&args.kubeconfig);
+        let kubelet = tusk_sandbox::client::from_kubeconfig(kubelet_kubeconfig)
             .await
             .map_err(failed)?;
         let tusk = std::env::current_exe().map_err(CommandError::Runtime)?;
-        let text = std::fs::read_to_string(&args.kubeconfig).map_err(CommandError::Runtime)?;
+        let text = std::fs::read_to_string(kubelet_kubeconfig).map_err(CommandError::Runtime)?;
         let mut config = KubeletConfig::new(&data_dir, text, tusk).map_err(failed)?;
         config.node_name = args.node_name.clone();
         if args.runtime == RuntimeKind::Docker {
@@ -86,7 +97,8 @@ pub fn run(args: &NodeArgs) -> Result<ExitCode, CommandError> {
             }
             .monitored_within_grace()
         });
-        let node = Node::join(client, config, lifecycle).map_err(failed)?;
+        let clients = JoinClients { kubelet, cluster };
+        let node = Node::join(clients, config, lifecycle).map_err(failed)?;
         server_outln!(
             "node {} joined the control plane of {}; Ctrl-C stops it and every container it started",
             args.node_name,

@@ -97,17 +97,18 @@ impl Node {
     /// kube-up's). Garbage collection, endpoints, namespaces, Deployments
     /// and ReplicaSets are the control plane's.
     pub fn join(
-        client: Client,
+        clients: JoinClients,
         mut config: KubeletConfig,
         lifecycle: Option<NodeLifecycleConfig>,
     ) -> Result<Self, KubeletError> {
         config.assignment = PodAssignment::Scheduler;
         let addresses = local_addresses(&config);
-        let kubelet = kubelet::start(client.clone(), config)?;
+        let cluster = clients.cluster;
+        let kubelet = kubelet::start_with_provisioner(clients.kubelet, cluster.clone(), config)?;
         let cuts = kubelet.faults().service_cuts();
-        let mut controllers = vec![tokio::spawn(proxy::run(client.clone(), cuts, addresses))];
+        let mut controllers = vec![tokio::spawn(proxy::run(cluster.clone(), cuts, addresses))];
         if let Some(lifecycle) = lifecycle {
-            controllers.push(tokio::spawn(node_lifecycle::run(client, lifecycle)));
+            controllers.push(tokio::spawn(node_lifecycle::run(cluster, lifecycle)));
         }
         Ok(Self {
             kubelet: Some(kubelet),
@@ -129,6 +130,27 @@ impl Node {
         }
         if let Some(kubelet) = self.kubelet.take() {
             kubelet.shutdown().await;
+        }
+    }
+}
+
+/// The credentials of a node joining a control plane.
+pub struct JoinClients {
+    /// The kubelet's: on a cluster with the Node authorizer, a client
+    /// certificate for `system:node:<name>` in group `system:nodes`.
+    pub kubelet: Client,
+    /// The provisioner's, the proxy's and the node lifecycle
+    /// controller's: they create PersistentVolumes, bind claims, read
+    /// every Service and Endpoints, and taint nodes, which a node may not.
+    pub cluster: Client,
+}
+
+impl JoinClients {
+    /// One client for everything (an admin's).
+    pub fn same(client: Client) -> Self {
+        Self {
+            kubelet: client.clone(),
+            cluster: client,
         }
     }
 }

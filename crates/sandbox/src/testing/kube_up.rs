@@ -193,6 +193,73 @@ impl KubeUp {
             .expect("a client for kube-apiserver builds")
     }
 
+    /// A kubeconfig for the kubelet of the node `name`: a client
+    /// certificate for `system:node:<name>` in group `system:nodes`,
+    /// signed by kube-up's CA as kube-up signs its own (with `openssl`),
+    /// so kube-apiserver's Node authorizer decides what it may do.
+    pub fn node_kubeconfig(&self, name: &str) -> PathBuf {
+        let pki = self.dir.path().join("k8s/pki");
+        let (key, csr, cert) = (
+            pki.join(format!("node-{name}.key")),
+            pki.join(format!("node-{name}.csr")),
+            pki.join(format!("node-{name}.crt")),
+        );
+        let subject = format!("/O=system:nodes/CN=system:node:{name}");
+        let openssl = |args: &[&std::ffi::OsStr]| {
+            let output = Command::new("openssl")
+                .args(args)
+                .stdin(Stdio::null())
+                .output()
+                .expect("openssl runs");
+            assert!(
+                output.status.success(),
+                "openssl {args:?}: {}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+        };
+        openssl(&[
+            "req".as_ref(),
+            "-newkey".as_ref(),
+            "rsa:2048".as_ref(),
+            "-nodes".as_ref(),
+            "-keyout".as_ref(),
+            key.as_os_str(),
+            "-out".as_ref(),
+            csr.as_os_str(),
+            "-subj".as_ref(),
+            subject.as_ref(),
+        ]);
+        openssl(&[
+            "x509".as_ref(),
+            "-req".as_ref(),
+            "-in".as_ref(),
+            csr.as_os_str(),
+            "-CA".as_ref(),
+            pki.join("ca.crt").as_os_str(),
+            "-CAkey".as_ref(),
+            pki.join("ca.key").as_os_str(),
+            "-CAcreateserial".as_ref(),
+            "-days".as_ref(),
+            "1".as_ref(),
+            "-extfile".as_ref(),
+            pki.join("client.ext").as_os_str(),
+            "-out".as_ref(),
+            cert.as_os_str(),
+        ]);
+        let kubeconfig = self.dir.path().join(format!("k8s/node-{name}.kubeconfig"));
+        let text = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: kube-up\n  cluster: {{server: \"{server}\", certificate-authority: {ca}}}\n\
+             users:\n- name: node\n  user: {{client-certificate: {cert}, client-key: {key}}}\n\
+             contexts:\n- name: kube-up\n  context: {{cluster: kube-up, user: node}}\ncurrent-context: kube-up\n",
+            server = self.server,
+            ca = pki.join("ca.crt").display(),
+            cert = cert.display(),
+            key = key.display(),
+        );
+        std::fs::write(&kubeconfig, text).expect("the node's kubeconfig is written");
+        kubeconfig
+    }
+
     /// `kubectl` with the admin's kubeconfig.
     pub fn kubectl(&self) -> Command {
         let mut command = Command::new("kubectl");

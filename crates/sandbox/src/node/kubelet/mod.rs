@@ -287,6 +287,17 @@ pub fn running_as_root() -> bool {
 
 /// Starts the kubelet.
 pub fn start(client: Client, config: KubeletConfig) -> Result<KubeletHandle, KubeletError> {
+    start_with_provisioner(client.clone(), client, config)
+}
+
+/// Starts the kubelet, its volume provisioner with a client of its own:
+/// a kubelet authenticated as its node (`system:node:<name>`) may not
+/// create PersistentVolumes, which a provisioner does.
+pub fn start_with_provisioner(
+    client: Client,
+    provisioner: Client,
+    config: KubeletConfig,
+) -> Result<KubeletHandle, KubeletError> {
     let root = running_as_root();
     prepare_dirs(&config, root)?;
     let faults = match config.runtime.docker() {
@@ -304,7 +315,7 @@ pub fn start(client: Client, config: KubeletConfig) -> Result<KubeletHandle, Kub
         port,
         faults.node_loss().clone(),
     ));
-    let claims = tokio::spawn(claims::run(client.clone(), config.data_dir.clone()));
+    let claims = tokio::spawn(claims::run(provisioner, config.data_dir.clone()));
     let seed = config.data_dir.to_string_lossy().into_owned();
     let (addresses, api_forwarder) = match config.runtime.docker() {
         None => (AddressPool::seeded(&seed), None),
