@@ -103,8 +103,9 @@ async fn generation(world: &World) -> i64 {
     cluster.metadata.generation.expect("a generation")
 }
 
-/// A Warning event, `tusk why` and `tusk plan` name the refused field;
-/// the plan keeps the last valid generation, holding nothing.
+/// A Warning event, `tusk why`, `tusk status` and `tusk plan` name the
+/// refused field; status and the plan the generation kept, which the
+/// plan's steps maintain (nothing held).
 async fn the_commands_say_what_is_refused_and_kept(world: &World, kept: i64) {
     let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(world.client.clone(), NS);
     let listed = events.list(&Default::default()).await.expect("events");
@@ -121,6 +122,11 @@ async fn the_commands_say_what_is_refused_and_kept(world: &World, kept: i64) {
     );
     let (why, _) = tusk(world, &["why", CLUSTER]).await;
     assert!(why.contains(FIELD), "{why}");
+    let (status, _) = tusk(world, &["status", CLUSTER]).await;
+    assert!(
+        status.contains(&format!("kept as generation {kept}")) && status.contains(FIELD),
+        "{status}"
+    );
     let (plan, planned) = tusk(world, &["plan", CLUSTER, "-o", "json"]).await;
     assert!(planned, "tusk plan failed: {plan}");
     let plan: serde_json::Value = serde_json::from_str(&plan).expect("JSON");

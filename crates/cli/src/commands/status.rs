@@ -72,6 +72,17 @@ pub struct Report {
     pub upgrade: Option<UpgradeStatus>,
     pub backup: Option<BackupStatus>,
     pub last_restore_verification: Option<RestoreVerification>,
+    /// The declared spec is refused and the operator keeps the cluster as
+    /// an earlier, valid one declares it: which generations.
+    pub kept_spec: Option<KeptSpec>,
+}
+
+/// A refused generation of the spec, and the valid one kept instead.
+#[derive(Serialize, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct KeptSpec {
+    pub refused_generation: i64,
+    pub kept_generation: i64,
 }
 
 #[derive(Serialize, Debug, PartialEq)]
@@ -210,7 +221,20 @@ pub fn report(cluster: &PostgresCluster, pods: &[Pod]) -> Report {
         upgrade: status.upgrade.clone(),
         backup: status.backup.clone(),
         last_restore_verification: status.last_restore_verification.clone(),
+        kept_spec: kept_spec(cluster),
     }
+}
+
+/// The spec kept while the declared one is refused: the record of the
+/// last valid spec is older than the generation the operator observed.
+fn kept_spec(cluster: &PostgresCluster) -> Option<KeptSpec> {
+    let status = cluster.status.as_ref()?;
+    let kept = status.last_valid_spec.as_ref()?.generation;
+    let observed = status.observed_generation?;
+    (observed > kept).then_some(KeptSpec {
+        refused_generation: observed,
+        kept_generation: kept,
+    })
 }
 
 fn or_dash(value: Option<impl ToString>) -> String {
@@ -233,6 +257,12 @@ pub fn render(report: &Report) -> String {
         or_dash(report.primary.current.as_deref()),
         or_dash(report.primary.target.as_deref()),
     );
+    if let Some(kept) = &report.kept_spec {
+        out.push_str(&format!(
+            "Spec        generation {} refused: kept as generation {} declares it (see Degraded)\n",
+            kept.refused_generation, kept.kept_generation
+        ));
+    }
     out.push_str("\nConditions\n");
     let mut rows = vec![
         ["TYPE", "STATUS", "REASON", "MESSAGE"]

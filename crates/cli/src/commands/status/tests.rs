@@ -145,3 +145,27 @@ fn an_instance_waiting_for_a_node_says_why_in_the_schedulers_words() {
         assert!(text.contains(expected), "{expected:?} in:\n{text}");
     }
 }
+
+#[test]
+fn a_refused_spec_says_which_generation_is_kept() {
+    let mut c = cluster();
+    assert_eq!(report(&c, &[]).kept_spec, None, "no record: nothing said");
+    let status = c.status.as_mut().expect("status");
+    status.observed_generation = Some(5);
+    status.last_valid_spec = Some(tusk_api::v1alpha1::LastValidSpec {
+        generation: 4,
+        spec: serde_json::json!({"instances": 2}),
+    });
+    let text = render(&report(&c, &[]));
+    assert!(
+        text.contains("Spec        generation 5 refused: kept as generation 4 declares it"),
+        "{text}"
+    );
+    let status = c.status.as_mut().expect("status");
+    status.last_valid_spec.as_mut().expect("record").generation = 5;
+    assert_eq!(
+        report(&c, &[]).kept_spec,
+        None,
+        "the declared spec is the valid one"
+    );
+}
