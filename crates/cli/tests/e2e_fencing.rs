@@ -14,7 +14,8 @@
 //! instance when the lease was not renewed in time, before the operator
 //! could take over. The direct writer's last acknowledgement comes less
 //! than the lease's duration (1 s) after the hang: the operator cannot
-//! have taken the lease over before that.
+//! have taken the lease over before that. Thawed, the old primary rejoins
+//! as a standby without accepting a write.
 //!
 //! On both runtimes (host processes, and Docker containers where the
 //! signals reach the containers' processes from the host).
@@ -28,7 +29,7 @@ use std::time::{Duration, Instant};
 use common::runtime::Runtime;
 use common::story::Timeline;
 use common::writer::{DIRECT_IDS, WRITE_TIMEOUT, direct_writer};
-use common::{NS, World, pod_ip, tls};
+use common::{NS, World, pod_ip, rejoins_without_accepting_a_write, tls};
 
 const CLUSTER: &str = "fence";
 
@@ -161,6 +162,9 @@ async fn hung_manager(runtime: Runtime) {
         writer.longest_pause_since(hung)
     );
     faults.thaw(NS, &old, "postgres").expect("thaw");
+    // Thawed, its manager finds PostgreSQL killed and rejoins as a
+    // standby; the watchdog, fenced once for that lapse, leaves it be.
+    rejoins_without_accepting_a_write(&world, CLUSTER, &old).await;
     writer.finish().await;
     assert!(
         !matches!(outcome, Ok(Ok(_))),
