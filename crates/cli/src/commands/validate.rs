@@ -2,8 +2,9 @@
 //! the controller's own for a PostgresCluster the API server would accept:
 //! what admission cannot judge (a parameter's value under the rules of the
 //! declared major, which its table of settings decides) the controller
-//! refuses with an `InvalidSpec` condition, and `tusk validate` says so
-//! before the cluster is applied.
+//! refuses with an `InvalidSpec` condition (keeping a running cluster as
+//! its last valid spec declares it), and `tusk validate` says so before
+//! the cluster is applied.
 //!
 //! Manifests are read as kubectl reads them, with YAML 1.1's booleans and
 //! numbers: an unquoted `off` is `false`, which a string field refuses, and
@@ -138,7 +139,9 @@ fn controller_refusal(value: &serde_json::Value) -> Option<Violation> {
     Some(Violation {
         field: error.field,
         message: format!(
-            "{} (the API server accepts it; the operator refuses the cluster with condition InvalidSpec)",
+            "{} (the API server accepts it; the operator refuses the cluster with condition \
+             InvalidSpec and applies none of it: a running cluster is kept as its last valid \
+             spec declares it)",
             error.rule
         ),
     })
