@@ -10,7 +10,9 @@
 //! kube-controller-manager writes), and grow to three instances that
 //! replicate it. The kubelet authenticates as `system:node:sandbox` (a
 //! client certificate signed by kube-up's CA), and kube-apiserver's Node
-//! authorizer must refuse none of its requests.
+//! authorizer must refuse none of its requests; kube-apiserver reads a
+//! pod's log through the kubelet's HTTPS endpoint with its client
+//! certificate.
 //!
 //! Where the shared folder is absent the test says so and returns.
 
@@ -80,6 +82,8 @@ impl JoinedNode {
             .arg(&up.kubeconfig)
             .arg("--kubelet-kubeconfig")
             .arg(kubelet_kubeconfig)
+            .arg("--client-ca-file")
+            .arg(up.ca_file())
             .arg("--data-dir")
             .arg(data_dir.path())
             .env("RUST_LOG", "info")
@@ -289,6 +293,14 @@ async fn a_cluster_runs_on_the_sandbox_node_joined_to_kube_up() {
         .expect("the row is read back")
         .get(0);
     assert_eq!(note, "on kube-apiserver");
+
+    // kube-apiserver relays pods/log to the kubelet over HTTPS with its
+    // client certificate.
+    let logs = kubectl(&up, &["logs", "small-1", "-c", "postgres", "--tail=20"]);
+    assert!(
+        !logs.trim().is_empty(),
+        "kubectl logs shows the instance's log"
+    );
 
     // Three instances: the new ones clone the primary and replicate.
     clusters

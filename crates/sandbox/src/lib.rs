@@ -29,6 +29,7 @@ pub mod client;
 pub mod controllers;
 pub mod converge;
 pub mod fault_client;
+mod https;
 mod informer;
 pub mod node;
 mod procfs;

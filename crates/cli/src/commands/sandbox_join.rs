@@ -38,6 +38,13 @@ pub struct NodeArgs {
     /// lifecycle controller keep --kubeconfig's.
     #[arg(long, value_name = "FILE")]
     pub kubelet_kubeconfig: Option<PathBuf>,
+    /// Serve `pods/log` and `pods/exec` to kube-apiserver over HTTPS,
+    /// letting in callers whose client certificate this CA signed (the
+    /// kubelet's --client-ca-file; kube-apiserver presents one with
+    /// --kubelet-client-certificate). Without it the endpoint expects the
+    /// sandbox API server's bearer token, which kube-apiserver lacks.
+    #[arg(long, value_name = "FILE")]
+    pub client_ca_file: Option<PathBuf>,
     /// Where pods, volumes and `images.yaml` live [default: as `tusk
     /// sandbox up`].
     #[arg(long, env = "TUSK_SANDBOX_DIR")]
@@ -81,6 +88,9 @@ pub fn run(args: &NodeArgs) -> Result<ExitCode, CommandError> {
         let text = std::fs::read_to_string(kubelet_kubeconfig).map_err(CommandError::Runtime)?;
         let mut config = KubeletConfig::new(&data_dir, text, tusk).map_err(failed)?;
         config.node_name = args.node_name.clone();
+        if let Some(path) = &args.client_ca_file {
+            config.client_ca = Some(std::fs::read_to_string(path).map_err(CommandError::Runtime)?);
+        }
         if args.runtime == RuntimeKind::Docker {
             let docker = DockerRuntime::connect(&data_dir).await.map_err(failed)?;
             server_outln!(

@@ -1,12 +1,9 @@
-//! Serving HTTPS: TLS on each accepted connection, HTTP/1.1 and HTTP/2
-//! (with upgrades, for watches and exec), every request handed to
-//! [`handlers::handle`], and every connection closed on shutdown.
+//! Serving the API over HTTPS ([`crate::https`]), every request handed to
+//! [`handlers::handle`].
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::Router;
-use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
@@ -21,29 +18,5 @@ pub async fn serve(
     shutdown: watch::Receiver<bool>,
 ) {
     let router = Router::new().fallback(handlers::handle).with_state(api);
-    loop {
-        let (tcp, _) = match listener.accept().await {
-            Ok(accepted) => accepted,
-            Err(error) => {
-                tracing::warn!(%error, "accept failed");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            }
-        };
-        let acceptor = acceptor.clone();
-        let router = router.clone();
-        let mut shutdown = shutdown.clone();
-        tokio::spawn(async move {
-            let Ok(stream) = acceptor.accept(tcp).await else {
-                return;
-            };
-            let service = hyper_util::service::TowerToHyperService::new(router);
-            let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-            let connection = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
-            tokio::select! {
-                _ = connection => {}
-                _ = shutdown.wait_for(|stop| *stop) => {}
-            }
-        });
-    }
+    crate::https::serve(listener, acceptor, router, shutdown).await;
 }

@@ -143,6 +143,20 @@ impl KubeUp {
         if components.scheduler {
             command.arg("--scheduler");
         }
+        // kube-apiserver calls kubelets (logs, exec) with a client
+        // certificate of kube-up's CA, as a cluster's does.
+        let pki = dir.path().join("k8s/pki");
+        make_ca(&pki);
+        let (cert, key) = sign_client_certificate(
+            &pki,
+            "apiserver-kubelet-client",
+            "/O=system:masters/CN=kube-apiserver-kubelet-client",
+        );
+        let mut apiserver_args = format!(
+            "--kubelet-client-certificate={} --kubelet-client-key={}",
+            cert.display(),
+            key.display()
+        );
         if components.audit {
             let policy = dir.path().join("audit-policy.yaml");
             std::fs::write(
@@ -150,15 +164,13 @@ impl KubeUp {
                 "apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: Metadata\n",
             )
             .expect("the audit policy is written");
-            command.env(
-                "KUBE_UP_APISERVER_ARGS",
-                format!(
-                    "--audit-policy-file={} --audit-log-path={}",
-                    policy.display(),
-                    dir.path().join("audit.log").display()
-                ),
-            );
+            apiserver_args.push_str(&format!(
+                " --audit-policy-file={} --audit-log-path={}",
+                policy.display(),
+                dir.path().join("audit.log").display()
+            ));
         }
+        command.env("KUBE_UP_APISERVER_ARGS", apiserver_args);
         let mut child = command.spawn().expect("kube-up starts");
         let stdin = child.stdin.take().expect("kube-up's stdin is piped");
         let stdout = child.stdout.take().expect("kube-up's stdout is piped");
@@ -195,57 +207,12 @@ impl KubeUp {
 
     /// A kubeconfig for the kubelet of the node `name`: a client
     /// certificate for `system:node:<name>` in group `system:nodes`,
-    /// signed by kube-up's CA as kube-up signs its own (with `openssl`),
-    /// so kube-apiserver's Node authorizer decides what it may do.
+    /// signed by kube-up's CA, so kube-apiserver's Node authorizer decides
+    /// what it may do.
     pub fn node_kubeconfig(&self, name: &str) -> PathBuf {
-        let pki = self.dir.path().join("k8s/pki");
-        let (key, csr, cert) = (
-            pki.join(format!("node-{name}.key")),
-            pki.join(format!("node-{name}.csr")),
-            pki.join(format!("node-{name}.crt")),
-        );
+        let pki = self.pki();
         let subject = format!("/O=system:nodes/CN=system:node:{name}");
-        let openssl = |args: &[&std::ffi::OsStr]| {
-            let output = Command::new("openssl")
-                .args(args)
-                .stdin(Stdio::null())
-                .output()
-                .expect("openssl runs");
-            assert!(
-                output.status.success(),
-                "openssl {args:?}: {}",
-                String::from_utf8_lossy(&output.stderr)
-            );
-        };
-        openssl(&[
-            "req".as_ref(),
-            "-newkey".as_ref(),
-            "rsa:2048".as_ref(),
-            "-nodes".as_ref(),
-            "-keyout".as_ref(),
-            key.as_os_str(),
-            "-out".as_ref(),
-            csr.as_os_str(),
-            "-subj".as_ref(),
-            subject.as_ref(),
-        ]);
-        openssl(&[
-            "x509".as_ref(),
-            "-req".as_ref(),
-            "-in".as_ref(),
-            csr.as_os_str(),
-            "-CA".as_ref(),
-            pki.join("ca.crt").as_os_str(),
-            "-CAkey".as_ref(),
-            pki.join("ca.key").as_os_str(),
-            "-CAcreateserial".as_ref(),
-            "-days".as_ref(),
-            "1".as_ref(),
-            "-extfile".as_ref(),
-            pki.join("client.ext").as_os_str(),
-            "-out".as_ref(),
-            cert.as_os_str(),
-        ]);
+        let (cert, key) = sign_client_certificate(&pki, &format!("node-{name}"), &subject);
         let kubeconfig = self.dir.path().join(format!("k8s/node-{name}.kubeconfig"));
         let text = format!(
             "apiVersion: v1\nkind: Config\nclusters:\n- name: kube-up\n  cluster: {{server: \"{server}\", certificate-authority: {ca}}}\n\
@@ -258,6 +225,16 @@ impl KubeUp {
         );
         std::fs::write(&kubeconfig, text).expect("the node's kubeconfig is written");
         kubeconfig
+    }
+
+    /// kube-up's CA certificate, which kubelets trust for kube-apiserver's
+    /// client certificate.
+    pub fn ca_file(&self) -> PathBuf {
+        self.pki().join("ca.crt")
+    }
+
+    fn pki(&self) -> PathBuf {
+        self.dir.path().join("k8s/pki")
     }
 
     /// `kubectl` with the admin's kubeconfig.
@@ -305,6 +282,88 @@ impl Drop for KubeUp {
         let _ = self.child.wait();
         kill_processes_mentioning(self.dir.path());
     }
+}
+
+/// Runs `openssl` with `args`; panics with its words when it fails.
+fn openssl(args: &[&std::ffi::OsStr]) {
+    let output = Command::new("openssl")
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("openssl runs");
+    assert!(
+        output.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// Makes kube-up's CA in `pki` ahead of kube-up (which keeps a CA it
+/// finds), so certificates for kube-apiserver's flags can be signed
+/// before it starts.
+fn make_ca(pki: &Path) {
+    std::fs::create_dir_all(pki).expect("kube-up's pki directory");
+    let (key, cert) = (pki.join("ca.key"), pki.join("ca.crt"));
+    openssl(&[
+        "req".as_ref(),
+        "-x509".as_ref(),
+        "-newkey".as_ref(),
+        "rsa:2048".as_ref(),
+        "-nodes".as_ref(),
+        "-keyout".as_ref(),
+        key.as_os_str(),
+        "-out".as_ref(),
+        cert.as_os_str(),
+        "-days".as_ref(),
+        "2".as_ref(),
+        "-subj".as_ref(),
+        "/CN=kube-up-ca".as_ref(),
+    ]);
+    std::fs::write(
+        pki.join("client-auth.ext"),
+        "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n",
+    )
+    .expect("the client certificate extensions are written");
+}
+
+/// A client certificate `<name>.crt` and key for `subject`, signed by the
+/// CA in `pki`: its certificate and key paths.
+fn sign_client_certificate(pki: &Path, name: &str, subject: &str) -> (PathBuf, PathBuf) {
+    let (key, csr, cert) = (
+        pki.join(format!("{name}.key")),
+        pki.join(format!("{name}.csr")),
+        pki.join(format!("{name}.crt")),
+    );
+    openssl(&[
+        "req".as_ref(),
+        "-newkey".as_ref(),
+        "rsa:2048".as_ref(),
+        "-nodes".as_ref(),
+        "-keyout".as_ref(),
+        key.as_os_str(),
+        "-out".as_ref(),
+        csr.as_os_str(),
+        "-subj".as_ref(),
+        subject.as_ref(),
+    ]);
+    openssl(&[
+        "x509".as_ref(),
+        "-req".as_ref(),
+        "-in".as_ref(),
+        csr.as_os_str(),
+        "-CA".as_ref(),
+        pki.join("ca.crt").as_os_str(),
+        "-CAkey".as_ref(),
+        pki.join("ca.key").as_os_str(),
+        "-CAcreateserial".as_ref(),
+        "-days".as_ref(),
+        "2".as_ref(),
+        "-extfile".as_ref(),
+        pki.join("client-auth.ext").as_os_str(),
+        "-out".as_ref(),
+        cert.as_os_str(),
+    ]);
+    (cert, key)
 }
 
 /// SIGKILLs every process whose command line mentions `dir`: the control

@@ -91,6 +91,8 @@ pub enum KubeletError {
     NotReachable { data_dir: PathBuf, dir: PathBuf },
     #[error("cannot listen for the API server on a loopback port: {source}")]
     Endpoint { source: std::io::Error },
+    #[error("cannot serve the kubelet endpoint over HTTPS: {0}")]
+    EndpointTls(#[from] server::tls::EndpointTlsError),
     #[error(transparent)]
     Images(#[from] ImageError),
     #[error(transparent)]
@@ -122,6 +124,11 @@ pub struct KubeletConfig {
     pub runtime: ContainerRuntime,
     /// Who puts pods on this node.
     pub assignment: PodAssignment,
+    /// The CA (PEM) whose client certificates the kubelet's endpoint lets
+    /// in, over HTTPS (a kubelet's `--client-ca-file`); without it, plain
+    /// HTTP with the API server's bearer token, as the sandbox's API
+    /// server calls it.
+    pub client_ca: Option<String>,
 }
 
 /// Who puts pods on the node.
@@ -160,6 +167,7 @@ impl KubeletConfig {
             volume_refresh: Duration::from_secs(60),
             runtime: ContainerRuntime::Process,
             assignment: PodAssignment::Kubelet,
+            client_ca: None,
         })
     }
 }
@@ -359,10 +367,14 @@ fn start_endpoint(
     let listener = server::bind().map_err(error)?;
     let port = listener.local_addr().map_err(error)?.port();
     let served = served::ServedPods::default();
+    let auth = match &config.client_ca {
+        Some(ca) => server::EndpointAuth::ClientCertificate(server::tls::server_config(ca)?),
+        None => server::EndpointAuth::BearerToken(api_access::api_token(&config.kubeconfig)),
+    };
     let state = Arc::new(server::ServerState {
         pods: served.clone(),
         faults: faults.clone(),
-        token: api_access::api_token(&config.kubeconfig),
+        auth,
     });
     Ok((tokio::spawn(server::serve(listener, state)), port, served))
 }

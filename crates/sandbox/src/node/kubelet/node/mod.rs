@@ -97,10 +97,9 @@ async fn write_status(
     let status = json!({"status": {
         "capacity": capacity,
         "allocatable": allocatable,
-        "addresses": [
-            {"type": "InternalIP", "address": "127.0.0.1"},
-            {"type": "Hostname", "address": name},
-        ],
+        // No Hostname address: kube-apiserver tries one first to reach a
+        // kubelet, and the node's name resolves to nothing.
+        "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}],
         "daemonEndpoints": {"kubeletEndpoint": {"Port": port}},
         "conditions": conditions.report(&now()),
         "nodeInfo": {

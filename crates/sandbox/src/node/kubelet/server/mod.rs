@@ -10,11 +10,13 @@
 //! `status.daemonEndpoints.kubeletEndpoint.Port` (address: the Node's
 //! `InternalIP`, 127.0.0.1), where the API server looks it up.
 //!
-//! It speaks plain HTTP on 127.0.0.1 and accepts only requests carrying
-//! the bearer token of the kubeconfig the kubelet was given (the API
-//! server's own token), so other local users cannot run commands in pods
-//! through it. A real kubelet serves HTTPS and authenticates the API
-//! server's client certificate instead.
+//! In the sandbox it speaks plain HTTP on 127.0.0.1 and accepts only
+//! requests carrying the bearer token of the kubeconfig the kubelet was
+//! given (the API server's own token), so other local users cannot run
+//! commands in pods through it. Joined to a real control plane with a
+//! client CA (`tls`), it serves HTTPS and lets in only callers with a
+//! client certificate that CA signed, as kube-apiserver presents with
+//! `--kubelet-client-certificate`.
 //!
 //! Paths follow the kubelet's: `/containerLogs/{namespace}/{pod}/{container}`
 //! (`logs`) and `/exec/{namespace}/{pod}/{container}` (`exec`, over
@@ -25,6 +27,7 @@ mod channel;
 mod exec;
 mod faults;
 mod logs;
+pub mod tls;
 
 use std::sync::Arc;
 
@@ -41,8 +44,15 @@ use super::served::ServedPods;
 pub struct ServerState {
     pub pods: ServedPods,
     pub faults: KubeletFaults,
-    /// The bearer token a request must carry.
-    pub token: String,
+    pub auth: EndpointAuth,
+}
+
+/// How the endpoint knows the API server calls.
+pub enum EndpointAuth {
+    /// Plain HTTP; a request must carry this bearer token.
+    BearerToken(String),
+    /// HTTPS with a client certificate the TLS handshake verified.
+    ClientCertificate(Arc<rustls::ServerConfig>),
 }
 
 /// Listens on a free loopback port.
@@ -54,6 +64,10 @@ pub fn bind() -> std::io::Result<std::net::TcpListener> {
 
 /// Serves until the task is aborted.
 pub async fn serve(listener: std::net::TcpListener, state: Arc<ServerState>) {
+    let tls = match &state.auth {
+        EndpointAuth::ClientCertificate(config) => Some(config.clone()),
+        EndpointAuth::BearerToken(_) => None,
+    };
     let router = Router::new()
         .route(
             "/containerLogs/{namespace}/{pod}/{container}",
@@ -69,18 +83,29 @@ pub async fn serve(listener: std::net::TcpListener, state: Arc<ServerState>) {
             return;
         }
     };
-    if let Err(error) = axum::serve(listener, router).await {
+    if let Some(config) = tls {
+        // Held for as long as the endpoint serves: connections close when
+        // the task is aborted.
+        let (_serving, shutdown) = tokio::sync::watch::channel(false);
+        let acceptor = tokio_rustls::TlsAcceptor::from(config);
+        crate::https::serve(listener, acceptor, router, shutdown).await;
+    } else if let Err(error) = axum::serve(listener, router).await {
         tracing::error!(%error, "the kubelet endpoint stopped");
     }
 }
 
-/// Whether the request carries the expected bearer token.
+/// Whether the request carries the expected bearer token, or came over
+/// TLS with a verified client certificate.
 fn authenticated(state: &ServerState, headers: &HeaderMap) -> bool {
+    let token = match &state.auth {
+        EndpointAuth::ClientCertificate(_) => return true,
+        EndpointAuth::BearerToken(token) => token,
+    };
     let given = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "));
-    !state.token.is_empty() && given == Some(state.token.as_str())
+    !token.is_empty() && given == Some(token.as_str())
 }
 
 /// A v1 Status answer, as the API server relays it to the client.
