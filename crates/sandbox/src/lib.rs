@@ -13,12 +13,14 @@
 //!   watch, apply, discovery and the per-kind rules of the write path;
 //! - [`controllers`]: garbage collection, namespace deletion and
 //!   endpoints, which Kubernetes runs in its controller manager;
-//! - [`node`]: the kubelet that runs pods as local processes and the
-//!   Service proxy.
+//! - [`node`]: the kubelet that runs pods as local processes or Docker
+//!   containers, and the Service proxy; it also joins a control plane the
+//!   sandbox did not start (`Node::join`, `tusk sandbox node`).
 //!
 //! Beside them: [`sandbox`] assembles and starts the API server and its
 //! controllers, [`client`] connects to a running sandbox (and
-//! [`fault_client`] injects faults into it), [`converge`]
+//! [`fault_client`] injects faults into it), `https` serves a router over
+//! TLS for the API server and the kubelet, [`converge`]
 //! applies manifests and says what has not converged yet, [`yaml11`]
 //! reads manifests as kubectl does (YAML 1.1's booleans and numbers), and
 //! [`testing`] is the harness tests use to start a sandbox and wait on

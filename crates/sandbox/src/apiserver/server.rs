@@ -1,4 +1,4 @@
-//! Serving the API over HTTPS ([`crate::https`]), every request handed to
+//! Serving the API over HTTPS (`crate::https`), every request handed to
 //! [`handlers::handle`].
 
 use std::sync::Arc;
