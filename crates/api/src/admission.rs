@@ -16,6 +16,8 @@
 //! The checks read only the CRD, so the rules declared on the Rust types are
 //! written once and enforced identically here and by the API server.
 
+pub mod cost;
+
 use std::fmt;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
@@ -45,7 +47,8 @@ impl fmt::Display for Violation {
 }
 
 impl Violation {
-    fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
+    /// A violation of `field` (empty for the object as a whole).
+    pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
         Self {
             field: field.into(),
             message: message.into(),

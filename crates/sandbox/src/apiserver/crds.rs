@@ -7,7 +7,7 @@ mod validations;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
-use tusk_api::admission::AdmissionSchema;
+use tusk_api::admission::{AdmissionSchema, cost};
 
 use crate::apiserver::error::Cause;
 use crate::apiserver::resources::{PrinterColumn, Resource, ScalePaths, Version, key};
@@ -70,6 +70,7 @@ pub fn validate(crd: &Value) -> Vec<Cause> {
             "Invalid value: must have exactly one version marked as storage version",
         ));
     }
+    let mut costed = Vec::new();
     for (index, version) in versions.iter().enumerate() {
         let path = format!("spec.versions[{index}].schema.openAPIV3Schema");
         match version.pointer("/schema/openAPIV3Schema") {
@@ -78,10 +79,15 @@ pub fn validate(crd: &Value) -> Vec<Cause> {
                 let structural = structural::violations(schema, &path);
                 let sound = structural.is_empty();
                 causes.extend(structural);
-                causes.extend(validations::violations(schema, &path, sound));
+                let rules = validations::violations(schema, &path, sound);
+                if sound && rules.is_empty() {
+                    costed.push((schema, path));
+                }
+                causes.extend(rules);
             }
         }
     }
+    causes.extend(cost_violations(&versions, costed));
     if let Some(strategy) = str_at(crd, "/spec/conversion/strategy")
         && strategy != "None"
     {
@@ -94,6 +100,34 @@ pub fn validate(crd: &Value) -> Vec<Cause> {
         });
     }
     causes
+}
+
+/// Rules over kube-apiserver's CEL cost budget, in the sound schemas
+/// (`costed`). kube-apiserver keeps one schema for all versions when they
+/// are identical and names its fields `spec.validation.openAPIV3Schema...`,
+/// estimating it once; otherwise each version's on its own.
+fn cost_violations(versions: &[Value], costed: Vec<(&Value, String)>) -> Vec<Cause> {
+    let schemas: Vec<Option<&Value>> = versions
+        .iter()
+        .map(|v| v.pointer("/schema/openAPIV3Schema"))
+        .collect();
+    let shared = schemas.windows(2).all(|pair| pair[0] == pair[1]);
+    let mut checks: Vec<(&Value, String)> = costed;
+    if shared {
+        checks.truncate(1);
+        if let Some((_, path)) = checks.first_mut() {
+            *path = "spec.validation.openAPIV3Schema".into();
+        }
+    }
+    checks
+        .into_iter()
+        .flat_map(|(schema, path)| cost::violations(schema, &path))
+        .map(|violation| Cause {
+            field: violation.field,
+            message: format!("Forbidden: {}", violation.message),
+            reason: "FieldValueForbidden",
+        })
+        .collect()
 }
 
 /// The status Kubernetes reports once a CRD is served.
@@ -228,4 +262,84 @@ fn printer_column(column: &Value) -> Option<PrinterColumn> {
         priority: column.get("priority").and_then(Value::as_i64).unwrap_or(0),
         json_path: column.get("jsonPath")?.as_str()?.to_owned(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn crd(versions: Vec<Value>) -> Value {
+        json!({
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": {"name": "widgets.example.com"},
+            "spec": {"group": "example.com", "scope": "Namespaced",
+                     "names": {"plural": "widgets", "kind": "Widget"},
+                     "versions": versions}
+        })
+    }
+
+    /// A version whose one rule matches every item of an unbounded list of
+    /// unbounded strings: far over the budget.
+    fn version(name: &str, storage: bool, rule: &str) -> Value {
+        json!({"name": name, "served": true, "storage": storage, "schema": {"openAPIV3Schema": {
+            "type": "object", "properties": {"spec": {"type": "object", "properties": {
+                "tags": {"type": "array", "items": {"type": "string"},
+                         "x-kubernetes-validations": [{"rule": rule}]}
+            }}}
+        }}})
+    }
+
+    const EXPENSIVE: &str = "self.all(t, t.matches('^[a-z]+$'))";
+
+    #[test]
+    fn crds_with_a_rule_over_the_cost_budget_are_refused_as_kube_apiserver_does() {
+        let causes = validate(&crd(vec![version("v1", true, EXPENSIVE)]));
+        let rule = "spec.validation.openAPIV3Schema.properties[spec].properties[tags]\
+                    .x-kubernetes-validations[0].rule";
+        let refused: Vec<&Cause> = causes.iter().filter(|c| c.field == rule).collect();
+        assert_eq!(refused.len(), 2, "{causes:#?}");
+        assert_eq!(refused[0].reason, "FieldValueForbidden");
+        assert!(
+            refused[0].message.starts_with(
+                "Forbidden: estimated rule cost exceeds budget by factor of more than 100x"
+            ),
+            "{}",
+            refused[0].message
+        );
+        assert!(
+            causes
+                .iter()
+                .any(|c| c.field == "spec.validation.openAPIV3Schema"
+                    && c.message
+                        .contains("estimated rule cost total for entire OpenAPIv3 schema")),
+            "{causes:#?}"
+        );
+    }
+
+    #[test]
+    fn crds_with_different_schemas_per_version_name_the_version() {
+        let causes = validate(&crd(vec![
+            version("v1", true, "size(self) < 3"),
+            version("v2", false, EXPENSIVE),
+        ]));
+        assert!(
+            causes.iter().any(|c| c
+                .field
+                .starts_with("spec.versions[1].schema.openAPIV3Schema.properties[spec]")),
+            "{causes:#?}"
+        );
+        assert!(
+            !causes
+                .iter()
+                .any(|c| c.field.starts_with("spec.versions[0]")),
+            "{causes:#?}"
+        );
+    }
+
+    #[test]
+    fn crds_with_cheap_rules_are_accepted() {
+        let causes = validate(&crd(vec![version("v1", true, "size(self) < 3")]));
+        assert!(causes.is_empty(), "{causes:#?}");
+    }
 }

@@ -4,10 +4,10 @@
 //! names a field the schema declares, and rule and `messageExpression` are
 //! CEL that parses.
 //!
-//! kube-apiserver also type-checks expressions against the schema and
-//! refuses rules whose statically estimated cost exceeds its budget; the
-//! sandbox's CEL library parses without type-checking and has no faithful
-//! cost estimate, so neither is checked here (see docs/sandbox.md).
+//! kube-apiserver also type-checks expressions against the schema, which
+//! the sandbox's CEL library (it parses without type-checking) does not do
+//! here (see docs/sandbox.md). Rules over the cost budget are refused by
+//! the CRD check itself, with `tusk_api::admission::cost`.
 
 use kube::core::cel::cel::Program;
 use serde_json::Value;
