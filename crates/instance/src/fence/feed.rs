@@ -97,11 +97,16 @@ impl Watchdog {
             Some(Ok(None)) => return,
             Some(Ok(Some(status))) => status.to_string(),
             Some(Err(error)) => error.to_string(),
-            None => "never started".to_owned(),
+            // Its start failed at the last renewal and was reported then.
+            None => {
+                let _ = self.spawn();
+                return;
+            }
         };
         tracing::error!(%exited, "the fence watchdog is not running; starting it again");
         if let Err(error) = self.spawn() {
-            tracing::error!(%error, "the primary is fenced by its manager alone");
+            self.child = None;
+            tracing::error!(%error, "the primary is fenced by its manager alone until the watchdog starts");
         }
     }
 
