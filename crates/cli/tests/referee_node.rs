@@ -36,6 +36,7 @@ use tusk_sandbox::testing::kube_up::{AuditEvent, Components, KubeUp};
 use tusk_sandbox::testing::{Images, build_images, eventually};
 
 const NODE: &str = "sandbox";
+const OPERATOR: &str = "system:serviceaccount:tusk-system:tusk-operator";
 const KUBECTL: Duration = Duration::from_secs(120);
 
 fn repo() -> PathBuf {
@@ -367,10 +368,32 @@ async fn a_cluster_runs_on_the_sandbox_node_joined_to_kube_up() {
         refused.is_empty(),
         "requests of the kubelet kube-apiserver refused: {refused:#?}"
     );
+    // Converged: the operator writes nothing more while nothing changes,
+    // but the renewals of its leader Lease, counted by kube-apiserver.
+    let operator_writes = |events: Vec<AuditEvent>| -> Vec<String> {
+        events
+            .into_iter()
+            .filter(|e| e.user.username == OPERATOR && e.is_write())
+            .filter(|e| !e.request_uri.contains("/leases/"))
+            .map(|e| format!("{} {}", e.verb, e.request_uri))
+            .collect()
+    };
+    let before = operator_writes(up.audit()).len();
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    let after = operator_writes(up.audit());
+    let converged_writes = &after[before.min(after.len())..];
+    assert!(
+        converged_writes.is_empty(),
+        "the operator's writes once 3 instances were Ready: {converged_writes:#?}"
+    );
+
     eprintln!(
         "on kube-up with the sandbox node: 1 instance Ready {:.0?} after the node started, 3 instances {:.0?}; the kubelet made {} requests as its node, none refused",
         ready_after,
         started.elapsed(),
         kubelet.len()
+    );
+    eprintln!(
+        "the operator made {before} writes besides its Lease to get there, none in 20 s after"
     );
 }

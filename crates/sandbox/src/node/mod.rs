@@ -21,7 +21,7 @@ use tokio::task::JoinHandle;
 
 use crate::controllers::node_lifecycle::{self, NodeLifecycleConfig};
 use kubelet::{KubeletConfig, KubeletError, KubeletFaults, KubeletHandle, PodAssignment};
-use proxy::LocalAddresses;
+use proxy::{EndpointSource, LocalAddresses};
 
 /// A running node.
 pub struct Node {
@@ -82,6 +82,7 @@ impl Node {
                 client,
                 kubelet.faults().service_cuts(),
                 addresses,
+                EndpointSource::Endpoints,
             )),
         ];
         Ok(Self {
@@ -92,7 +93,7 @@ impl Node {
 
     /// Joins a control plane the sandbox did not start: the kubelet (pods
     /// come from the cluster's scheduler), its volume provisioner and the
-    /// Service proxy, and the node lifecycle controller when `lifecycle`
+    /// Service proxy (reading EndpointSlices, as kube-proxy does), and the node lifecycle controller when `lifecycle`
     /// is given (for a kube-controller-manager that runs none, as
     /// kube-up's). Garbage collection, endpoints, namespaces, Deployments
     /// and ReplicaSets are the control plane's.
@@ -106,7 +107,9 @@ impl Node {
         let cluster = clients.cluster;
         let kubelet = kubelet::start_with_provisioner(clients.kubelet, cluster.clone(), config)?;
         let cuts = kubelet.faults().service_cuts();
-        let mut controllers = vec![tokio::spawn(proxy::run(cluster.clone(), cuts, addresses))];
+        let slices = EndpointSource::EndpointSlices;
+        let proxy = proxy::run(cluster.clone(), cuts, addresses, slices);
+        let mut controllers = vec![tokio::spawn(proxy)];
         if let Some(lifecycle) = lifecycle {
             controllers.push(tokio::spawn(node_lifecycle::run(cluster, lifecycle)));
         }

@@ -14,6 +14,7 @@
 
 mod addresses;
 pub mod cuts;
+mod endpoints;
 mod listener;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -28,6 +29,8 @@ use tokio::net::TcpListener;
 use crate::informer::Informer;
 pub use addresses::LocalAddresses;
 use cuts::ServiceCuts;
+use endpoints::EndpointCache;
+pub use endpoints::EndpointSource;
 use listener::{Backend, Connections, Listener};
 
 #[derive(Debug, thiserror::Error)]
@@ -151,14 +154,17 @@ fn backends(frontend: &Frontend, endpoints: Option<&Endpoints>) -> Vec<Backend> 
 
 /// Runs the proxy until the task is dropped, which closes every
 /// connection it carries and removes the addresses it added.
-pub async fn run(client: Client, cuts: ServiceCuts, mut addresses: LocalAddresses) {
+pub async fn run(
+    client: Client,
+    cuts: ServiceCuts,
+    mut addresses: LocalAddresses,
+    source: EndpointSource,
+) {
     let services = Informer::start(Api::<Service>::all(client.clone()));
-    let endpoints = Informer::start(Api::<Endpoints>::all(client.clone()));
+    let endpoints = EndpointCache::start(client, source);
     let (mut service_changes, mut endpoint_changes) =
-        (services.changes.clone(), endpoints.changes.clone());
-    if services.store.wait_until_ready().await.is_err()
-        || endpoints.store.wait_until_ready().await.is_err()
-    {
+        (services.changes.clone(), endpoints.changes());
+    if services.store.wait_until_ready().await.is_err() || !endpoints.ready().await {
         return;
     }
     let connections = Connections::default();
@@ -168,17 +174,7 @@ pub async fn run(client: Client, cuts: ServiceCuts, mut addresses: LocalAddresse
         let wanted = frontends(&services.store.state());
         listeners.retain(|frontend, _| wanted.contains(frontend));
         addresses.retain(&wanted.iter().map(|f| f.address.ip()).collect());
-        let by_name: BTreeMap<String, Arc<Endpoints>> = endpoints
-            .store
-            .state()
-            .into_iter()
-            .map(|e| {
-                (
-                    format!("{}/{}", e.namespace().unwrap_or_default(), e.name_any()),
-                    e,
-                )
-            })
-            .collect();
+        let snapshot = endpoints.snapshot();
         for frontend in wanted {
             if !listeners.contains_key(&frontend) {
                 match bind(&frontend, &cuts, &connections, &mut addresses).await {
@@ -192,10 +188,7 @@ pub async fn run(client: Client, cuts: ServiceCuts, mut addresses: LocalAddresse
                 }
             }
             if let Some(listener) = listeners.get(&frontend) {
-                listener.set_backends(backends(
-                    &frontend,
-                    by_name.get(&frontend.service).map(|e| e.as_ref()),
-                ));
+                listener.set_backends(snapshot.backends(&frontend));
             }
         }
         tokio::select! {
