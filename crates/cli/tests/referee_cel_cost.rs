@@ -11,7 +11,12 @@
 //! messages that join keys or name the first; a rule under an unbounded
 //! list (charged as many times as its object fits in a request); and a
 //! schema whose rules are each under the limit but together over the
-//! schema's. A table of every case is printed, so that drift shows:
+//! schema's. Then one probe a construct or function (macros, string and
+//! list functions, `in`, comparisons, quantities, URLs, int-or-string,
+//! literals as ranges): a list of objects checked by that one expression,
+//! as long as makes the sandbox's estimate 1.2 times the limit, so that
+//! kube-apiserver prints its own estimate to the sixth digit. A table of
+//! every case is printed, so that drift shows:
 //! `cargo test -p tusk --test referee_cel_cost -- --nocapture`.
 //!
 //! Where the shared folder is absent the test says so and returns.
@@ -214,10 +219,73 @@ fn cases() -> Vec<Case> {
                     "message": "immutable"}]}}}),
         ),
     ];
-    for (index, (name, spec)) in synthetic_cases.into_iter().enumerate() {
+    let mut specs: Vec<(String, Value)> = synthetic_cases.into_iter().collect();
+    for expression in PROBES {
+        // Sized so that the sandbox's estimate is 1.2 times the limit:
+        // kube-apiserver then prints its own to the sixth digit.
+        let (one, _) = sandbox_estimate(&synthetic(0, "", probe(expression, 1)).crd);
+        let copies = (PER_EXPRESSION_LIMIT as f64 * 1.2 / one.max(1) as f64).ceil() as u64;
+        specs.push((
+            format!("probe `{expression}`"),
+            probe(expression, copies.max(1)),
+        ));
+    }
+    for (index, (name, spec)) in specs.into_iter().enumerate() {
         cases.push(synthetic(index + 1, &name, spec));
     }
     cases
+}
+
+/// Expressions whose cost kube-apiserver is asked for, one construct or
+/// function each, on an item of [`probe`].
+const PROBES: &[&str] = &[
+    "self.tags.map(t, t.lowerAscii()).all(t, t.size() < 10)",
+    "self.name.split('-').size() <= 3",
+    "self.tags.join(',').size() < 100",
+    "self.name.replace('-', '_') != 'x'",
+    "self.name.indexOf('-') >= 0 && self.free.lastIndexOf('x') > 0",
+    "self.tags.exists_one(t, t == 'a')",
+    "self.labels.exists(k, self.labels[k].contains('x'))",
+    "'a' in self.labels && self.name in self.tags",
+    "self.name < self.free",
+    "type(self.port) == int ? self.port > 0 : self.port.matches('^[0-9]+%$')",
+    "quantity(self.size) == quantity('1Gi')",
+    "quantity(self.size) != quantity('1Gi')",
+    "isURL(self.url) && url(self.url).getHost() != ''",
+    "self.tags.filter(t, t.startsWith('a')).size() > 0 && self.tags.isSorted()",
+    "self.name.substring(1).trim().upperAscii() == 'X'",
+    "self.tags + ['x'] == self.tags",
+    "size(self.labels) <= 8 && self.count * 2 > 1",
+    "self.tags.all(t, self.labels.exists(k, k == t))",
+    "self.free.find('[0-9]+') != ''",
+    "[1, 2, 3].exists(x, x == self.count)",
+    "{'a': 1}.exists(k, k == self.name)",
+    "self.tags.map(t, t + '-').exists(t, t == self.name)",
+    "has(self.name) && self.name.endsWith('x')",
+    "int(self.count) + 1 > 0 && string(self.count) != ''",
+    "self.tags.exists(t, t.matches('^' + self.name + '$'))",
+    "self.name.matches(self.free)",
+];
+
+/// A list of `copies` objects, each checked by `expression`.
+fn probe(expression: &str, copies: u64) -> Value {
+    json!({"type": "object", "properties": {"probes": {
+    "type": "array", "maxItems": copies, "items": {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "maxLength": 64},
+            "free": {"type": "string"},
+            "tags": {"type": "array", "maxItems": 8,
+                     "items": {"type": "string", "maxLength": 32}},
+            "labels": {"type": "object", "maxProperties": 8,
+                       "additionalProperties": {"type": "string", "maxLength": 32}},
+            "count": {"type": "integer"},
+            "port": {"x-kubernetes-int-or-string": true, "maxLength": 8},
+            "size": {"type": "string", "maxLength": 16},
+            "url": {"type": "string", "maxLength": 128},
+        },
+        "x-kubernetes-validations": [{"rule": expression}],
+    }}}})
 }
 
 /// A judge's answer to one CRD.
