@@ -230,3 +230,34 @@ fn a_round_trip_keeps_the_users_fields_and_adds_no_status() {
     assert_eq!(back["spec"]["storage"], value["spec"]["storage"]);
     assert_eq!(back["spec"]["postgres"], value["spec"]["postgres"]);
 }
+
+/// kube-apiserver's own estimate (`tusk_api::admission::cost`, held to it
+/// by `crates/cli/tests/referee_cel_cost.rs`): no rule or message over its
+/// limit, nor the schema's total, with room to spare for the next rule.
+#[test]
+fn every_crd_is_within_kube_apiservers_cel_cost_budget() {
+    use tusk_api::admission::cost::{self, PER_EXPRESSION_LIMIT, SCHEMA_LIMIT};
+    for kind in ["PostgresCluster", "PostgresBackup"] {
+        let schema = schema(kind);
+        let path = "spec.validation.openAPIV3Schema";
+        let refused = cost::violations(&schema, path);
+        assert!(refused.is_empty(), "{kind}: {refused:#?}");
+        let costs = cost::schema_costs(&schema, path);
+        // A message is charged once: its cardinality is 1.
+        let costliest = costs
+            .iter()
+            .max_by_key(|e| e.charged())
+            .map(|e| (e.field.clone(), e.charged()));
+        let total = costs.iter().map(cost::ExpressionCost::charged).sum::<u64>();
+        if let Some((field, charged)) = costliest {
+            assert!(
+                charged <= PER_EXPRESSION_LIMIT / 2,
+                "{kind}: {field} costs {charged}, over half the limit of {PER_EXPRESSION_LIMIT}"
+            );
+        }
+        assert!(
+            total <= SCHEMA_LIMIT / 4,
+            "{kind}: the rules cost {total} together, over a quarter of {SCHEMA_LIMIT}"
+        );
+    }
+}
