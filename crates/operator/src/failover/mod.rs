@@ -8,16 +8,21 @@
 //!   now" cannot be asked of them;
 //! - the best candidate has the highest received LSN, then the highest
 //!   replayed LSN; a synchronous standby wins a tie;
-//! - `dataDurability: required` promotes only when the synchronous
-//!   replication the primary last reported proves that the best candidate
-//!   holds every acknowledged commit:
-//!   - `FIRST n`: a standby listed as `sync` is among the candidates (it
-//!     confirmed every commit, and the best is at least as far);
-//!   - `ANY n` of M quorum standbys: at least M - n + 1 of them are
-//!     candidates (every commit is on n of the M, so on one of these, and
-//!     the best is at least as far as each).
-//!
-//!   and the best candidate's received position covers the primary's last
+//! - `dataDurability: required` promotes only when the declared
+//!   synchronous replication proves that the best candidate holds every
+//!   acknowledged commit. The declaration is the operator's own: the rule
+//!   in force and the standbys `synchronous_standby_names` lists (every
+//!   other instance), with the set it replaces while a change may still
+//!   be in flight; what the primary last reported as `sync` or `quorum`
+//!   proves nothing (a standby may have become synchronous since). For
+//!   `ANY n` and `FIRST n` of M listed alike, each acknowledged commit was
+//!   confirmed by n of the M, so any M - n + 1 of them include one that
+//!   holds it: at least that many listed standbys must give their final
+//!   received position in this very pass (a candidate, or a stopped
+//!   witness below; one that does not answer is missing), and the best
+//!   candidate must have received at least as much as each
+//!   ([`tusk_postgres::synchronous::prove_every_commit`]); and
+//!   the best candidate's received position covers the primary's last
 //!   reported synchronous flush position (the position its synchronous
 //!   standbys had flushed, so every commit acknowledged by then): a
 //!   membership listed a while ago is not taken on trust alone.
@@ -48,7 +53,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use tusk_api::instance::{InstancePhase, InstanceReport, InstanceRole};
 use tusk_api::lsn::Lsn;
 use tusk_api::v1alpha1::{BlockedFailover, DataDurability, RecoveryPoint};
-use tusk_postgres::synchronous::{self, Synchronous, SynchronousMode};
+use tusk_postgres::synchronous::{self, DeclaredSet, Synchronous};
 
 pub use detect::{Unavailable, delay_left, primary_healthy, unavailable_since};
 
@@ -83,27 +88,31 @@ fn lsn(text: &str) -> Option<u64> {
     text.parse::<Lsn>().ok().map(|lsn| lsn.0)
 }
 
-/// The synchronous replication the failed primary last reported.
+/// The synchronous replication the failed primary may have run.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SyncSet {
-    /// `ANY n` (quorum) when true, `FIRST n` (priority) when false.
-    pub quorum: bool,
-    /// Standbys that confirm each commit (`n`).
-    pub number: u32,
-    /// Standbys the primary listed as `sync` or `quorum`.
-    pub members: Vec<String>,
+    /// Each `synchronous_standby_names` it may have run when it failed:
+    /// the one it was told last and, while a change is in flight, the one
+    /// before (`None`: asynchronous). Built by the operator from what it
+    /// declares, never from what the primary last reported.
+    pub declared: Vec<Option<DeclaredSet>>,
+    /// Standbys the primary last listed as `sync` or `quorum`: they win a
+    /// tie between candidates, and prove nothing.
+    pub reported: Vec<String>,
     /// The primary's last reported synchronous flush position: what its
     /// synchronous standbys had flushed, so every commit it acknowledged
-    /// by then (the `n`-th highest flush position among `members`).
+    /// by then (the `n`-th highest flush position among `reported`).
     /// `None` when it reported none.
     pub flushed: Option<u64>,
 }
 
 impl SyncSet {
-    /// The declared rule `synchronous` with the members the primary last
-    /// listed: the instances whose reported `sync_state` makes commits wait
-    /// for them, each with the flush position the primary reported for it.
-    pub fn reported<'a>(
+    /// The sets `declared`, with what the primary last reported of its
+    /// standbys: those whose reported `sync_state` makes commits wait for
+    /// them, and the flush position each commit acknowledged by then had
+    /// reached under `synchronous` (the rule in force).
+    pub fn new<'a>(
+        declared: Vec<Option<DeclaredSet>>,
         synchronous: &Synchronous,
         standbys: impl IntoIterator<Item = ReportedStandby<'a>>,
     ) -> Self {
@@ -123,23 +132,9 @@ impl SyncSet {
             .get(index.min(flushes.len()).saturating_sub(1))
             .copied();
         SyncSet {
-            quorum: synchronous.mode == SynchronousMode::Any,
-            number: synchronous.number,
-            members: confirming.iter().map(|s| s.name.to_owned()).collect(),
+            declared,
+            reported: confirming.iter().map(|s| s.name.to_owned()).collect(),
             flushed,
-        }
-    }
-
-    /// The synchronous rule this set was declared with.
-    fn rule(&self) -> Synchronous {
-        let mode = if self.quorum {
-            SynchronousMode::Any
-        } else {
-            SynchronousMode::First
-        };
-        Synchronous {
-            mode,
-            number: self.number,
         }
     }
 }
@@ -234,12 +229,14 @@ fn stopped_witness(last: &LastKnown<'_>, name: &str, report: &InstanceReport) ->
     .flatten()
 }
 
-/// True when the synchronous set proves that the most advanced of
-/// `candidates` (the first) holds every acknowledged commit: enough of the
-/// synchronous standbys are candidates or stopped witnesses (`others`,
-/// name and final received position), it received at least what each of
-/// them did, and at least what the primary last reported its synchronous
-/// standbys had flushed.
+/// True when the declared synchronous sets prove that the most advanced
+/// of `candidates` (the first) holds every acknowledged commit
+/// ([`synchronous::prove_every_commit`]), and it received at least what
+/// the primary last reported its synchronous standbys had flushed. A
+/// listed standby's position counts when it answered in this pass and
+/// receives no more: a candidate (the failed primary streams to no one
+/// whose view of its lease has lapsed) or a stopped witness (`others`).
+/// A listed standby that did not answer is missing.
 fn holds_every_acknowledged_commit(
     sync: Option<&SyncSet>,
     candidates: &[Candidate<'_>],
@@ -248,10 +245,18 @@ fn holds_every_acknowledged_commit(
     let (Some(sync), Some(best)) = (sync, candidates.first()) else {
         return false;
     };
-    let member = |name: &str| sync.members.iter().any(|m| m == name);
-    let present = candidates.iter().filter(|c| c.synchronous).count()
-        + others.iter().filter(|(name, _)| member(name)).count();
-    sync.rule().proves_every_commit(sync.members.len(), present)
+    let final_position = |name: &str| {
+        candidates
+            .iter()
+            .find(|c| c.name == name)
+            .map(|c| c.received)
+            .or_else(|| others.iter().find(|(n, _)| *n == name).map(|(_, p)| *p))
+    };
+    let proof = synchronous::prove_every_commit(&sync.declared, final_position, best.received);
+    if let Err(why) = &proof {
+        tracing::debug!(candidate = best.name, %why, "no proof that nothing acknowledged is lost");
+    }
+    proof.is_ok()
         && others
             .iter()
             .all(|(_, received)| best.received >= *received)
@@ -269,7 +274,7 @@ pub fn decide(
     let members: &[String] = last
         .synchronous
         .as_ref()
-        .map_or(&[], |s| s.members.as_slice());
+        .map_or(&[], |s| s.reported.as_slice());
     let mut candidates: Vec<Candidate<'_>> = reports
         .iter()
         .filter(|(name, report)| is_candidate(last, name, report))

@@ -1,5 +1,7 @@
 use k8s_openapi::jiff::Timestamp;
 
+use tusk_postgres::synchronous::SynchronousMode;
+
 use super::*;
 
 fn at(text: &str) -> Timestamp {
@@ -145,11 +147,21 @@ fn standby(name: &str, received: &str, replayed: &str) -> InstanceReport {
     }
 }
 
+/// The primary ran `ANY number` (quorum) or `FIRST number` over `members`
+/// and last reported them all synchronous.
 fn sync(quorum: bool, number: u32, members: &[&str]) -> Option<SyncSet> {
+    let mode = if quorum {
+        SynchronousMode::Any
+    } else {
+        SynchronousMode::First
+    };
+    let members: Vec<String> = members.iter().map(|m| (*m).to_owned()).collect();
     Some(SyncSet {
-        quorum,
-        number,
-        members: members.iter().map(|m| (*m).to_owned()).collect(),
+        declared: vec![Some(DeclaredSet {
+            rule: Synchronous { mode, number },
+            members: members.clone(),
+        })],
+        reported: members,
         flushed: None,
     })
 }
@@ -480,7 +492,8 @@ fn reported(name: &str, state: &str, flush: &str) -> (String, String, String) {
 }
 
 fn sync_set(mode: SynchronousMode, number: u32, standbys: &[(String, String, String)]) -> SyncSet {
-    SyncSet::reported(
+    SyncSet::new(
+        Vec::new(),
         &Synchronous { mode, number },
         standbys.iter().map(|(name, state, flush)| ReportedStandby {
             name,
@@ -510,7 +523,7 @@ fn the_synchronous_flush_position_is_what_every_acknowledged_commit_reached() {
     for (mode, number, flushed) in cases {
         let set = sync_set(mode, number, &standbys);
         assert_eq!(set.flushed, Some(flushed), "{mode:?} {number}");
-        assert_eq!(set.members, ["db-2", "db-3", "db-4"]);
+        assert_eq!(set.reported, ["db-2", "db-3", "db-4"]);
     }
     let first = sync_set(
         First,
@@ -592,6 +605,44 @@ fn required_durability_needs_the_last_synchronous_flush_position_received() {
             matches!(decision, Decision::Blocked { .. }),
             blocked,
             "{received}"
+        );
+    }
+}
+
+#[test]
+fn a_standby_listed_just_before_the_loss_must_answer() {
+    // The primary listed db-4 in its synchronous set (it joined just
+    // before) and last reported only db-2 and db-3 as quorum: db-4 may
+    // have confirmed the last commits with the other lost one. Declared
+    // ANY 1 of three, FIRST 1 of three: every one must answer.
+    let reports = [
+        standby("db-2", "0/3000100", "0/3000100"),
+        standby("db-3", "0/3000100", "0/3000100"),
+    ];
+    for quorum in [true, false] {
+        let mut set = sync(quorum, 1, &["db-2", "db-3", "db-4"]);
+        if let Some(set) = &mut set {
+            set.reported = vec!["db-2".into(), "db-3".into()];
+        }
+        let decision = decide_with(
+            &reports,
+            "0/3000100",
+            set.clone(),
+            DataDurability::Required,
+            false,
+        );
+        assert!(
+            matches!(decision, Decision::Blocked { .. }),
+            "quorum {quorum}: {decision:?}"
+        );
+        // db-4 answers, stopped where the primary left it: proven.
+        let mut four = reports.to_vec();
+        four.push(standby("db-4", "0/3000080", "0/3000080"));
+        let decision = decide_with(&four, "0/3000100", set, DataDurability::Required, false);
+        assert_eq!(
+            promoted(&decision).map(|(_, gap)| gap),
+            Some(0),
+            "{decision:?}"
         );
     }
 }

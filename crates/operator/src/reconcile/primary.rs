@@ -313,9 +313,11 @@ fn being_deleted(pods: &[k8s_openapi::api::core::v1::Pod]) -> Vec<String> {
 }
 
 /// What is known of the failed primary `from` and of its synchronous
-/// standbys, from the freshest source: its own report in this pass when
-/// it still answers as a primary listing standbys, otherwise what the
-/// status last recorded (a silent primary says nothing any more).
+/// standbys. Its position and reported standbys come from the freshest
+/// source: its own report in this pass when it still answers as a primary
+/// listing standbys, otherwise what the status last recorded (a silent
+/// primary says nothing any more). Its synchronous sets are the operator's
+/// own ([`declared_sets`]).
 fn last_known<'a>(
     previous: &'a PostgresClusterStatus,
     observed: &'a Observed,
@@ -327,23 +329,28 @@ fn last_known<'a>(
         .reports
         .get(from)
         .filter(|r| r.role == InstanceRole::Primary && !r.standbys.is_empty());
-    let synchronous = valid.synchronous.as_ref().map(|sync| match fresh {
-        Some(report) => failover::SyncSet::reported(
-            sync,
-            report.standbys.iter().map(|s| ReportedStandby {
-                name: &s.name,
-                sync_state: Some(&s.sync_state),
-                flush_lsn: s.flush_lsn.as_deref(),
-            }),
-        ),
-        None => failover::SyncSet::reported(
-            sync,
-            previous.instances.iter().map(|i| ReportedStandby {
-                name: &i.name,
-                sync_state: i.sync_state.as_deref(),
-                flush_lsn: i.flush_lsn.as_deref(),
-            }),
-        ),
+    let synchronous = valid.synchronous.as_ref().map(|sync| {
+        let declared = declared_sets(previous, observed, valid, from);
+        match fresh {
+            Some(report) => failover::SyncSet::new(
+                declared,
+                sync,
+                report.standbys.iter().map(|s| ReportedStandby {
+                    name: &s.name,
+                    sync_state: Some(&s.sync_state),
+                    flush_lsn: s.flush_lsn.as_deref(),
+                }),
+            ),
+            None => failover::SyncSet::new(
+                declared,
+                sync,
+                previous.instances.iter().map(|i| ReportedStandby {
+                    name: &i.name,
+                    sync_state: i.sync_state.as_deref(),
+                    flush_lsn: i.flush_lsn.as_deref(),
+                }),
+            ),
+        }
     });
     failover::LastKnown {
         primary: from,
@@ -356,6 +363,59 @@ fn last_known<'a>(
         synchronous,
         excluded: Vec::new(),
     }
+}
+
+/// Every `synchronous_standby_names` the failed primary `from` may have
+/// run. Its manager lists every other instance of `status.instances` (any
+/// standby while there is none) under the rule of `status.lastValidSpec`;
+/// the operator writes both, and the primary applies them a watch event
+/// later. So the members are every instance the operator knows of besides
+/// `from` (the status, the pods, the reports, and whatever the primary
+/// last listed as synchronous): a superset of any set the primary ran,
+/// which only asks more standbys to answer. The rules are the one this
+/// pass validated and, when it differs, the one the primary was last told
+/// (a change in flight).
+fn declared_sets(
+    previous: &PostgresClusterStatus,
+    observed: &Observed,
+    valid: &ValidatedCluster,
+    from: &str,
+) -> Vec<Option<tusk_postgres::synchronous::DeclaredSet>> {
+    let mut members: Vec<String> = previous
+        .instances
+        .iter()
+        .map(|i| i.name.clone())
+        .chain(observed.children.pods.iter().map(ResourceExt::name_any))
+        .chain(observed.reports.keys().cloned())
+        .chain(
+            observed
+                .reports
+                .get(from)
+                .into_iter()
+                .flat_map(|r| r.standbys.iter().map(|s| s.name.clone())),
+        )
+        .filter(|name| name != from)
+        .collect();
+    members.sort_unstable();
+    members.dedup();
+    let told = previous
+        .last_valid_spec
+        .as_ref()
+        .and_then(|record| record.read().ok())
+        .and_then(|spec| spec.synchronous().ok());
+    let mut rules = vec![valid.synchronous];
+    if let Some(told) = told.filter(|told| *told != valid.synchronous) {
+        rules.push(told);
+    }
+    rules
+        .into_iter()
+        .map(|rule| {
+            rule.map(|rule| tusk_postgres::synchronous::DeclaredSet {
+                rule,
+                members: members.clone(),
+            })
+        })
+        .collect()
 }
 
 /// Turns a decision that is not blocked into the check to record and the

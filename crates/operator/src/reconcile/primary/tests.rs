@@ -414,6 +414,66 @@ fn a_primary_that_still_answers_gives_the_freshest_synchronous_flush_position() 
 }
 
 #[test]
+fn a_stale_synchronous_listing_proves_nothing_once_a_listed_standby_is_lost() {
+    // The status last recorded orders-2 as the synchronous standby
+    // (FIRST 1) or the only quorum member (ANY 1: orders-3 had not yet
+    // connected). Since then orders-3 may have become synchronous and
+    // confirmed the last commits alone; it is lost with the primary.
+    // orders-2 answers, but cannot prove it holds those commits.
+    for (mode, orders_2, orders_3) in [
+        ("first", "sync", Some("potential")),
+        ("any", "quorum", None),
+    ] {
+        let mut declared = spec("required", true);
+        declared["replication"]["synchronous"]["mode"] = json!(mode);
+        let mut status = serving();
+        status.instances[1].sync_state = Some(orders_2.into());
+        status.instances[2].sync_state = orders_3.map(str::to_owned);
+        let mut observed = primary_failed();
+        observed.children.pods[2] = pod("orders-3", false);
+        observed.reports.remove("orders-3");
+        let (check, _) = judged_with(&with_status(declared.clone(), &status), &observed);
+        assert_eq!(promoted(&check), None, "{mode}: {check:?}");
+        assert_eq!(
+            check.blocked.map(|b| b.to).as_deref(),
+            Some("orders-2"),
+            "{mode}"
+        );
+        // orders-3 answers with its final position: the proof holds.
+        let (check, _) = judged_with(&with_status(declared, &status), &primary_failed());
+        assert_eq!(promoted(&check), Some(("orders-3", 0)), "{mode}");
+    }
+}
+
+#[test]
+fn a_synchronous_number_raised_in_flight_is_proven_under_the_old_one_too() {
+    // ANY 1 recorded in status.lastValidSpec (what orders-1's manager
+    // runs), ANY 2 declared in this very pass. Under ANY 2 of two, one
+    // answering standby would do; under ANY 1, which the primary may
+    // still have run, both must answer.
+    let mut told = spec("required", true);
+    told["replication"]["synchronous"] = json!({"mode": "any", "number": 1});
+    let mut raised = told.clone();
+    raised["replication"]["synchronous"]["number"] = json!(2);
+    let mut status = serving();
+    status.instances[1].sync_state = Some("quorum".into());
+    status.instances[2].sync_state = Some("quorum".into());
+    let mut observed = primary_failed();
+    observed.reports.remove("orders-3");
+    // (the spec the primary was told, blocked)
+    for (recorded, blocked) in [(None, false), (Some(told), true)] {
+        let mut status = status.clone();
+        status.last_valid_spec = recorded.map(|spec| tusk_api::v1alpha1::LastValidSpec {
+            generation: 1,
+            spec,
+        });
+        let (check, _) = judged_with(&with_status(raised.clone(), &status), &observed);
+        assert_eq!(check.blocked.is_some(), blocked, "{check:?}");
+        assert_eq!(check.record.is_some(), !blocked, "{check:?}");
+    }
+}
+
+#[test]
 fn a_switchover_starts_only_while_the_primary_serves() {
     let serving_check = FailoverCheck {
         primary_available: Some(true),
