@@ -181,6 +181,59 @@ async fn connect(client: &Client, service: &str) -> Result<tokio_postgres::Clien
     Ok(sql)
 }
 
+/// Kills the primary's PostgreSQL container (through Docker, as a crash
+/// would) until the operator targets another instance; returns the
+/// former and the new primary and how long the choice took.
+async fn fail_over(
+    node: &JoinedNode,
+    clusters: &Api<PostgresCluster>,
+    pods: &Api<Pod>,
+) -> (String, String, Duration) {
+    let status = |clusters: Api<PostgresCluster>| async move {
+        clusters
+            .get("small")
+            .await
+            .ok()
+            .and_then(|c| c.status)
+            .unwrap_or_default()
+    };
+    let old = status(clusters.clone())
+        .await
+        .current_primary
+        .expect("a primary");
+    let uid = pods
+        .get(&old)
+        .await
+        .ok()
+        .and_then(|p| p.metadata.uid)
+        .expect("the primary's pod");
+    let container = format!("tusk-{}-{uid}-postgres", sandbox_id(node.data_dir.path()));
+    let started = Instant::now();
+    loop {
+        // Not running between restarts: nothing to kill then.
+        let _ = Command::new("docker")
+            .args(["kill", &container])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+        let now = status(clusters.clone()).await;
+        if let Some(new) = now.target_primary.as_ref().filter(|t| **t != old) {
+            let record = now.last_failover.expect("the failover is recorded");
+            assert_eq!(
+                record.lsn_gap_bytes, 0,
+                "a synchronous standby loses nothing"
+            );
+            return (old, new.clone(), started.elapsed());
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "no failover from {old} in 120 s: {now:#?}\nnode log:\n{}",
+            node.log()
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_cluster_runs_on_the_sandbox_node_joined_to_kube_up() {
     let Some(up) = KubeUp::start(Components {
@@ -303,12 +356,17 @@ async fn a_cluster_runs_on_the_sandbox_node_joined_to_kube_up() {
         "kubectl logs shows the instance's log"
     );
 
-    // Three instances: the new ones clone the primary and replicate.
+    // Three instances: the new ones clone the primary and replicate, one
+    // of them synchronously, so a failover loses no acknowledged write.
     clusters
         .patch(
             "small",
             &PatchParams::default(),
-            &Patch::Merge(serde_json::json!({"spec": {"instances": 3}})),
+            &Patch::Merge(serde_json::json!({"spec": {
+                "instances": 3,
+                "replication": {"synchronous": {"mode": "any", "number": 1}},
+                "failover": {"delaySeconds": 5, "dataDurability": "required"},
+            }})),
         )
         .await
         .expect("the cluster grows to 3 instances");
@@ -323,6 +381,19 @@ async fn a_cluster_runs_on_the_sandbox_node_joined_to_kube_up() {
         "3 instances are not Ready after 420 s: {:?}",
         clusters.get("small").await.ok().and_then(|c| c.status)
     );
+    eventually(
+        "a standby confirming commits",
+        Duration::from_secs(120),
+        || async {
+            let status = clusters.get("small").await.ok()?.status?;
+            status
+                .instances
+                .iter()
+                .any(|i| matches!(i.sync_state.as_deref(), Some("quorum" | "sync")))
+                .then_some(())
+        },
+    )
+    .await;
     sql.execute("INSERT INTO referee VALUES (2, 'replicated')", &[])
         .await
         .expect("a second row is written through small-rw");
@@ -387,6 +458,34 @@ async fn a_cluster_runs_on_the_sandbox_node_joined_to_kube_up() {
         "the operator's writes once 3 instances were Ready: {converged_writes:#?}"
     );
 
+    // A failover: the primary's PostgreSQL container is killed until the
+    // operator chooses another instance, which then serves every row.
+    let failover = fail_over(&node, &clusters, &pods).await;
+    let rows = eventually(
+        "every acknowledged row through small-rw on the new primary",
+        Duration::from_secs(90),
+        || async {
+            let primary = connect(&client, "small-rw").await.ok()?;
+            let in_recovery: bool = primary
+                .query_one("SELECT pg_is_in_recovery()", &[])
+                .await
+                .ok()?
+                .get(0);
+            let count: i64 = primary
+                .query_one("SELECT count(*) FROM referee", &[])
+                .await
+                .ok()?
+                .get(0);
+            (!in_recovery).then_some(count)
+        },
+    )
+    .await;
+    assert_eq!(rows, 2, "no acknowledged row is lost in the failover");
+
+    eprintln!(
+        "failover {} -> {} chosen {:.0?} after the first kill",
+        failover.0, failover.1, failover.2
+    );
     eprintln!(
         "on kube-up with the sandbox node: 1 instance Ready {:.0?} after the node started, 3 instances {:.0?}; the kubelet made {} requests as its node, none refused",
         ready_after,
