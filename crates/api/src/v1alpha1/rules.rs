@@ -7,13 +7,18 @@
 //! error knows what to change.
 //!
 //! kube-apiserver estimates every rule's cost before it accepts the CRD and
-//! refuses one whose worst case is over its budget (1,000,000 units a rule
-//! and message, 100,000,000 for the schema). The worst case is taken from
-//! the schema's bounds, so every map and string a rule walks is bounded
-//! (`maxProperties`, `maxLength`), and a message names the first offending
-//! key rather than joining them all: a list of map keys has no bounded
-//! length, so `join` alone is estimated over the budget. A differential test
-//! installs the CRDs on a real kube-apiserver (`crates/cli/tests/referee_*`).
+//! refuses one whose worst case is over its budget (10,000,000 units a rule,
+//! times the times its node can occur, and a message; 100,000,000 for the
+//! schema; 1,000,000 is the limit of one evaluation at runtime). The worst
+//! case is taken from the schema's bounds, so every map and string a rule
+//! walks is bounded (`maxProperties`, `maxLength`), and a message names the
+//! first offending key rather than joining them all: map keys have no
+//! declared size, so a joined list of them is estimated over the budget.
+//! `crate::admission::cost` estimates as kube-apiserver does: the sandbox
+//! refuses an over-budget CRD with it, `crates/api/tests/crd_contract.rs`
+//! keeps these rules well within budget, and
+//! `crates/cli/tests/referee_cel_cost.rs` holds the estimate to a real
+//! kube-apiserver's (`referee_install.rs` installs the CRDs there).
 
 use std::collections::BTreeMap;
 
