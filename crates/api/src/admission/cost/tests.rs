@@ -246,3 +246,53 @@ fn tusks_own_crds_are_within_budget() {
         assert!(refused.is_empty(), "{refused:#?}");
     }
 }
+
+#[test]
+fn library_functions_and_literal_ranges_cost_what_kube_apiserver_estimates() {
+    let table: &[(&str, &str, u64)] = &[
+        // Each step adds [x.lowerAscii()] (17); the mapped list has no
+        // path, so its items are sized from `self` (0).
+        (
+            "map, then all",
+            "self.items.map(x, x.lowerAscii()).all(x, x.size() < 10)",
+            129,
+        ),
+        ("split walks twice", "self.name.split('-').size() <= 3", 12),
+        (
+            "join: items and separators",
+            "self.items.join(',').size() < 100",
+            21,
+        ),
+        (
+            "replace walks twice",
+            "self.name.replace('-', '_') != 'x'",
+            11,
+        ),
+        ("in a map is one unit", "'a' in self.labels", 3),
+        ("in a list, one unit an item", "self.name in self.items", 9),
+        ("strings compared", "self.name < self.free", 8),
+        ("lists concatenated", "self.items + ['x'] == self.items", 16),
+        (
+            "a literal list as range",
+            "[1, 2, 3].exists(x, x == self.n)",
+            32,
+        ),
+        (
+            "find: text times pattern",
+            "self.free.find('[0-9]+') != ''",
+            629_148,
+        ),
+        ("indexOf walks the string", "self.name.indexOf('-') >= 0", 7),
+        ("isSorted compares strings", "self.items.isSorted()", 27),
+    ];
+    let mut wrong = Vec::new();
+    for (construct, expression, expected) in table {
+        let actual = cost(expression);
+        if actual != *expected {
+            wrong.push(format!(
+                "{construct}: `{expression}` costs {actual}, not {expected}"
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
