@@ -517,3 +517,37 @@ async fn a_rule_on_a_declared_metadata_name_is_admitted() {
         .expect_err("rule applies");
     assert_mentions(&message(&refused), "metadata.name: name too long");
 }
+
+/// kube-apiserver estimates a rule's CEL cost from the schema's bounds and
+/// refuses one over its budget; with one version, the schema is named as
+/// the CRD's only one.
+#[tokio::test]
+async fn a_rule_over_the_cel_cost_budget_is_refused() {
+    let message = refused_crd(add_root_rule(
+        json!({"rule": "self.spec.items.all(i, !has(i.value) || i.value.matches('^[a-z]+$'))"}),
+    ))
+    .await;
+    assert_mentions(
+        &message,
+        "spec.validation.openAPIV3Schema.x-kubernetes-validations[0].rule: Forbidden: \
+         estimated rule cost exceeds budget by factor of more than 100x",
+    );
+}
+
+#[tokio::test]
+async fn a_rule_within_the_cel_cost_budget_is_admitted() {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let t = TestSandbox::start().await;
+    let mut crd = crate::common::widget_crd();
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["items"]
+        ["maxItems"] = json!(16);
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["items"]
+        ["items"]["properties"]["value"]["maxLength"] = json!(63);
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["x-kubernetes-validations"] =
+        json!([{"rule": "self.spec.items.all(i, !has(i.value) || i.value.matches('^[a-z]+$'))"}]);
+    let crd: CustomResourceDefinition = serde_json::from_value(crd).expect("decodes");
+    let api: Api<CustomResourceDefinition> = Api::all(t.client.clone());
+    api.create(&PostParams::default(), &crd)
+        .await
+        .expect("bounded, the rule is cheap enough");
+}
