@@ -15,6 +15,12 @@
 //! that a primary that can no longer renew it loses its synchronous
 //! confirmations too.
 //!
+//! Both tasks are supervised: a panic in one would otherwise leave its
+//! last word standing (the lease "held", a holder "live"). The lease task
+//! that panics says at once that the lease is not held, fences as a lapse
+//! does, and starts again from a fresh read; the view task says that no
+//! one may be followed, and starts again.
+//!
 //! - [`decide`]: the pure choice of the next lease request.
 //! - [`lease`]: the requests.
 //! - [`view`]: a standby's view of the lease.
@@ -23,8 +29,12 @@ pub mod decide;
 mod lease;
 pub mod view;
 
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
 use std::time::Duration;
+
+use futures::FutureExt;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::{Api, Client};
@@ -135,13 +145,59 @@ pub struct Guard {
     pub watchdog: Option<Watchdog>,
 }
 
-/// Renews while wanted, until the handle is dropped.
+/// The requests of one lease round, apart so that the supervision of
+/// [`hold`] can be tested without an API server.
+trait Rounds: Send {
+    /// Reads the lease if needed, decides and writes.
+    fn renew(&mut self, intent: &Intent) -> impl Future<Output = Result<Outcome, String>> + Send;
+    /// Forgets the written copy: the next round reads the lease.
+    fn forget(&mut self);
+}
+
+impl Rounds for LeaseClient {
+    async fn renew(&mut self, intent: &Intent) -> Result<Outcome, String> {
+        self.round(intent).await.map_err(|error| error.to_string())
+    }
+
+    fn forget(&mut self) {
+        LeaseClient::forget(self);
+    }
+}
+
+/// Renews while wanted, until the handle is dropped. A panic in a round
+/// leaves nothing held: [`Primacy::held`] turns false at once, PostgreSQL
+/// running as primary is fenced as when the lease lapses, and renewing
+/// starts again a renewal period later from a fresh read of the lease.
 async fn hold(
-    mut client: LeaseClient,
+    mut client: impl Rounds,
     mut intent_rx: watch::Receiver<Intent>,
     held_tx: watch::Sender<bool>,
     state: SharedState,
     mut guard: Guard,
+) {
+    loop {
+        let renewing = renew(&mut client, &mut intent_rx, &held_tx, &state, &mut guard);
+        if AssertUnwindSafe(renewing).catch_unwind().await.is_ok() {
+            return;
+        }
+        held_tx.send_if_modified(|held| std::mem::replace(held, false));
+        client.forget();
+        let intent = intent_rx.borrow().clone();
+        tracing::error!("the primary lease task panicked: the lease counts as lost");
+        if intent.hold || state.lock().primary_pid.is_some() {
+            fence(&state, &mut guard, "the primary lease task panicked").await;
+        }
+        tokio::time::sleep(intent.timing.renew_every).await;
+    }
+}
+
+/// The renewals of [`hold`], until the handle is dropped.
+async fn renew(
+    client: &mut impl Rounds,
+    intent_rx: &mut watch::Receiver<Intent>,
+    held_tx: &watch::Sender<bool>,
+    state: &SharedState,
+    guard: &mut Guard,
 ) {
     let mut held_until: Option<Instant> = None;
     // After a restart this manager may still be the holder: look once.
@@ -154,15 +210,15 @@ async fn hold(
         if !guarding {
             // PostgreSQL does not run as primary (any more): a lapse from
             // here fences nothing.
-            guard.disarm(&state);
+            guard.disarm(state);
         }
         if intent.hold || maybe_holder {
             // Bounded, so that a hung request never delays the fence.
             let limit = (intent.timing.renew_every * 2).min(
                 held_until.map_or(Duration::MAX, |until| until.saturating_duration_since(sent)),
             );
-            let round = match tokio::time::timeout(limit, client.round(&intent)).await {
-                Ok(result) => result.map_err(|error| error.to_string()),
+            let round = match tokio::time::timeout(limit, client.renew(&intent)).await {
+                Ok(result) => result,
                 Err(_) => Err(format!("no answer within {:.1} s", limit.as_secs_f64())),
             };
             match round {
@@ -176,15 +232,10 @@ async fn hold(
                         (outcome == Outcome::Held).then(|| sent + intent.timing.fence_after);
                     maybe_holder = held_until.is_some();
                     if let Some(until) = held_until {
-                        guard.arm(&state, until);
+                        guard.arm(state, until);
                     }
                     if was_held && held_until.is_none() && guarding {
-                        fence(
-                            &state,
-                            &mut guard,
-                            "another instance holds the primary lease",
-                        )
-                        .await;
+                        fence(state, guard, "another instance holds the primary lease").await;
                     }
                 }
                 Err(error) => {
@@ -201,12 +252,7 @@ async fn hold(
         if held_until.is_some_and(|until| Instant::now() >= until) {
             held_until = None;
             if guarding {
-                fence(
-                    &state,
-                    &mut guard,
-                    "the primary lease was not renewed in time",
-                )
-                .await;
+                fence(state, guard, "the primary lease was not renewed in time").await;
             }
         }
         held_tx.send_if_modified(|held| {
@@ -265,5 +311,94 @@ async fn fence(state: &SharedState, guard: &mut Guard, why: &str) {
             processes = ?left,
             "fencing: processes of PostgreSQL survive SIGKILL; /healthz fails until they are gone"
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::VecDeque;
+    use std::process::{Command, Stdio};
+
+    use super::*;
+
+    /// What a scripted lease round does.
+    enum Answer {
+        Held,
+        Panic,
+    }
+
+    /// A lease that answers as scripted, then is not held.
+    struct Scripted(VecDeque<Answer>);
+
+    impl Rounds for Scripted {
+        async fn renew(&mut self, _: &Intent) -> Result<Outcome, String> {
+            match self.0.pop_front() {
+                Some(Answer::Held) => Ok(Outcome::Held),
+                Some(Answer::Panic) => panic!("a lease round panics"),
+                None => Ok(Outcome::NotHeld),
+            }
+        }
+
+        fn forget(&mut self) {}
+    }
+
+    #[tokio::test]
+    async fn a_lease_task_that_panics_stops_holding_and_fences_the_primary() {
+        // A stand-in for PostgreSQL running as primary under the lease.
+        let pgdata = tempfile::tempdir().expect("temp dir");
+        let mut postmaster = Command::new("sleep")
+            .arg("60")
+            .current_dir(pgdata.path())
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("sleep");
+        let pid = i32::try_from(postmaster.id()).expect("pid");
+        let state = SharedState::default();
+        {
+            let mut state = state.lock();
+            state.postmaster_pid = Some(pid);
+            state.primary_pid = Some(pid);
+        }
+        // A 1 s lease: renewed every 200 ms, fenced 600 ms after a renewal.
+        let timing = LeaseTiming::for_delay(1);
+        let (intent, intent_rx) = watch::channel(Intent {
+            hold: true,
+            takeover: None,
+            timing,
+        });
+        let (held_tx, mut held) = watch::channel(false);
+        let script = Scripted(VecDeque::from([Answer::Held, Answer::Held, Answer::Panic]));
+        let guard = Guard {
+            pgdata: pgdata.path().to_owned(),
+            watchdog: None,
+        };
+        let task = tokio::spawn(hold(script, intent_rx, held_tx, state.clone(), guard));
+        let limit = Duration::from_secs(10);
+        tokio::time::timeout(limit, held.wait_for(|held| *held))
+            .await
+            .expect("held within 10 s")
+            .expect("the lease task runs");
+        // The third round panics: not held any more, at once...
+        tokio::time::timeout(limit, held.wait_for(|held| !*held))
+            .await
+            .expect("the panic lets go of the lease")
+            .expect("the lease task runs");
+        // ...and PostgreSQL is fenced, its exit a fence and not a crash.
+        let status = tokio::task::spawn_blocking(move || postmaster.wait())
+            .await
+            .expect("joined")
+            .expect("waited");
+        assert!(!status.success(), "killed: {status}");
+        let after = state.snapshot();
+        assert!(after.lease_fenced, "{after:?}");
+        assert_eq!(after.primary_pid, None);
+        // The task is alive: it renews again (here: not held) until the
+        // handle goes.
+        assert!(!task.is_finished(), "supervised, not dead");
+        drop(intent);
+        tokio::time::timeout(limit, task)
+            .await
+            .expect("ends with its handle")
+            .expect("no panic escapes");
     }
 }

@@ -22,9 +22,10 @@
 //! [`live_holder`] is the pure rule; [`LeaseWatch`] feeds it from a watch
 //! on the lease (and reads while no renewal comes) and publishes it.
 
+use std::panic::AssertUnwindSafe;
 use std::time::Duration;
 
-use futures::{StreamExt, TryStreamExt};
+use futures::{FutureExt, StreamExt, TryStreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
 use kube::runtime::{WatchStreamExt, watcher};
@@ -136,8 +137,25 @@ pub fn reachable(last_answer: Option<Instant>, window: Duration, now: Instant) -
 
 impl LeaseWatch {
     /// Publishes [`live_holder`] at every change and every lapse, until
-    /// every receiver is gone.
+    /// every receiver is gone. A panic in the watch publishes that no one
+    /// may be followed (its last word could name a holder whose lease
+    /// lapses unseen), and the watch starts again.
     pub async fn run(self) {
+        loop {
+            let watching = AssertUnwindSafe(self.watch()).catch_unwind().await;
+            if watching.is_ok() || self.sender.is_closed() {
+                return;
+            }
+            tracing::error!(lease = %self.name, "the primary lease view panicked: streaming from no one");
+            publish(&self.sender, &self.name, Follow::Nobody);
+            tokio::time::sleep(
+                LeaseTiming::for_duration(tusk_api::primacy::MIN_LEASE_SECONDS).renew_every,
+            )
+            .await;
+        }
+    }
+
+    async fn watch(&self) {
         let LeaseWatch {
             api,
             name,
@@ -200,7 +218,7 @@ impl LeaseWatch {
             let now = Instant::now();
             state.lock().api_server_reachable =
                 Some(reachable(view.last_answer, timing.fence_after, now));
-            publish(&sender, &name, live_holder(view.seen.as_ref(), now));
+            publish(sender, name, live_holder(view.seen.as_ref(), now));
         }
     }
 }
