@@ -5,12 +5,15 @@
 //! says the kubelet works and stays `True` under pressure, as a kubelet's
 //! does (pressure keeps pods away through taints, not through Ready).
 //!
-//! A condition's `lastTransitionTime` changes only when its status does;
+//! A condition's `lastTransitionTime` changes only when its status does,
+//! compared with what the Node says now (the node lifecycle controller
+//! sets conditions `Unknown` while the kubelet is silent);
 //! `lastHeartbeatTime` is every report's time.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use k8s_openapi::api::core::v1::NodeCondition;
 use serde_json::{Value, json};
 
 /// The memory the kubelet keeps back from pods (its eviction threshold).
@@ -126,6 +129,25 @@ impl Transitions {
         }
     }
 
+    /// Takes the Node's conditions as the API has them now, so that a
+    /// status another writer changed (to `Unknown`) transitions anew.
+    pub fn seen(&mut self, current: &[NodeCondition]) {
+        for condition in current {
+            let Some(kind) = self.since.keys().find(|k| **k == condition.type_).copied() else {
+                continue;
+            };
+            let since = condition
+                .last_transition_time
+                .as_ref()
+                .map(|t| t.0.to_string());
+            match (condition.status.as_str(), since) {
+                ("True", Some(since)) => self.since.insert(kind, (true, since)),
+                ("False", Some(since)) => self.since.insert(kind, (false, since)),
+                _ => self.since.remove(kind),
+            };
+        }
+    }
+
     /// The conditions measured now, as the Node's `status.conditions`.
     pub fn report(&mut self, now: &str) -> Value {
         let mut observed = measure(&self.data_dir);
@@ -184,5 +206,15 @@ mod tests {
         assert_eq!(again["lastTransitionTime"], "t1");
         assert_eq!(again["lastHeartbeatTime"], "t2");
         assert_eq!(changed["lastTransitionTime"], "t3");
+        let unknown: NodeCondition = serde_json::from_value(json!({
+            "type": "Ready", "status": "Unknown", "lastTransitionTime": "2026-01-01T00:00:00Z",
+        }))
+        .expect("a condition");
+        transitions.seen(&[unknown]);
+        let back = transitions.condition(holds(false), "t4");
+        assert_eq!(
+            back["lastTransitionTime"], "t4",
+            "Unknown -> False is a transition"
+        );
     }
 }

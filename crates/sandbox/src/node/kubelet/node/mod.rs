@@ -93,6 +93,13 @@ async fn write_status(
     conditions: &mut Transitions,
 ) -> Result<(), kube::Error> {
     let nodes: Api<Node> = Api::all(client.clone());
+    if let Some(current) = nodes
+        .get_opt(name)
+        .await?
+        .and_then(|n| n.status?.conditions)
+    {
+        conditions.seen(&current);
+    }
     let (capacity, allocatable) = resources();
     let status = json!({"status": {
         "capacity": capacity,
