@@ -305,13 +305,27 @@ fn start_watchdog(ctx: &InstanceContext) -> Result<Watchdog, String> {
 /// heartbeat on standard input. No async runtime: it shares nothing with
 /// the manager that a hang there could stall.
 fn run_watchdog(args: &WatchdogArgs) -> ExitCode {
-    logging::init(args.log.log_format, &[]);
+    // The names the manager's lines carry, passed on by the manager.
+    let named = [
+        ("cluster", InstanceEnv::CLUSTER_NAME),
+        ("namespace", InstanceEnv::POD_NAMESPACE),
+        ("instance", InstanceEnv::POD_NAME),
+    ]
+    .map(|(field, name)| (field, std::env::var(name).unwrap_or_default()));
+    let fixed: Vec<(&str, &str)> = named
+        .iter()
+        .filter(|(_, value)| !value.is_empty())
+        .map(|(field, value)| (*field, value.as_str()))
+        .collect();
+    logging::init(args.log.log_format, &fixed);
     let heartbeat = match std::io::stdin().as_fd().try_clone_to_owned() {
         Ok(fd) => std::fs::File::from(fd),
         Err(error) => return failed(&format!("cannot read the heartbeat: {error}")),
     };
-    tusk_instance::fence::watchdog::run(&args.pgdata, &heartbeat);
-    ExitCode::SUCCESS
+    match tusk_instance::fence::watchdog::run(&args.pgdata, &heartbeat) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => failed(&error.to_string()),
+    }
 }
 
 /// Runs a restore rehearsal and writes its outcome (JSON) to the result

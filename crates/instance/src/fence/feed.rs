@@ -16,6 +16,15 @@ use crate::process_user::ProcessUser;
 /// The arguments that start the watchdog, after the program.
 pub const WATCHDOG_ARGS: [&str; 2] = ["instance", "watchdog"];
 
+/// The manager's environment the watchdog keeps: how to log, and the
+/// names its log lines carry.
+const PASSED_ENV: [&str; 4] = [
+    "TUSK_LOG_FORMAT",
+    tusk_api::contract::InstanceEnv::CLUSTER_NAME,
+    tusk_api::contract::InstanceEnv::POD_NAMESPACE,
+    tusk_api::contract::InstanceEnv::POD_NAME,
+];
+
 #[derive(Debug, thiserror::Error)]
 pub enum FeedError {
     #[error("cannot make the watchdog's heartbeat file: {0}")]
@@ -77,8 +86,11 @@ impl Watchdog {
             .kill_on_drop(false)
             // Out of reach of a signal to the manager's process group.
             .process_group(0);
-        if let Ok(format) = std::env::var("TUSK_LOG_FORMAT") {
-            command.env("TUSK_LOG_FORMAT", format);
+        // Its log lines name the instance as the manager's do.
+        for name in PASSED_ENV {
+            if let Ok(value) = std::env::var(name) {
+                command.env(name, value);
+            }
         }
         let child = command.spawn().map_err(failed)?;
         tracing::info!(pid = ?child.id(), "fence watchdog started");

@@ -18,6 +18,7 @@ use nix::sys::signal::{SigSet, Signal};
 use nix::unistd::getppid;
 
 use super::decide::{Next, next};
+use super::heartbeat::RECORD;
 use super::{heartbeat, processes};
 
 /// How long a fence goes on killing what it finds (a process in
@@ -25,8 +26,19 @@ use super::{heartbeat, processes};
 /// is left and leaves it to the next round.
 const FENCE_LIMIT: Duration = Duration::from_secs(5);
 
+/// Why the watchdog cannot run.
+#[derive(Debug, thiserror::Error)]
+pub enum WatchdogError {
+    #[error("standard input is not the manager's heartbeat (a {RECORD}-byte memory file)")]
+    NoHeartbeat,
+}
+
 /// Runs until the manager is gone with nothing armed.
-pub fn run(pgdata: &Path, heartbeat_file: &File) {
+pub fn run(pgdata: &Path, heartbeat_file: &File) -> Result<(), WatchdogError> {
+    let regular = heartbeat_file.metadata().is_ok_and(|m| m.is_file());
+    if !regular || heartbeat::read(heartbeat_file).is_none() {
+        return Err(WatchdogError::NoHeartbeat);
+    }
     let mut signals = SigSet::empty();
     for signal in [
         Signal::SIGTERM,
@@ -53,7 +65,7 @@ pub fn run(pgdata: &Path, heartbeat_file: &File) {
             }
             Next::Exit => {
                 tracing::info!("fence watchdog leaving: its manager is gone, nothing is armed");
-                return;
+                return Ok(());
             }
         }
     }
