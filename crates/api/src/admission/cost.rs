@@ -92,9 +92,20 @@ pub fn schema_costs(schema: &Value, path: &str) -> Vec<ExpressionCost> {
 
 /// What kube-apiserver refuses of `schema`'s rules for their cost.
 pub fn violations(schema: &Value, path: &str) -> Vec<Violation> {
+    refusals(schema, path, true)
+}
+
+/// What kube-apiserver refuses of a schema an update leaves unchanged:
+/// only a total over [`SCHEMA_LIMIT`] (it does not hold rules already
+/// stored to the per-expression limit again).
+pub fn total_violations(schema: &Value, path: &str) -> Vec<Violation> {
+    refusals(schema, path, false)
+}
+
+fn refusals(schema: &Value, path: &str, each: bool) -> Vec<Violation> {
     let costs = schema_costs(schema, path);
     let mut out = Vec::new();
-    for expression in &costs {
+    for expression in costs.iter().filter(|_| each) {
         let (name, charged) = match expression.part {
             Part::Rule => ("estimated rule cost", expression.charged()),
             Part::MessageExpression => ("estimated messageExpression cost", expression.cost),

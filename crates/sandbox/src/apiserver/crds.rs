@@ -24,6 +24,13 @@ fn str_at<'v>(value: &'v Value, pointer: &str) -> Option<&'v str> {
 /// What Kubernetes refuses in a CRD: names, scope and versions, each
 /// version's structural schema and its `x-kubernetes-validations`.
 pub fn validate(crd: &Value) -> Vec<Cause> {
+    validate_update(None, crd)
+}
+
+/// As [`validate`], for an update of `old` when there is one: a version
+/// whose schema the update leaves as it was is not held to the
+/// per-expression cost limit again, as kube-apiserver does not.
+pub fn validate_update(old: Option<&Value>, crd: &Value) -> Vec<Cause> {
     let mut causes = Vec::new();
     let group = str_at(crd, "/spec/group").unwrap_or_default();
     let plural = str_at(crd, "/spec/names/plural").unwrap_or_default();
@@ -87,7 +94,7 @@ pub fn validate(crd: &Value) -> Vec<Cause> {
             }
         }
     }
-    causes.extend(cost_violations(&versions, costed));
+    causes.extend(cost_violations(&versions, costed, old));
     if let Some(strategy) = str_at(crd, "/spec/conversion/strategy")
         && strategy != "None"
     {
@@ -106,7 +113,11 @@ pub fn validate(crd: &Value) -> Vec<Cause> {
 /// (`costed`). kube-apiserver keeps one schema for all versions when they
 /// are identical and names its fields `spec.validation.openAPIV3Schema...`,
 /// estimating it once; otherwise each version's on its own.
-fn cost_violations(versions: &[Value], costed: Vec<(&Value, String)>) -> Vec<Cause> {
+fn cost_violations(
+    versions: &[Value],
+    costed: Vec<(&Value, String)>,
+    old: Option<&Value>,
+) -> Vec<Cause> {
     let schemas: Vec<Option<&Value>> = versions
         .iter()
         .map(|v| v.pointer("/schema/openAPIV3Schema"))
@@ -119,9 +130,30 @@ fn cost_violations(versions: &[Value], costed: Vec<(&Value, String)>) -> Vec<Cau
             *path = "spec.validation.openAPIV3Schema".into();
         }
     }
+    // A version is known by the schema path's index; the shared schema by
+    // the first version's name, as kube-apiserver knows it.
+    let unchanged = |schema: &Value, path: &str| {
+        let index: usize = path
+            .strip_prefix("spec.versions[")
+            .and_then(|rest| rest.split(']').next())
+            .and_then(|i| i.parse().ok())
+            .unwrap_or(0);
+        let name = versions.get(index).and_then(|v| v.get("name"));
+        old.and_then(|old| old.pointer("/spec/versions"))
+            .and_then(Value::as_array)
+            .and_then(|old| old.iter().find(|v| v.get("name") == name))
+            .and_then(|v| v.pointer("/schema/openAPIV3Schema"))
+            == Some(schema)
+    };
     checks
         .into_iter()
-        .flat_map(|(schema, path)| cost::violations(schema, &path))
+        .flat_map(|(schema, path)| {
+            if unchanged(schema, &path) {
+                cost::total_violations(schema, &path)
+            } else {
+                cost::violations(schema, &path)
+            }
+        })
         .map(|violation| Cause {
             field: violation.field,
             message: format!("Forbidden: {}", violation.message),
@@ -333,6 +365,39 @@ mod tests {
             !causes
                 .iter()
                 .any(|c| c.field.starts_with("spec.versions[0]")),
+            "{causes:#?}"
+        );
+    }
+
+    #[test]
+    fn crds_updated_without_changing_a_schema_are_not_held_to_each_rules_limit() {
+        let stored = crd(vec![version("v1", true, EXPENSIVE)]);
+        let mut updated = stored.clone();
+        updated["spec"]["names"]["shortNames"] = json!(["wd"]);
+        let causes = validate_update(Some(&stored), &updated);
+        assert!(
+            causes
+                .iter()
+                .all(|c| !c.message.contains("estimated rule cost exceeds")),
+            "{causes:#?}"
+        );
+        // The schema's total is still held to its limit.
+        assert!(
+            causes
+                .iter()
+                .any(|c| c.field == "spec.validation.openAPIV3Schema"),
+            "{causes:#?}"
+        );
+        let changed = crd(vec![version(
+            "v1",
+            true,
+            "self.all(t, t.matches('^[a-y]+$'))",
+        )]);
+        let causes = validate_update(Some(&stored), &changed);
+        assert!(
+            causes
+                .iter()
+                .any(|c| c.message.contains("estimated rule cost exceeds")),
             "{causes:#?}"
         );
     }

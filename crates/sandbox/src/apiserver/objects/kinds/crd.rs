@@ -44,7 +44,7 @@ impl KindRules for CustomResourceDefinition {
         if status {
             return;
         }
-        causes.extend(crds::validate(object));
+        causes.extend(crds::validate_update(Some(old), object));
         if str_at(object, "/spec/group") != str_at(old, "/spec/group") {
             causes.push(Cause::invalid(
                 "spec.group",
