@@ -228,9 +228,19 @@ impl Judged<'_> {
 }
 
 impl Judged<'_> {
-    /// Promotes as `decision` says, but never while the failed primary (or
-    /// a standby chosen before and abandoned, which may have taken it over)
-    /// may still hold the primary lease: then it waits for the lease.
+    /// Promotes as `decision` says, but never while the failed primary may
+    /// still hold the primary lease: then it waits for the lease.
+    ///
+    /// A standby this failover chose and abandoned may hold the lease too,
+    /// and keep renewing it while its promotion hangs: waiting for it
+    /// would stall the failover for as long as that lasts (for ever, were
+    /// the standby stuck while its lease task runs). When its manager
+    /// reports that it does not run as a primary ([`stuck_holder`]), the
+    /// next choice is recorded at once instead, without a version to take
+    /// over: the newly chosen standby's manager takes the lease only once
+    /// the abandoned one releases it (it does as soon as it sees it is no
+    /// longer the target) or leaves it unrenewed for its whole duration,
+    /// and promotes only under a held lease, so no second primary runs.
     fn promote_when_free(
         &self,
         decision: Decision,
@@ -247,6 +257,7 @@ impl Judged<'_> {
                     .collect();
                 match primacy::verdict(lease, &reports) {
                     Verdict::Replace { takeover } => takeover,
+                    Verdict::Wait(_) if stuck_holder(lease, &failed.abandoned, &reports) => None,
                     Verdict::Wait(left) => {
                         let waiting = FailoverCheck {
                             delay_left: Some(left),
@@ -264,6 +275,25 @@ impl Judged<'_> {
         }
         (check, notes)
     }
+}
+
+/// True when `lease` is held by one of the `abandoned` standbys whose
+/// manager answers in this pass and reports that PostgreSQL does not run
+/// as a primary: a promotion that hangs, which has acknowledged nothing.
+/// One that does not answer, or serves, is waited for as a failed primary
+/// is: commits it acknowledged may be on standbys the next choice lacks.
+fn stuck_holder(
+    lease: &primacy::LeaseState,
+    abandoned: &[String],
+    reports: &[(&str, &InstanceReport)],
+) -> bool {
+    let primacy::LeaseState::Held { holder, .. } = lease else {
+        return false;
+    };
+    abandoned.contains(holder)
+        && reports
+            .iter()
+            .any(|(name, report)| name == holder && report.role != InstanceRole::Primary)
 }
 
 /// The primary a failover replaces, and what this failover has tried.

@@ -506,25 +506,49 @@ fn a_switchover_starts_only_while_the_primary_serves() {
 }
 
 #[test]
-fn choosing_again_waits_for_the_lease_an_abandoned_standby_may_hold() {
+fn an_abandoned_standby_holding_the_lease_does_not_stall_the_next_choice() {
     use crate::primacy::LeaseState;
-    // orders-3 was chosen 30 s ago, may have taken the lease over, and
-    // renewed it a moment ago: no second primary until it could expire.
+    // orders-3 was chosen 30 s ago, took the lease over, and renewed it a
+    // moment ago while its promotion hangs: it may renew for as long as
+    // that lasts. orders-2 is chosen at once, with no version to take over:
+    // its manager takes the lease only once orders-3 lets go of it (or it
+    // stands unrenewed for its whole duration).
     let (status, mut observed) = promoting("2026-01-01T10:00:30Z");
-    let held = |unchanged: u64| LeaseState::Held {
-        holder: "orders-3".into(),
+    let held = |holder: &str, unchanged: u64| LeaseState::Held {
+        holder: holder.into(),
         version: "42".into(),
         duration: std::time::Duration::from_secs(5),
         unchanged_for: std::time::Duration::from_secs(unchanged),
     };
-    observed.lease = Some(held(1));
+    observed.lease = Some(held("orders-3", 1));
     let cluster = with_status(spec("preferred", false), &status);
+    // While its manager does not answer, or reports serving as primary,
+    // it may have acknowledged commits: the choice waits for its lease.
     let (check, notes) = judged_with(&cluster, &observed);
     assert_eq!((promoted(&check), notes), (None, vec![]));
     assert_eq!(check.delay_left.map(|d| d.as_secs()), Some(4));
-    // Unrenewed for its whole duration: orders-2 takes it over.
-    observed.lease = Some(held(5));
+    observed.reports.insert(
+        "orders-3".into(),
+        report("orders-3", "primary", "0/5000000").1,
+    );
+    let (check, _) = judged_with(&cluster, &observed);
+    assert_eq!(promoted(&check), None, "{check:?}");
+    // Its manager answers: still in recovery, the promotion hanging.
+    let mut stuck = report("orders-3", "replica", "0/4FFFFFF").1;
+    stuck.phase = tusk_api::instance::InstancePhase::Promoting;
+    observed.reports.insert("orders-3".into(), stuck);
+    let (check, _) = judged_with(&cluster, &observed);
+    assert_eq!(promoted(&check).map(|(to, _)| to), Some("orders-2"));
+    assert_eq!(check.lease_takeover, None, "no version handed over");
+    assert_eq!(check.delay_left, None);
+    // Unrenewed for its whole duration: the version is handed over.
+    observed.lease = Some(held("orders-3", 5));
     let (check, _) = judged_with(&cluster, &observed);
     assert_eq!(promoted(&check).map(|(to, _)| to), Some("orders-2"));
     assert_eq!(check.lease_takeover.as_deref(), Some("42"));
+    // Held by the failed primary itself: the choice waits for it.
+    observed.lease = Some(held("orders-1", 1));
+    let (check, notes) = judged_with(&cluster, &observed);
+    assert_eq!((promoted(&check), notes), (None, vec![]));
+    assert_eq!(check.delay_left.map(|d| d.as_secs()), Some(4));
 }
