@@ -6,8 +6,9 @@
 //! the claim's uid, not the pod's, so it outlives pod re-creation and
 //! sandbox restarts, and a new claim with an old name never sees old data.
 //! Growing a claim's request updates its `status.capacity` (there is no
-//! real quota to grow). Deleting a claim deletes its volume and directory,
-//! as the `Delete` reclaim policy of dynamic provisioning does.
+//! real quota to grow). Deleting a claim releases, then deletes its volume
+//! and directory, as the `Delete` reclaim policy of dynamic provisioning
+//! does.
 //!
 //! A bound claim carries the annotations kube-controller-manager's binder
 //! writes (`pv.kubernetes.io/bind-completed`, `bound-by-controller`):
@@ -192,6 +193,18 @@ async fn reclaim(
         std::fs::remove_dir_all(&dir).map_err(dir_error(&dir))?;
     }
     let volumes: Api<PersistentVolume> = Api::all(client.clone());
+    // Released first, as the binder marks a volume whose claim is gone:
+    // kube-controller-manager's pv-protection keeps a Bound volume's
+    // finalizer, and the deletion would wait for ever.
+    let released = Patch::Merge(json!({"status": {"phase": "Released"}}));
+    match volumes
+        .patch_status(&name, &PatchParams::default(), &released)
+        .await
+    {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 404 => return Ok(()),
+        Err(e) => return Err(e.into()),
+    }
     match volumes.delete(&name, &DeleteParams::default()).await {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
