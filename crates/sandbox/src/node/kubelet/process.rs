@@ -217,19 +217,32 @@ impl Process {
 
     /// SIGTERM (and SIGCONT, so a frozen process can act on it), up to
     /// `grace` to exit, then SIGKILL.
+    ///
+    /// Every process of the container goes, as with a pod's PID namespace
+    /// on a real node: the tree is taken while the leader still links it,
+    /// so a descendant in a session of its own that outlives the leader
+    /// (a program's watchdog, which ignores SIGTERM) is killed too, though
+    /// the leader's exit has handed it to init by then.
     pub async fn stop(&mut self, grace: Duration) -> Exit {
         if let Some(exit) = self.exit {
             return exit;
         }
+        let tree = identified(descendants(self.pid));
         self.signal(Signal::SIGTERM);
         self.signal(Signal::SIGCONT);
-        match tokio::time::timeout(grace, self.wait()).await {
+        let exit = match tokio::time::timeout(grace, self.wait()).await {
             Ok(exit) => exit,
             Err(_) => {
                 self.signal(Signal::SIGKILL);
                 self.wait().await
             }
+        };
+        for (pid, ticks) in tree {
+            if start_ticks(pid) == Some(ticks) {
+                let _ = nix::sys::signal::kill(Pid::from_raw(pid), Signal::SIGKILL);
+            }
         }
+        exit
     }
 }
 
@@ -294,6 +307,13 @@ fn descendants(root: i32) -> Vec<i32> {
     }
     found.remove(0);
     found
+}
+
+/// `pids` with their start times, so that each names one process later.
+fn identified(pids: Vec<i32>) -> Vec<(i32, u64)> {
+    pids.into_iter()
+        .filter_map(|pid| Some((pid, start_ticks(pid)?)))
+        .collect()
 }
 
 /// When a process started, in clock ticks since boot (`/proc/<pid>/stat`

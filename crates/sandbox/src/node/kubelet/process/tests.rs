@@ -80,6 +80,38 @@ async fn a_process_ignoring_sigterm_is_killed_after_the_grace_period() {
 }
 
 #[tokio::test]
+async fn stopping_a_container_kills_a_descendant_that_left_its_group_and_outlives_the_leader() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let pid_file = dir.path().join("detached.pid");
+    // A child in a session of its own that ignores SIGTERM: the leader
+    // dies of the SIGTERM, the child is handed to init, and neither the
+    // leader's group nor its tree reaches it any more.
+    let spec = shell(
+        &format!(
+            "setsid sh -c 'trap \"\" TERM; exec sleep 60' & echo $! > {}; echo up; wait",
+            pid_file.display()
+        ),
+        dir.path(),
+    );
+    let mut process = Process::spawn(&spec).expect("spawn");
+    wait_for_log(&spec.log, "up").await;
+    let detached: i32 = std::fs::read_to_string(&pid_file)
+        .expect("pid file")
+        .trim()
+        .parse()
+        .expect("pid");
+    process.stop(Duration::from_secs(5)).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Path::new(&format!("/proc/{detached}")).exists() && !is_zombie(detached) {
+        assert!(
+            Instant::now() < deadline,
+            "{detached}, of a session of its own, outlived its stopped container"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
 async fn dropping_a_process_kills_its_whole_group() {
     let dir = tempfile::tempdir().expect("temp dir");
     let pid_file = dir.path().join("child.pid");
