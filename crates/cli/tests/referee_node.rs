@@ -8,7 +8,8 @@
 //! through its `-rw` Service (a cluster IP of kube-apiserver's service
 //! range, routed by the node's proxy from the Endpoints
 //! kube-controller-manager writes), and grow to three instances that
-//! replicate it. The kubelet authenticates as `system:node:sandbox` (a
+//! replicate it, fail over when the primary's container is killed, and go
+//! with its pods and volumes when deleted. The kubelet authenticates as `system:node:sandbox` (a
 //! client certificate signed by kube-up's CA), and kube-apiserver's Node
 //! authorizer must refuse none of its requests; kube-apiserver reads a
 //! pod's log through the kubelet's HTTPS endpoint with its client
@@ -25,7 +26,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Event, Node, Pod, Secret, Service};
+use k8s_openapi::api::core::v1::{Event, Node, PersistentVolume, Pod, Secret, Service};
 use kube::api::{ListParams, Patch, PatchParams};
 use kube::{Api, Client};
 use process::run_within;
@@ -481,6 +482,43 @@ async fn a_cluster_runs_on_the_sandbox_node_joined_to_kube_up() {
     )
     .await;
     assert_eq!(rows, 2, "no acknowledged row is lost in the failover");
+
+    // Deleted: kube-controller-manager collects the pods, the kubelet
+    // stops them, and the provisioner deletes the volumes of the claims
+    // (kept by the default deletionPolicy Retain, then deleted by hand).
+    let selector = tusk_api::labels::cluster_selector("small");
+    kubectl(
+        &up,
+        &["delete", "postgrescluster", "small", "--timeout=120s"],
+    );
+    eventually(
+        "the cluster's pods gone",
+        Duration::from_secs(120),
+        || async {
+            let left = pods
+                .list(&ListParams::default().labels(&selector))
+                .await
+                .ok()?;
+            left.items.is_empty().then_some(())
+        },
+    )
+    .await;
+    kubectl(&up, &["delete", "pvc", "-l", &selector, "--timeout=120s"]);
+    let volumes: Api<PersistentVolume> = Api::all(client.clone());
+    eventually(
+        "the claims' volumes deleted",
+        Duration::from_secs(60),
+        || async {
+            volumes
+                .list(&ListParams::default())
+                .await
+                .ok()?
+                .items
+                .is_empty()
+                .then_some(())
+        },
+    )
+    .await;
 
     eprintln!(
         "failover {} -> {} chosen {:.0?} after the first kill",
