@@ -28,7 +28,7 @@ use crate::output::server_outln;
 pub struct NodeArgs {
     /// The control plane to join: a kubeconfig whose credentials may
     /// manage Nodes, Pods' status, PersistentVolumes and their claims,
-    /// and read Services and Endpoints (an admin's, on kube-up).
+    /// and read Services and EndpointSlices (an admin's, on kube-up).
     #[arg(long, value_name = "FILE")]
     pub kubeconfig: PathBuf,
     /// The kubelet's own credentials [default: --kubeconfig's]: on a
@@ -38,11 +38,13 @@ pub struct NodeArgs {
     /// lifecycle controller keep --kubeconfig's.
     #[arg(long, value_name = "FILE")]
     pub kubelet_kubeconfig: Option<PathBuf>,
-    /// Serve `pods/log` and `pods/exec` to kube-apiserver over HTTPS,
-    /// letting in callers whose client certificate this CA signed (the
-    /// kubelet's --client-ca-file; kube-apiserver presents one with
-    /// --kubelet-client-certificate). Without it the endpoint expects the
-    /// sandbox API server's bearer token, which kube-apiserver lacks.
+    /// Serve `pods/log` to kube-apiserver over HTTPS, letting in callers
+    /// whose client certificate this CA signed (the kubelet's
+    /// --client-ca-file; kube-apiserver presents one with
+    /// --kubelet-client-certificate). Exec is served over WebSocket only,
+    /// and kube-apiserver calls kubelets with SPDY. Without this flag the
+    /// endpoint expects the sandbox API server's bearer token, which
+    /// kube-apiserver lacks.
     #[arg(long, value_name = "FILE")]
     pub client_ca_file: Option<PathBuf>,
     /// Where pods, volumes and `images.yaml` live [default: as `tusk
