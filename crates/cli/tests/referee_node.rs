@@ -440,6 +440,31 @@ async fn a_cluster_runs_on_the_sandbox_node_joined_to_kube_up() {
         refused.is_empty(),
         "requests of the kubelet kube-apiserver refused: {refused:#?}"
     );
+    // The kubectl plugin against kube-apiserver: status from the
+    // cluster's status, plan from each instance manager through
+    // kube-apiserver's pod proxy.
+    for (command, expected) in [
+        (["status", "small"], "Ready  (3/3 instances ready)"),
+        (
+            ["plan", "small"],
+            "Nothing to do: the cluster is as declared.",
+        ),
+    ] {
+        let output = run_within(
+            Command::new(env!("CARGO_BIN_EXE_tusk"))
+                .args(command)
+                .env("KUBECONFIG", &up.kubeconfig),
+            KUBECTL,
+        );
+        let text = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            output.status.success() && text.contains(expected),
+            "tusk {command:?} ({:?}) says {expected:?}:\n{text}\n{}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+
     // Converged: the operator writes nothing more while nothing changes,
     // but the renewals of its leader Lease, counted by kube-apiserver.
     let operator_writes = |events: Vec<AuditEvent>| -> Vec<String> {
