@@ -141,18 +141,7 @@ impl LeaseWatch {
     /// may be followed (its last word could name a holder whose lease
     /// lapses unseen), and the watch starts again.
     pub async fn run(self) {
-        loop {
-            let watching = AssertUnwindSafe(self.watch()).catch_unwind().await;
-            if watching.is_ok() || self.sender.is_closed() {
-                return;
-            }
-            tracing::error!(lease = %self.name, "the primary lease view panicked: streaming from no one");
-            publish(&self.sender, &self.name, Follow::Nobody);
-            tokio::time::sleep(
-                LeaseTiming::for_duration(tusk_api::primacy::MIN_LEASE_SECONDS).renew_every,
-            )
-            .await;
-        }
+        supervised(&self.sender, &self.name, || self.watch()).await;
     }
 
     async fn watch(&self) {
@@ -264,6 +253,31 @@ impl View {
             .chain(self.last_probe.map(|at| at + timing.renew_every))
             .max()
             .unwrap_or_else(Instant::now)
+    }
+}
+
+/// Runs `watch` until it returns or no receiver is left; after each
+/// panic, publishes that no one may be followed (the last word could name
+/// a holder whose lease lapses unseen) and runs it again.
+async fn supervised<Watch, Running>(sender: &watch::Sender<Follow>, lease: &str, mut watch: Watch)
+where
+    Watch: FnMut() -> Running,
+    Running: std::future::Future<Output = ()>,
+{
+    loop {
+        let watching = AssertUnwindSafe(watch()).catch_unwind().await;
+        if watching.is_ok() || sender.is_closed() {
+            return;
+        }
+        tracing::error!(
+            lease,
+            "the primary lease view panicked: streaming from no one"
+        );
+        publish(sender, lease, Follow::Nobody);
+        tokio::time::sleep(
+            LeaseTiming::for_duration(tusk_api::primacy::MIN_LEASE_SECONDS).renew_every,
+        )
+        .await;
     }
 }
 
@@ -390,6 +404,36 @@ mod tests {
             live_holder(view.seen.as_ref(), asked),
             Follow::Nobody,
             "deleted"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_view_that_panics_follows_no_one_and_watches_again() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let (sender, _follow) = watch::channel(Follow::Nobody);
+        let runs = AtomicUsize::new(0);
+        // What the view said when it was run again.
+        let followed_on_rerun = std::sync::Mutex::new(None);
+        let view = supervised(&sender, "db-primary", || {
+            let run = runs.fetch_add(1, Ordering::SeqCst);
+            let (sender, followed_on_rerun) = (&sender, &followed_on_rerun);
+            async move {
+                if run == 0 {
+                    // Saw db-1 hold a live lease, then died.
+                    publish(sender, "db-primary", Follow::Holder("db-1".into()));
+                    panic!("the lease view panics");
+                }
+                *followed_on_rerun.lock().expect("lock") = Some(sender.borrow().clone());
+            }
+        });
+        tokio::time::timeout(Duration::from_secs(10), view)
+            .await
+            .expect("supervised within 10 s");
+        assert_eq!(runs.load(Ordering::SeqCst), 2, "watched again");
+        assert_eq!(
+            *followed_on_rerun.lock().expect("lock"),
+            Some(Follow::Nobody),
+            "db-1 is not followed on the dead view's word"
         );
     }
 
