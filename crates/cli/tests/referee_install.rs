@@ -12,12 +12,14 @@
 // Shared with other test binaries, which use the rest of it.
 #[allow(dead_code)]
 mod process;
+mod referee;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
 use process::run_within;
+use referee::repo;
 use tusk_sandbox::testing::kube_up::{Components, KubeUp};
 
 const LIMIT: Duration = Duration::from_secs(120);
@@ -25,10 +27,6 @@ const CRDS: [&str; 2] = [
     "postgresclusters.postgres.tusk.dev",
     "postgresbackups.postgres.tusk.dev",
 ];
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
 
 /// Runs `command`, fails the test with its output when it fails, and
 /// returns its standard output and error.

@@ -20,6 +20,7 @@
 // Shared with other test binaries, which use the rest of it.
 #[allow(dead_code)]
 mod process;
+mod referee;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -30,6 +31,7 @@ use k8s_openapi::api::core::v1::{Event, Node, PersistentVolume, Pod, Secret, Ser
 use kube::api::{ListParams, Patch, PatchParams};
 use kube::{Api, Client};
 use process::run_within;
+use referee::OPERATOR;
 use tusk_api::v1alpha1::{ClusterPhase, PostgresCluster};
 use tusk_sandbox::node::kubelet::docker::{SANDBOX_LABEL, sandbox_id};
 use tusk_sandbox::node::proxy::LocalAddresses;
@@ -37,21 +39,10 @@ use tusk_sandbox::testing::kube_up::{AuditEvent, Components, KubeUp};
 use tusk_sandbox::testing::{Images, build_images, eventually};
 
 const NODE: &str = "sandbox";
-const OPERATOR: &str = "system:serviceaccount:tusk-system:tusk-operator";
 const KUBECTL: Duration = Duration::from_secs(120);
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
 fn kubectl(up: &KubeUp, args: &[&str]) -> String {
-    let output = run_within(up.kubectl().args(args).current_dir(repo()), KUBECTL);
-    assert!(
-        output.status.success(),
-        "kubectl {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).into_owned()
+    referee::kubectl(up, args, KUBECTL)
 }
 
 /// `tusk sandbox node`, stopped when dropped: SIGTERM, which stops every

@@ -13,33 +13,23 @@
 // Shared with other test binaries, which use the rest of it.
 #[allow(dead_code)]
 mod process;
+mod referee;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret, Service};
 use kube::Api;
-use process::run_within;
+use referee::OPERATOR;
 use tusk_api::v1alpha1::{PostgresCluster, SchedulingReason};
 use tusk_sandbox::testing::eventually;
 use tusk_sandbox::testing::kube_up::{AuditEvent, Components, KubeUp};
 
-const OPERATOR: &str = "system:serviceaccount:tusk-system:tusk-operator";
 const LIMIT: Duration = Duration::from_secs(120);
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
 fn kubectl(up: &KubeUp, args: &[&str]) -> String {
-    let output = run_within(up.kubectl().args(args).current_dir(repo()), LIMIT);
-    assert!(
-        output.status.success(),
-        "kubectl {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).into_owned()
+    referee::kubectl(up, args, LIMIT)
 }
 
 /// `tusk operator`, stopped when dropped.
