@@ -238,19 +238,7 @@ async fn a_cluster_runs_on_the_sandbox_node_joined_to_kube_up() {
     build_images(Images::All {
         tusk_binary: PathBuf::from(env!("CARGO_BIN_EXE_tusk")),
     });
-    kubectl(
-        &up,
-        &["apply", "--server-side", "-f", "deploy/install.yaml"],
-    );
-    kubectl(
-        &up,
-        &[
-            "wait",
-            "--for=condition=Established",
-            "--timeout=60s",
-            "crd/postgresclusters.postgres.tusk.dev",
-        ],
-    );
+    referee::install(&up, KUBECTL);
     let node = JoinedNode::start(&up, &up.node_kubeconfig(NODE));
     let client = up.client().await;
     let started = Instant::now();

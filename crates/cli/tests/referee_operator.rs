@@ -101,19 +101,7 @@ async fn the_installed_operator_runs_a_cluster_on_kube_apiserver_under_its_own_r
         return;
     };
     let scratch = tempfile::tempdir().expect("a scratch directory");
-    kubectl(
-        &up,
-        &["apply", "--server-side", "-f", "deploy/install.yaml"],
-    );
-    kubectl(
-        &up,
-        &[
-            "wait",
-            "--for=condition=Established",
-            "--timeout=60s",
-            "crd/postgresclusters.postgres.tusk.dev",
-        ],
-    );
+    referee::install(&up, LIMIT);
     let _operator = start_operator(&up, scratch.path());
     kubectl(
         &up,

@@ -31,3 +31,23 @@ pub fn kubectl(up: &KubeUp, args: &[&str], limit: Duration) -> String {
     );
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
+
+/// Applies `deploy/install.yaml` server-side to `up` and waits until the
+/// PostgresCluster CRD is Established.
+pub fn install(up: &KubeUp, limit: Duration) {
+    kubectl(
+        up,
+        &["apply", "--server-side", "-f", "deploy/install.yaml"],
+        limit,
+    );
+    kubectl(
+        up,
+        &[
+            "wait",
+            "--for=condition=Established",
+            "--timeout=60s",
+            "crd/postgresclusters.postgres.tusk.dev",
+        ],
+        limit,
+    );
+}
