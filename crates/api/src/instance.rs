@@ -247,6 +247,10 @@ pub struct InstanceReport {
     /// Absent when it does not run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backup_server: Option<crate::v1alpha1::BackupServer>,
+    /// The declared roles (`spec.roles`) as this primary last converged
+    /// them; absent on a standby and before the first pass.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub roles: Option<Vec<crate::v1alpha1::RoleStatus>>,
 }
 
 /// One base backup as the instance taking it reports it.
@@ -376,6 +380,7 @@ mod tests {
             api_server_reachable: None,
             backup: None,
             backup_server: None,
+            roles: None,
         };
         let json = serde_json::to_value(&report).expect("serialises");
         assert_eq!(json["role"], "replica");

@@ -7,15 +7,19 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
 use tokio::sync::watch;
 use tusk_api::contract::MountDirs;
 use tusk_api::labels;
-use tusk_api::v1alpha1::{LastValidSpec, PostgresCluster, PostgresClusterSpec};
+use tusk_api::v1alpha1::{
+    LastValidSpec, PostgresCluster, PostgresClusterSpec, ROLE_PASSWORD_KEY, role_problems,
+};
 
+use crate::declared_roles::{DeclaredRole, RolePassword};
 use crate::desired::DesiredState;
+use crate::settings::Password;
 use tusk_api::fencing::Fencing;
 
 use crate::postgres::synchronous::SynchronousStandbys;
@@ -94,6 +98,7 @@ pub fn desired_from_cluster(
     };
     let restore = restore_source(cluster, spec, dirs, &mut fenced, &mut problems);
     let initdb = spec.initdb();
+    let roles = declared_roles(spec, &initdb.owner, &mut problems);
     DesiredState {
         target_primary: status.and_then(|s| s.target_primary.clone()),
         primary_address,
@@ -115,6 +120,67 @@ pub fn desired_from_cluster(
             .and_then(|b| b.running.clone()),
         restore,
         problems,
+        roles,
+    }
+}
+
+/// `spec.roles`, without their passwords (read apart, by the target
+/// primary alone: [`read_passwords`]). A declaration that breaks the rules
+/// is not acted on at all (listed in `problems`): the roles stay as they
+/// are, and none is dropped.
+fn declared_roles(
+    spec: &PostgresClusterSpec,
+    owner: &str,
+    problems: &mut Vec<String>,
+) -> Vec<DeclaredRole> {
+    use tusk_postgres::roles::{REPLICATION, SUPERUSER};
+    let found = role_problems(&spec.roles, &[SUPERUSER, REPLICATION, owner]);
+    if let Some(first) = found.first() {
+        problems.push(format!("{first}; no declared role is changed"));
+        return Vec::new();
+    }
+    spec.roles
+        .iter()
+        .map(|spec| DeclaredRole {
+            spec: spec.clone(),
+            password: RolePassword::None,
+        })
+        .collect()
+}
+
+/// Reads each declared role's password from its Secret (the instance's
+/// Role may get those Secrets by name, and no other). A Secret that cannot
+/// be read is named in the role's reason, never its content.
+async fn read_passwords(secrets: &Api<Secret>, cluster: &str, roles: &mut [DeclaredRole]) {
+    for role in roles {
+        let Some(name) = role.spec.password_secret_name(cluster) else {
+            continue;
+        };
+        role.password = match secrets.get_opt(&name).await {
+            Ok(Some(secret)) => {
+                let value = secret
+                    .data
+                    .as_ref()
+                    .and_then(|d| d.get(ROLE_PASSWORD_KEY))
+                    .map(|bytes| String::from_utf8(bytes.0.clone()));
+                match value {
+                    Some(Ok(password)) if !password.is_empty() => {
+                        RolePassword::Known(Password::new(password))
+                    }
+                    Some(Ok(_)) => RolePassword::Unreadable(format!(
+                        "the {ROLE_PASSWORD_KEY:?} key of Secret {name} is empty"
+                    )),
+                    Some(Err(_)) => RolePassword::Unreadable(format!(
+                        "the {ROLE_PASSWORD_KEY:?} key of Secret {name} is not UTF-8"
+                    )),
+                    None => RolePassword::Unreadable(format!(
+                        "Secret {name} has no {ROLE_PASSWORD_KEY:?} key"
+                    )),
+                }
+            }
+            Ok(None) => RolePassword::Unreadable(format!("Secret {name} does not exist")),
+            Err(error) => RolePassword::Unreadable(format!("cannot read Secret {name}: {error}")),
+        };
     }
 }
 
@@ -214,6 +280,7 @@ async fn run(
     sender: watch::Sender<Option<DesiredState>>,
 ) {
     let clusters: Api<PostgresCluster> = Api::namespaced(client.clone(), &namespace);
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &namespace);
     let pods: Api<Pod> = Api::namespaced(client, &namespace);
     let config = watcher::Config::default().fields(&format!("metadata.name={cluster_name}"));
     let mut events = watcher(clusters, config)
@@ -247,7 +314,11 @@ async fn run(
             Some(name) => primary_address(&pods, name, &mut pod_error).await,
             None => None,
         };
-        let desired = desired_from_cluster(cluster, &dirs, &me, address, sender.borrow().as_ref());
+        let mut desired =
+            desired_from_cluster(cluster, &dirs, &me, address, sender.borrow().as_ref());
+        if desired.target_primary.as_deref() == Some(me.as_str()) {
+            read_passwords(&secrets, &cluster_name, &mut desired.roles).await;
+        }
         sender.send_if_modified(|current| {
             if current.as_ref() == Some(&desired) {
                 false

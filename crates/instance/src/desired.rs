@@ -62,6 +62,9 @@ pub struct DesiredState {
     /// took its safe value (fenced; the last synchronous setting), and the
     /// problems are reported on `/status` until they are fixed.
     pub problems: Vec<String>,
+    /// `spec.roles`, with each password as read from its Secret (read
+    /// only while this instance is the target primary).
+    pub roles: Vec<crate::declared_roles::DeclaredRole>,
 }
 
 impl DesiredState {
@@ -86,6 +89,7 @@ impl DesiredState {
             backup: None,
             restore: None,
             problems: Vec::new(),
+            roles: Vec::new(),
         }
     }
 }

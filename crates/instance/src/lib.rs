@@ -28,6 +28,7 @@ pub mod cluster_watch;
 pub mod context;
 pub mod convergence;
 pub mod datadir;
+pub mod declared_roles;
 pub mod desired;
 pub mod fence;
 pub mod http;

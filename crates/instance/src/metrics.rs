@@ -231,6 +231,7 @@ mod tests {
             api_server_reachable: None,
             backup: None,
             backup_server: None,
+            roles: None,
         };
         let figures = DatabaseFigures {
             connections: 3,

@@ -78,6 +78,7 @@ pub fn build(
         api_server_reachable: state.api_server_reachable,
         backup: state.backup.clone(),
         backup_server: state.backup_server.clone(),
+        roles: state.roles.clone(),
     }
 }
 

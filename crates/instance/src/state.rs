@@ -43,6 +43,9 @@ pub struct ManagerState {
     /// pgBackRest's TLS server, while it runs with a certificate naming
     /// this pod ([`crate::backup_server`]).
     pub backup_server: Option<tusk_api::v1alpha1::BackupServer>,
+    /// The declared roles as this primary last converged them
+    /// ([`crate::declared_roles`]); `None` on a standby.
+    pub roles: Option<Vec<tusk_api::v1alpha1::RoleStatus>>,
 }
 
 /// The stanza as the manager knows it.
@@ -74,6 +77,7 @@ impl Default for ManagerState {
             backup: None,
             archive_push_error: None,
             backup_server: None,
+            roles: None,
         }
     }
 }

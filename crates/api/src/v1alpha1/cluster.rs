@@ -122,6 +122,13 @@ pub struct PostgresClusterSpec {
     /// still reports status). Use it for manual maintenance.
     #[serde(default)]
     pub paused: bool,
+
+    /// Database roles kept as declared on the primary (docs/roles.md):
+    /// created, altered to match and, with `ensure: absent`, dropped.
+    /// Roles not listed are never touched.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64))]
+    pub roles: Vec<super::RoleSpec>,
 }
 
 /// PostgreSQL version, image and server parameters.

@@ -3,9 +3,11 @@
 mod backup;
 mod cluster;
 mod readings;
+mod roles;
 pub mod rules;
 mod status;
 
 pub use backup::*;
 pub use cluster::*;
+pub use roles::*;
 pub use status::*;

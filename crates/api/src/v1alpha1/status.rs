@@ -104,6 +104,11 @@ pub struct PostgresClusterStatus {
     /// recreated, Services, certificates and failover kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_valid_spec: Option<LastValidSpec>,
+
+    /// Each declared role as the primary last reported it: `Reconciled`,
+    /// `Pending` or `Failed` with the reason.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub roles: Vec<super::RoleStatus>,
 }
 
 /// A spec the operator accepted, recorded so that a later invalid edit, or

@@ -25,6 +25,7 @@ use crate::backup_server::BackupServer;
 use crate::bootstrap::{self, BootstrapError};
 use crate::context::InstanceContext;
 use crate::datadir::{self, DataDirError};
+use crate::declared_roles::DeclaredRoles;
 use crate::desired::{DesiredState, DesiredStateSource};
 use crate::major_upgrade::statistics::StatisticsAfterUpgrade;
 use crate::passwords;
@@ -113,6 +114,8 @@ pub struct Manager<S> {
     /// The last reason the mounted certificates could not be followed
     /// (logged once).
     certificates_problem: Option<String>,
+    /// The declared roles (`spec.roles`), kept by the primary.
+    declared_roles: DeclaredRoles,
 }
 
 impl<S: DesiredStateSource> Manager<S> {
@@ -138,6 +141,7 @@ impl<S: DesiredStateSource> Manager<S> {
             statistics: StatisticsAfterUpgrade::default(),
             credentials_problem: None,
             certificates_problem: None,
+            declared_roles: DeclaredRoles::default(),
         }
     }
 
@@ -285,6 +289,8 @@ impl<S: DesiredStateSource> Manager<S> {
             .converge(&self.ctx, desired, &self.state, serving);
         self.backup_server.converge(&self.ctx, desired, &self.state);
         self.statistics.converge(&self.ctx, running_primary);
+        self.declared_roles
+            .converge(&self.ctx, desired, &self.state, running_primary);
         match action {
             Action::Fence => {
                 self.stop_postgres().await;

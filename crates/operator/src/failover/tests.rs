@@ -144,6 +144,7 @@ fn standby(name: &str, received: &str, replayed: &str) -> InstanceReport {
         api_server_reachable: None,
         backup: None,
         backup_server: None,
+        roles: None,
     }
 }
 
