@@ -133,6 +133,9 @@ pub fn validate(
     refuse_unparseable_parameters(&spec.postgres.parameters, version)?;
     refuse_lossy_commit(spec)?;
     let (storage_size, storage_bytes) = storage(&spec.storage.size)?;
+    if let Some(resources) = &spec.resources {
+        resources::check(resources)?;
+    }
     let synchronous = spec
         .synchronous()
         .map_err(|error| spec_error("spec.replication.synchronous.number", error.to_string()))?;
@@ -232,7 +235,10 @@ fn refuse_unparseable_parameters(
     use tusk_postgres::parameters::{parameter_problem, settings};
     for (name, value) in parameters {
         let typed = || settings::value_rule(major, name, value);
-        if let Some(rule) = parameter_problem(name, value).or_else(typed) {
+        let problem = parameter_problem(name, value)
+            .or_else(|| absent_from_major(name, major))
+            .or_else(typed);
+        if let Some(rule) = problem {
             return Err(spec_error(
                 &format!("spec.postgres.parameters.{name}"),
                 rule,
@@ -240,6 +246,27 @@ fn refuse_unparseable_parameters(
         }
     }
     Ok(())
+}
+
+/// A parameter other majors have and `major` lacks (the union of every
+/// major's names admits it; the server of `major` refuses to start).
+fn absent_from_major(name: &str, major: u32) -> Option<String> {
+    let majors = tusk_postgres::parameters::settings::majors_with(name);
+    if majors.is_empty() || majors.contains(&major) {
+        return None;
+    }
+    let listed: Vec<String> = majors.iter().map(u32::to_string).collect();
+    Some(format!(
+        "is not a parameter of PostgreSQL {major} (it exists in PostgreSQL {})",
+        listed.join(", ")
+    ))
+}
+
+/// The parameters held to the rules of `major` too: the major the data
+/// runs while a major upgrade to the declared one is pending (its pods
+/// keep the running major's binaries until the upgrade moves the data).
+pub fn check_parameters_for(cluster: &PostgresCluster, major: u32) -> Result<(), SpecError> {
+    refuse_unparseable_parameters(&cluster.spec.postgres.parameters, major)
 }
 
 /// The application owner and database as `bootstrap.initdb` names them:
@@ -409,5 +436,6 @@ pub fn quantity_bytes(quantity: &Quantity) -> Option<u128> {
     tusk_api::quantity::bytes(quantity)
 }
 
+mod resources;
 #[cfg(test)]
 pub(crate) mod tests;

@@ -22,6 +22,9 @@ pub fn validate(
     let mut valid = crate::validate::validate(cluster, config)?;
     refuse_shrink(&valid, &observed.children.volumes)?;
     let running = running_major(cluster, &observed.reports);
+    if let Some(running) = running.filter(|r| *r != valid.version) {
+        crate::validate::check_parameters_for(cluster, running)?;
+    }
     hold_major_version(&mut valid, config, running, cluster.spec.postgres.version);
     Ok(valid)
 }

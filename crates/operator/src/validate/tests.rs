@@ -313,3 +313,47 @@ fn quantities_compare_by_bytes() {
     assert_eq!(quantity_bytes(&Quantity("1G".into())), Some(1_000_000_000));
     assert_eq!(quantity_bytes(&Quantity("garbage".into())), None);
 }
+
+#[test]
+fn a_parameter_of_a_later_major_is_refused_on_an_earlier_one() {
+    let with = |version: i64| {
+        let mut spec = three_instances();
+        spec["postgres"]["version"] = version.into();
+        spec["postgres"]["parameters"] = serde_json::json!({"transaction_timeout": "5s"});
+        validate(&cluster(spec), &OperatorConfig::default())
+    };
+    let error = with(15).expect_err("PostgreSQL 15 has no transaction_timeout");
+    assert_eq!(error.field, "spec.postgres.parameters.transaction_timeout");
+    assert!(error.rule.contains("PostgreSQL 15"), "{error}");
+    assert!(error.rule.contains("17, 18"), "{error}");
+    assert!(with(17).is_ok());
+}
+
+#[test]
+fn a_pending_major_upgrade_holds_parameters_to_the_running_major_too() {
+    let mut spec = three_instances();
+    spec["postgres"]["version"] = 17.into();
+    spec["postgres"]["parameters"] = serde_json::json!({"transaction_timeout": "5s"});
+    let upgrading = cluster(spec);
+    assert!(validate(&upgrading, &OperatorConfig::default()).is_ok());
+    let error = check_parameters_for(&upgrading, 16).expect_err("16 runs until the upgrade");
+    assert_eq!(error.field, "spec.postgres.parameters.transaction_timeout");
+}
+
+#[test]
+fn resource_quantities_are_held_to_kubernetes_rules() {
+    for (resources, field) in [
+        (
+            serde_json::json!({"requests": {"memory": "-1Gi"}}),
+            "spec.resources.requests.memory",
+        ),
+        (
+            serde_json::json!({"limits": {"cpu": "s3://"}}),
+            "spec.resources.limits.cpu",
+        ),
+    ] {
+        let mut spec = three_instances();
+        spec["resources"] = resources;
+        assert_eq!(field_of(spec), field);
+    }
+}

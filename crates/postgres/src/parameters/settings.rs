@@ -120,6 +120,19 @@ pub fn value_rule(major: u32, name: &str, value: &str) -> Option<String> {
     }
 }
 
+/// The majors whose `pg_settings` hold parameter `name` (any case), in
+/// order; empty for names no table holds (custom `prefix.name` ones). A
+/// name some majors have and `major` lacks stops `major`'s server at its
+/// next start (`transaction_timeout` exists from 17 on).
+pub fn majors_with(name: &str) -> Vec<u32> {
+    let name = name.to_ascii_lowercase();
+    tables()
+        .iter()
+        .filter(|(_, table)| table.contains_key(&name))
+        .map(|(major, _)| *major)
+        .collect()
+}
+
 const BOOL_RULE: &str = "must be a boolean: on, off, true, false, yes, no, 1 or 0";
 
 /// Spellings PostgreSQL accepts for some enums without listing them.
@@ -277,6 +290,13 @@ fn display(bound: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn names_are_known_per_major() {
+        assert_eq!(majors_with("transaction_timeout"), [17, 18]);
+        assert_eq!(majors_with("Shared_Buffers"), [15, 16, 17, 18]);
+        assert!(majors_with("pg_stat_statements.max").is_empty());
+    }
 
     /// (parameter, value, accepted by PostgreSQL 15); the refusals the
     /// API once let through among them.
