@@ -5,6 +5,8 @@
 //! - [`admission`]: the checks the API server applies to a manifest
 //!   (structure, schema constraints, CEL rules), evaluated locally from the
 //!   same generated CRDs.
+//! - [`admission_review`]: `admission.k8s.io/v1` AdmissionReview, which
+//!   the operator's webhook answers and the sandbox's API server sends.
 //! - [`conditions`]: setting status conditions the Kubernetes way.
 //! - [`instance`]: the instance manager's HTTP API (`/status`), shared by
 //!   the operator and the instance manager.
@@ -20,6 +22,7 @@
 //! This crate does no I/O.
 
 pub mod admission;
+pub mod admission_review;
 pub mod conditions;
 pub mod contract;
 pub mod fencing;

@@ -30,6 +30,7 @@ pub mod convergence;
 pub mod datadir;
 pub mod declared_roles;
 pub mod desired;
+pub mod diverged;
 pub mod fence;
 pub mod http;
 pub mod major_upgrade;

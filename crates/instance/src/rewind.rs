@@ -20,6 +20,7 @@ use crate::bootstrap::{self, BootstrapError};
 use crate::context::InstanceContext;
 use crate::datadir::{self, DataDirError};
 use crate::desired::DesiredState;
+use crate::diverged;
 use crate::postgres::config::ReplicationRole;
 use crate::tools::{self, ToolError};
 
@@ -82,8 +83,10 @@ pub enum RewindError {
     DifferentSystem { local: String, primary: String },
     #[error("cannot read the primary's system identifier: {0}")]
     PrimaryIdentity(#[from] crate::context::RemoteError),
-    #[error("pg_controldata printed no system identifier")]
+    #[error("pg_controldata printed no system identifier or WAL segment size")]
     NoLocalIdentity,
+    #[error("cannot keep a copy of the WAL the rewind would discard, so it does not run: {0}")]
+    KeepWal(String),
     #[error(
         "pg_rewind failed {attempts} times; the data is kept as it is and the rewind is retried: {source}"
     )]
@@ -151,23 +154,42 @@ pub async fn rewind(
         "host={primary} port={} user={} dbname=postgres connect_timeout=10",
         ctx.settings.postgres_port, ctx.settings.credentials.replication.username
     );
-    tools::run(
-        ctx,
-        "pg_rewind",
-        [
-            "--target-pgdata".as_ref(),
-            pgdata.as_os_str(),
-            "--source-server".as_ref(),
-            source.as_ref(),
-        ],
-    )
-    .await?;
+    let args = [
+        "--target-pgdata".as_ref(),
+        pgdata.as_os_str(),
+        "--source-server".as_ref(),
+        source.as_ref(),
+    ];
+    keep_discarded_wal(ctx, &args).await?;
+    tools::run(ctx, "pg_rewind", args).await?;
     // pg_rewind copies the source's configuration files: render ours again.
     ctx.write_config(
         pgdata,
         desired,
         ReplicationRole::Standby(ctx.upstream(primary)),
     )?;
+    Ok(())
+}
+
+/// Copies the WAL the rewind with `args` is about to discard (the
+/// divergence its dry run prints) beside the data ([`diverged::keep`]).
+/// A failed dry run fails as the rewind would; a copy that cannot be made
+/// stops the rewind, so nothing is discarded without its copy.
+async fn keep_discarded_wal(
+    ctx: &InstanceContext,
+    args: &[&std::ffi::OsStr],
+) -> Result<(), RewindError> {
+    let dry_run = args.iter().copied().chain([std::ffi::OsStr::new("--dry-run")]);
+    let printed = tools::run(ctx, "pg_rewind", dry_run).await?;
+    let Some(divergence) = diverged::divergence(&printed) else {
+        return Ok(());
+    };
+    let pgdata = &ctx.settings.pgdata;
+    let control = tools::run(ctx, "pg_controldata", [pgdata.as_os_str()]).await?;
+    let size = diverged::segment_size(&control).ok_or(RewindError::NoLocalIdentity)?;
+    let (folder, segments) = diverged::keep(pgdata, divergence, size)
+        .map_err(|source| RewindError::KeepWal(source.to_string()))?;
+    tracing::warn!(folder = %folder.display(), segments, "the WAL this rewind discards is kept; it may hold writes the new primary never received");
     Ok(())
 }
 

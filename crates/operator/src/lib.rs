@@ -48,3 +48,4 @@ pub mod status;
 pub mod switchover;
 pub mod upgrade;
 pub mod validate;
+pub mod webhook;

@@ -1,5 +1,7 @@
-//! Running the whole operator: HTTP endpoints, leader election and the
-//! controller. Used by `tusk operator` and, in process, by the sandbox.
+//! Running the whole operator: HTTP endpoints, the admission webhook,
+//! leader election and the controller. Used by `tusk operator` and, in
+//! process, by the sandbox. Every replica serves the webhook; only the
+//! leader reconciles.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -12,6 +14,7 @@ use crate::controller::{self, Options};
 use crate::leader::{self, LeaseTiming};
 use crate::metrics::Metrics;
 use crate::server;
+use crate::webhook::{self, WebhookSettings};
 
 /// Leader election settings.
 #[derive(Clone, Debug)]
@@ -32,6 +35,8 @@ pub struct Settings {
     pub http_address: Option<SocketAddr>,
     /// Leader election; the controller runs unconditionally when `None`.
     pub leadership: Option<Leadership>,
+    /// The admission webhook; not served when `None`.
+    pub webhook: Option<WebhookSettings>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -40,6 +45,8 @@ pub enum RunError {
     Server(#[from] server::ServerError),
     #[error(transparent)]
     Leader(#[from] leader::LeaderError),
+    #[error(transparent)]
+    Webhook(#[from] webhook::serve::ServeError),
 }
 
 /// Runs until `stop` becomes true.
@@ -49,11 +56,23 @@ pub async fn run(
     stop: watch::Receiver<bool>,
 ) -> Result<(), RunError> {
     let metrics = Arc::new(Metrics::default());
+    let served = Arc::new(webhook::serve::Served::default());
+    let webhook = match &settings.webhook {
+        Some(webhook) => Some(start_webhook(&client, webhook, &settings, &served, &stop).await?),
+        None => None,
+    };
+    let ready: server::Readiness = match settings.webhook {
+        Some(_) => {
+            let served = served.clone();
+            Arc::new(move || served.ready())
+        }
+        None => Arc::new(|| true),
+    };
     let http = settings.http_address.map(|addr| {
         let mut stop = stop.clone();
         let metrics = metrics.clone();
         tokio::spawn(async move {
-            server::serve(addr, metrics, async move {
+            server::serve(addr, metrics, ready, async move {
                 let _ = stop.wait_for(|s| *s).await;
             })
             .await
@@ -93,6 +112,11 @@ pub async fn run(
             .await;
         }
     }
+    for task in webhook.into_iter().flatten() {
+        if let Err(error) = task.await {
+            tracing::warn!(%error, "a webhook task failed");
+        }
+    }
     if let Some(http) = http {
         match http.await {
             Ok(result) => result?,
@@ -100,4 +124,36 @@ pub async fn run(
         }
     }
     Ok(())
+}
+
+/// Binds the webhook's address, then serves it and keeps its certificate
+/// until `stop`.
+async fn start_webhook(
+    client: &Client,
+    webhook: &WebhookSettings,
+    settings: &Settings,
+    served: &Arc<webhook::serve::Served>,
+    stop: &watch::Receiver<bool>,
+) -> Result<[tokio::task::JoinHandle<()>; 2], RunError> {
+    let listener = webhook::serve::bind(webhook.address).await?;
+    let serving = {
+        let mut stop = stop.clone();
+        let served = served.clone();
+        let config = settings.config.clone();
+        tokio::spawn(async move {
+            let stopped = async move {
+                let _ = stop.wait_for(|s| *s).await;
+            };
+            if let Err(error) = webhook::serve::serve(listener, served, config, stopped).await {
+                tracing::error!(%error, "the admission webhook stopped");
+            }
+        })
+    };
+    let certifying = tokio::spawn(webhook::certify::keep(
+        client.clone(),
+        webhook.registration.clone(),
+        served.clone(),
+        stop.clone(),
+    ));
+    Ok([serving, certifying])
 }
