@@ -229,6 +229,11 @@ pub struct InstanceReport {
     /// replaces this instance's data.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kept_copy: Option<String>,
+    /// Where the WAL that rewinds of this instance discarded is kept, one
+    /// folder per rewind (it may hold writes the primary never received);
+    /// kept until deleted by hand.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kept_wal: Option<String>,
     /// Continuous WAL archiving, when the cluster archives WAL.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub archiving: Option<ArchivingReport>,
@@ -376,6 +381,7 @@ mod tests {
             last_error: None,
             desired_state_errors: vec![],
             kept_copy: None,
+            kept_wal: None,
             archiving: None,
             api_server_reachable: None,
             backup: None,

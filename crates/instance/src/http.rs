@@ -123,6 +123,8 @@ async fn current_report(app: &AppState) -> InstanceReport {
     }
     let kept = crate::datadir::kept_copy(&app.ctx.settings.pgdata);
     report.kept_copy = kept.exists().then(|| kept.display().to_string());
+    report.kept_wal =
+        crate::diverged::kept(&app.ctx.settings.pgdata).map(|kept| kept.display().to_string());
     if let Some(archiving) = report
         .archiving
         .as_mut()

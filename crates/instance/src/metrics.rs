@@ -227,6 +227,7 @@ mod tests {
             last_error: None,
             desired_state_errors: vec![],
             kept_copy: None,
+            kept_wal: None,
             archiving: None,
             api_server_reachable: None,
             backup: None,

@@ -71,6 +71,7 @@ pub fn build(
         last_error: state.last_error.clone(),
         desired_state_errors: state.desired_state_errors.clone(),
         kept_copy: None,
+        kept_wal: None,
         archiving: state
             .archiving
             .as_ref()

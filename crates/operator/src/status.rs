@@ -586,6 +586,7 @@ fn instance_status(
             sync_state,
             flush_lsn,
             kept_copy: report.kept_copy.clone(),
+            kept_wal: report.kept_wal.clone(),
             unscheduled,
             name,
         },
@@ -599,6 +600,7 @@ fn instance_status(
             flush_lsn,
             lag_bytes: None,
             kept_copy: before.and_then(|b| b.kept_copy.clone()),
+            kept_wal: before.and_then(|b| b.kept_wal.clone()),
             unscheduled,
         },
     }

@@ -219,6 +219,12 @@ pub struct InstanceStatus {
     /// replaces this instance's data (docs/runbook.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kept_copy: Option<String>,
+    /// Where the WAL that rewinds of this instance discarded is kept on its
+    /// volume, one folder per rewind (it may hold writes no other instance
+    /// has; read it with pg_waldump); it stays until deleted by hand
+    /// (docs/runbook.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kept_wal: Option<String>,
     /// Set while the instance's pod waits for a node: why, in the
     /// scheduler's words when it has looked at the pod.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -140,6 +140,7 @@ fn standby(name: &str, received: &str, replayed: &str) -> InstanceReport {
         last_error: None,
         desired_state_errors: vec![],
         kept_copy: None,
+        kept_wal: None,
         archiving: None,
         api_server_reachable: None,
         backup: None,
