@@ -1,6 +1,7 @@
 //! A former primary rejoins its new primary without losing data on a
 //! guess: a rewind that fails for a moment is retried, and nothing is
-//! re-cloned or moved aside (issue 15).
+//! re-cloned or moved aside; the WAL of the write the rewind undoes is
+//! kept beside the data, where pg_waldump reads it.
 
 mod common;
 
@@ -92,6 +93,9 @@ async fn a_rewind_that_fails_for_a_moment_is_retried_without_a_fresh_clone() {
         .await;
     assert_eq!(report.role, InstanceRole::Replica);
     assert_eq!(report.kept_copy, None);
+    let kept = a.settings.pgdata.with_file_name("pgdata.diverged");
+    assert_eq!(report.kept_wal, Some(kept.display().to_string()));
+    assert_diverged_write_kept(&a.settings, &kept);
     let ids: Vec<i32> = a
         .app()
         .await
@@ -104,4 +108,40 @@ async fn a_rewind_that_fails_for_a_moment_is_retried_without_a_fresh_clone() {
     assert_eq!(ids, (1..=50).collect::<Vec<i32>>());
     a.stop(Duration::from_secs(30)).await;
     b.stop(Duration::from_secs(30)).await;
+}
+
+/// The folder the rewind kept under `kept` (named for the timeline and
+/// position where the histories parted) holds, from that position on, the
+/// former primary's diverged insert and its commit.
+fn assert_diverged_write_kept(
+    settings: &tusk_instance::settings::Settings,
+    kept: &std::path::Path,
+) {
+    let folders: Vec<std::path::PathBuf> = std::fs::read_dir(kept)
+        .expect("the kept WAL")
+        .map(|e| e.expect("an entry").path())
+        .collect();
+    assert_eq!(folders.len(), 1, "one rewind, one copy: {folders:?}");
+    let name = folders[0]
+        .file_name()
+        .expect("a name")
+        .to_string_lossy()
+        .into_owned();
+    let [timeline, high, low] = name.split('-').collect::<Vec<_>>()[..] else {
+        panic!("the copy's name is <timeline>-<lsn>: {name}");
+    };
+    assert_eq!(timeline, "00000001", "the old timeline");
+    let output = std::process::Command::new(settings.binary("pg_waldump"))
+        .arg("--path")
+        .arg(&folders[0])
+        .args(["--timeline", "1", "--start", &format!("{high}/{low}")])
+        .output()
+        .expect("pg_waldump runs");
+    // pg_waldump ends with an error at the end of the copied WAL.
+    let records = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        records.contains("desc: INSERT") && records.contains("desc: COMMIT"),
+        "the diverged write in the kept WAL:\n{records}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
 }
