@@ -217,6 +217,19 @@ fn helm_values_reach_the_objects() {
             assert_eq!(subject["namespace"], "db-operators", "{key}");
         }
     }
+    // The webhook reaches the release's Service and never gates the
+    // release's own namespace.
+    let webhook = &rendered
+        .get("admissionregistration.k8s.io/v1/ValidatingWebhookConfiguration//tusk-operator")
+        .expect("the webhook configuration")["webhooks"][0];
+    assert_eq!(
+        webhook["clientConfig"]["service"]["namespace"],
+        "db-operators"
+    );
+    assert_eq!(
+        webhook["namespaceSelector"]["matchExpressions"][0]["values"],
+        serde_json::json!(["db-operators"])
+    );
     let deployment = rendered
         .get("apps/v1/Deployment/db-operators/tusk-operator")
         .expect("the operator's Deployment");

@@ -1,5 +1,5 @@
-//! `tusk operator`: the controller, with leader election and its metrics
-//! endpoint. Configuration comes from flags or the environment, so the
+//! `tusk operator`: the controller, with leader election, its metrics
+//! endpoint and the admission webhook. Configuration comes from flags or the environment, so the
 //! Helm chart's Deployment needs no config file.
 
 use std::net::SocketAddr;
@@ -10,6 +10,7 @@ use tusk_operator::config::{OperatorConfig, setting};
 use tusk_operator::controller::Options;
 use tusk_operator::leader::LeaseTiming;
 use tusk_operator::run::{Leadership, Settings, run as run_operator};
+use tusk_operator::webhook::{Registration, WebhookSettings};
 
 use super::CommandError;
 
@@ -24,6 +25,18 @@ pub struct Args {
     /// Address of /metrics, /healthz and /readyz.
     #[arg(long, default_value = "0.0.0.0:8080")]
     pub http_address: SocketAddr,
+    /// Serve the PostgresCluster admission webhook over HTTPS on this
+    /// address (every replica does; the certificate is kept in a Secret of
+    /// the operator's namespace and its authority injected into the
+    /// ValidatingWebhookConfiguration). Not served when omitted.
+    #[arg(long)]
+    pub webhook_address: Option<SocketAddr>,
+    /// The Service in front of the webhook, named by its certificate.
+    #[arg(long, default_value = tusk_operator::webhook::SERVICE)]
+    pub webhook_service: String,
+    /// The ValidatingWebhookConfiguration whose caBundle is kept.
+    #[arg(long, default_value = tusk_operator::webhook::CONFIGURATION)]
+    pub webhook_configuration: String,
     /// Run without leader election (only for a single replica).
     #[arg(long)]
     pub no_leader_election: bool,
@@ -83,6 +96,14 @@ impl Args {
                 namespace: self.namespace.clone(),
             },
             http_address: Some(self.http_address),
+            webhook: self.webhook_address.map(|address| WebhookSettings {
+                address,
+                registration: Registration {
+                    namespace: self.lease_namespace.clone(),
+                    service: self.webhook_service.clone(),
+                    configuration: self.webhook_configuration.clone(),
+                },
+            }),
             leadership: (!self.no_leader_election).then(|| Leadership {
                 namespace: self.lease_namespace.clone(),
                 identity,

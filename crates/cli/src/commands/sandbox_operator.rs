@@ -42,9 +42,9 @@ fn postgres_identity() -> Result<(u32, u32), CommandError> {
 
 /// The sandbox's settings on the operator Deployment, as a user would set
 /// them on any cluster: PostgreSQL's user and group of this machine in the
-/// container's environment, and the HTTP endpoints on the pod's own
-/// address (pods share the host's ports here, so `0.0.0.0:8080` would be
-/// taken by the first pod that binds it).
+/// container's environment, and the HTTP endpoints and the admission
+/// webhook on the pod's own address (pods share the host's ports here, so
+/// `0.0.0.0:8080` would be taken by the first pod that binds it).
 pub fn with_sandbox_settings(mut deployment: Value, uid: u32, gid: u32) -> Value {
     let container = &mut deployment["spec"]["template"]["spec"]["containers"][0];
     let mut env = container["env"].as_array().cloned().unwrap_or_default();
@@ -63,6 +63,10 @@ pub fn with_sandbox_settings(mut deployment: Value, uid: u32, gid: u32) -> Value
     container["args"] = json!([
         "operator",
         format!("--http-address=$(POD_IP):{}", install::HTTP_PORT),
+        format!(
+            "--webhook-address=$(POD_IP):{}",
+            tusk_operator::webhook::PORT
+        ),
     ]);
     deployment
 }
@@ -130,7 +134,11 @@ mod tests {
         assert!(value("POD_NAME").is_some(), "the install's own env stays");
         assert_eq!(
             container["args"],
-            json!(["operator", "--http-address=$(POD_IP):8080"])
+            json!([
+                "operator",
+                "--http-address=$(POD_IP):8080",
+                "--webhook-address=$(POD_IP):9443"
+            ])
         );
         assert_eq!(
             set["spec"]["template"]["spec"]["serviceAccountName"],

@@ -13,6 +13,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use crate::builders::container::{field_env, restricted, runtime_default, value_env};
 use crate::config::setting;
+use crate::webhook::PORT as WEBHOOK_PORT;
 
 use super::{
     HTTP_PORT, NAME, NAMESPACE, meta, operator_image, postgres_image_template, selector_labels,
@@ -49,9 +50,10 @@ pub fn deployment() -> Deployment {
     Deployment {
         metadata: meta(NAME, Some(NAMESPACE)),
         spec: Some(DeploymentSpec {
-            // One replica reconciles at a time anyway (leader election); a
-            // second only shortens a takeover, at twice the watch caches.
-            replicas: Some(1),
+            // Both replicas serve the admission webhook (its
+            // PodDisruptionBudget keeps one up); one reconciles at a time
+            // (leader election), and the other takes over within a lease.
+            replicas: Some(2),
             selector: LabelSelector {
                 match_labels: Some(selector_labels()),
                 ..LabelSelector::default()
@@ -102,14 +104,23 @@ fn operator_container() -> Container {
         args: Some(vec![
             "operator".to_owned(),
             format!("--http-address=0.0.0.0:{HTTP_PORT}"),
+            format!("--webhook-address=0.0.0.0:{WEBHOOK_PORT}"),
         ]),
         env: Some(environment()),
-        ports: Some(vec![ContainerPort {
-            name: Some("http".to_owned()),
-            container_port: HTTP_PORT,
-            protocol: Some("TCP".to_owned()),
-            ..ContainerPort::default()
-        }]),
+        ports: Some(vec![
+            ContainerPort {
+                name: Some("http".to_owned()),
+                container_port: HTTP_PORT,
+                protocol: Some("TCP".to_owned()),
+                ..ContainerPort::default()
+            },
+            ContainerPort {
+                name: Some("webhook".to_owned()),
+                container_port: WEBHOOK_PORT,
+                protocol: Some("TCP".to_owned()),
+                ..ContainerPort::default()
+            },
+        ]),
         liveness_probe: Some(probe("/healthz", 10)),
         readiness_probe: Some(probe("/readyz", 5)),
         // Memory grows with the number of watched pods, claims and secrets;
@@ -205,6 +216,7 @@ mod tests {
         assert_eq!(path(container.readiness_probe).as_deref(), Some("/readyz"));
         let args = container.args.unwrap_or_default();
         assert!(args.contains(&format!("--http-address=0.0.0.0:{HTTP_PORT}")));
+        assert!(args.contains(&format!("--webhook-address=0.0.0.0:{WEBHOOK_PORT}")));
     }
 
     #[test]

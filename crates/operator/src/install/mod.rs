@@ -1,11 +1,13 @@
 //! How the operator itself is installed: its namespace, ServiceAccount,
-//! least-privilege RBAC, Deployment and metrics Service. Pure builders, like
+//! least-privilege RBAC, Deployment and metrics Service, and the admission
+//! webhook's Service, configuration and disruption budget. Pure builders, like
 //! the cluster's children; `tusk install --print` renders them (with the
 //! CRDs) as `deploy/install.yaml`, which a test keeps in line.
 
 mod deployment;
 mod images;
 mod rbac;
+mod webhook;
 
 pub use deployment::{deployment, metrics_service, namespace};
 pub use images::{
@@ -14,6 +16,10 @@ pub use images::{
 pub use rbac::{
     Rule, cluster_role, cluster_role_binding, leader_role, leader_role_binding, leader_rules,
     operator_rules, service_account,
+};
+pub use webhook::{
+    TIMEOUT_SECONDS as WEBHOOK_TIMEOUT_SECONDS, pod_disruption_budget,
+    validating_webhook_configuration, webhook_service,
 };
 
 use std::collections::BTreeMap;
@@ -78,12 +84,25 @@ pub fn identity_manifests() -> Result<Vec<serde_json::Value>, serde_json::Error>
 }
 
 /// Every installed object but the CRDs, in the order to apply them: the
-/// identity, then the Deployment and its metrics Service.
+/// identity, then the Deployment and its metrics Service, then the
+/// webhook's Service, budget and configuration (last: it sends
+/// PostgresCluster writes to replicas that exist by then).
 pub fn manifests() -> Result<Vec<serde_json::Value>, serde_json::Error> {
     let mut all = identity_manifests()?;
     all.push(serde_json::to_value(deployment())?);
     all.push(serde_json::to_value(metrics_service())?);
+    all.extend(webhook_manifests()?);
     Ok(all)
+}
+
+/// The webhook's Service, PodDisruptionBudget and
+/// ValidatingWebhookConfiguration.
+pub fn webhook_manifests() -> Result<Vec<serde_json::Value>, serde_json::Error> {
+    Ok(vec![
+        serde_json::to_value(webhook_service())?,
+        serde_json::to_value(pod_disruption_budget())?,
+        serde_json::to_value(validating_webhook_configuration())?,
+    ])
 }
 
 #[cfg(test)]
@@ -105,7 +124,10 @@ mod manifest_tests {
                 "Role",
                 "RoleBinding",
                 "Deployment",
-                "Service"
+                "Service",
+                "Service",
+                "PodDisruptionBudget",
+                "ValidatingWebhookConfiguration"
             ]
         );
     }

@@ -154,6 +154,13 @@ fn companion_rules() -> Vec<Rule> {
             &[],
         ),
         rule(
+            "The admission webhook's authority is injected into the caBundle of its ValidatingWebhookConfiguration (get, update): that configuration only.",
+            &["admissionregistration.k8s.io"],
+            &["validatingwebhookconfigurations"],
+            &["get", "update"],
+            &[crate::webhook::CONFIGURATION],
+        ),
+        rule(
             "Events report phase changes and failures (events.k8s.io, created then patched when repeated); core events only because instance managers' Roles grant them.",
             &["", "events.k8s.io"],
             &["events"],
@@ -179,6 +186,13 @@ pub fn leader_rules() -> Vec<Rule> {
             &["leases"],
             &["get", "patch"],
             &[LEASE_NAME],
+        ),
+        rule(
+            "Every replica reads the admission webhook's certificate (get) and, when it is due, renews it (update): that Secret only, in the operator's namespace. The first one is created under the ClusterRole's create on Secrets.",
+            &[""],
+            &["secrets"],
+            &["get", "update"],
+            &[crate::webhook::certificate::SECRET],
         ),
     ]
 }

@@ -107,6 +107,8 @@ pub fn merge_key(parent: &str, field: &str) -> Option<&'static str> {
             "port"
         }),
         "podIPs" | "hostIPs" => Some("ip"),
+        // Validating and mutating webhook configurations' webhooks.
+        "webhooks" => Some("name"),
         _ => None,
     }
 }

@@ -141,6 +141,11 @@ enum Edit {
         key: &'static str,
         expression: &'static str,
     },
+    /// Every list item `- value` becomes `- expression`.
+    Item {
+        value: &'static str,
+        expression: &'static str,
+    },
     /// Lines inserted after the line `key: value`, at its indentation.
     After {
         key: &'static str,
@@ -180,7 +185,7 @@ fn edits(file: &str) -> Vec<Edit> {
             },
             Edit::Scalar {
                 key: "replicas",
-                value: "1".to_owned(),
+                value: "2".to_owned(),
                 expression: "{{ .Values.replicas }}".to_owned(),
             },
             Edit::Block {
@@ -206,6 +211,14 @@ fn edits(file: &str) -> Vec<Edit> {
                 ],
             },
         ],
+        // The namespace selector leaves the release's namespace out.
+        "webhook.yaml" => vec![
+            namespace,
+            Edit::Item {
+                value: install::NAMESPACE,
+                expression: "{{ .Release.Namespace }}",
+            },
+        ],
         _ => vec![namespace],
     }
 }
@@ -222,6 +235,9 @@ fn templated(file: &str, text: &str) -> Result<String, CommandError> {
                 expression,
             } => (replace_scalar(&mut lines, key, value, expression), *key),
             Edit::Block { key, expression } => (replace_block(&mut lines, key, expression), *key),
+            Edit::Item { value, expression } => {
+                (replace_item(&mut lines, value, expression), *value)
+            }
             Edit::After {
                 key,
                 value,
@@ -261,6 +277,19 @@ fn replace_scalar(lines: &mut [String], key: &str, value: &str, expression: &str
             && unquoted(v) == value
         {
             *line = format!("{indent}{key}: {expression}");
+            changed = true;
+        }
+    }
+    changed
+}
+
+fn replace_item(lines: &mut [String], value: &str, expression: &str) -> bool {
+    let mut changed = false;
+    for line in lines.iter_mut() {
+        let body = line.trim_start();
+        if body.strip_prefix("- ").map(unquoted) == Some(value) {
+            let indent = &line[..line.len() - body.len()];
+            *line = format!("{indent}- {expression}");
             changed = true;
         }
     }

@@ -1,5 +1,5 @@
 //! The installation rendered as YAML parts (namespace, CRDs, RBAC with each
-//! rule's reason as a comment, the operator), which `install.yaml`, the
+//! rule's reason as a comment, the operator, its admission webhook), which `install.yaml`, the
 //! kustomize base and the Helm chart are assembled from.
 
 use serde::Serialize;
@@ -45,6 +45,14 @@ pub(super) fn parts() -> Result<Vec<Part>, CommandError> {
             documents: vec![
                 yaml(&install::deployment())?,
                 yaml(&install::metrics_service())?,
+            ],
+        },
+        Part {
+            file: "webhook.yaml",
+            documents: vec![
+                yaml(&install::webhook_service())?,
+                yaml(&install::pod_disruption_budget())?,
+                yaml(&install::validating_webhook_configuration())?,
             ],
         },
     ])

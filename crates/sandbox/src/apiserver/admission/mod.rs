@@ -212,6 +212,12 @@ fn normalize(resource: &Resource, object: &Value) -> Result<Value, String> {
         ("rbac.authorization.k8s.io", "ClusterRoleBinding") => {
             round_trip::<api::rbac::v1::ClusterRoleBinding>(object)
         }
+        ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration") => {
+            round_trip::<api::admissionregistration::v1::ValidatingWebhookConfiguration>(object)
+        }
+        ("admissionregistration.k8s.io", "MutatingWebhookConfiguration") => {
+            round_trip::<api::admissionregistration::v1::MutatingWebhookConfiguration>(object)
+        }
         ("apiextensions.k8s.io", "CustomResourceDefinition") => {
             round_trip::<CustomResourceDefinition>(object)
         }
