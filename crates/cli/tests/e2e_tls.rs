@@ -269,18 +269,32 @@ fn curl_api(ip: &str, ca_file: &Path, path: &str, token: Option<&str>) -> Result
 /// the cluster's authority for this cluster, and refuses none, an expired
 /// one, one for another cluster and one from another key.
 async fn instance_api_answers_the_authority_alone(world: &World, ip: &str, ca_file: &Path) {
-    use tusk_operator::builders::certificates::Authority;
+    use tusk_operator::builders::certificates::{Authority, TokenKey};
     use tusk_operator::instance_api::unix_now;
 
     let secrets: Api<Secret> = Api::namespaced(world.client.clone(), NS);
-    let key = secrets.get("sealed-ca-key").await.expect("the authority");
-    let authority = Authority::from_secret(&key).expect("the authority reads");
+    let key = secrets
+        .get("sealed-api-token-key")
+        .await
+        .expect("the token key");
+    let signer = TokenKey::from_secret(&key).expect("the token key reads");
     let now = unix_now();
     let token = |cluster: &str, at: u64| {
-        authority
+        signer
             .sign_token("e2e-test", NS, cluster, at)
             .expect("a token")
     };
+    // The authority's key issues certificates; it signs no token a pod
+    // made with the token key accepts.
+    let ca_key = secrets.get("sealed-ca-key").await.expect("the authority");
+    let authority = Authority::from_secret(&ca_key).expect("the authority reads");
+    let by_authority = authority
+        .sign_legacy_token("e2e-test", NS, CLUSTER, now)
+        .expect("a token");
+    assert_eq!(
+        curl_api(ip, ca_file, "/status", Some(&by_authority)).as_deref(),
+        Ok("401")
+    );
 
     assert_eq!(curl_api(ip, ca_file, "/readyz", None).as_deref(), Ok("200"));
     assert_eq!(curl_api(ip, ca_file, "/status", None).as_deref(), Ok("401"));

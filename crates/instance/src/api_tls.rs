@@ -1,6 +1,8 @@
 //! The HTTP API over HTTPS (`TUSK_API_TLS=true`, which the operator sets
 //! on every pod it makes): the cluster's server certificate, and the token
-//! `/status` requires ([`tusk_api::instance::TOKEN_HEADER`]).
+//! `/status` requires ([`tusk_api::instance::TOKEN_HEADER`]), checked
+//! against the token key's public half (not the certificate authority's:
+//! reading reports must not need the key that issues certificates).
 //!
 //! Both come from the mounted Secrets, read again at most every
 //! [`RELOAD_CHECK`]: a certificate the operator renews is served from the
@@ -37,7 +39,7 @@ pub enum ApiTlsError {
     NotMounted(PathBuf),
     #[error(transparent)]
     Tls(#[from] TlsError),
-    #[error("the cluster's authority certificate cannot check tokens: {0}")]
+    #[error("the mounted token key cannot check tokens: {0}")]
     Authority(jsonwebtoken::errors::Error),
 }
 
@@ -45,7 +47,7 @@ pub enum ApiTlsError {
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum Refusal {
     #[error(
-        "/status needs a token signed by the cluster's certificate authority in the {0} header"
+        "/status needs a token signed by the cluster's token key (Secret <cluster>-api-token-key) in the {0} header"
     )]
     NoToken(&'static str),
     #[error("the token in the {header} header is refused: {reason}")]
@@ -104,7 +106,7 @@ impl ApiTls {
             return Ok((same.acceptor.clone(), same.key.clone()));
         }
         let acceptor = TlsAcceptor::from(Arc::new(mounted.api_server_config()?));
-        let key = DecodingKey::from_ec_pem(mounted.authority_pem().as_bytes())
+        let key = DecodingKey::from_ec_pem(mounted.token_key_pem().as_bytes())
             .map_err(ApiTlsError::Authority)?;
         let key = Arc::new(key);
         *loaded = Some(Loaded {
@@ -196,5 +198,67 @@ pub async fn serve(
                 tracing::debug!(%error, "HTTP API connection ended with an error");
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tusk_api::contract::{CA_KEY, TLS_CERT_KEY, TLS_KEY_KEY, TOKEN_PUBLIC_KEY};
+
+    use super::*;
+
+    fn sign(key: &rcgen::KeyPair, cluster: &str) -> String {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let claims = TokenClaims::new("test", "shop", cluster, now);
+        let key = jsonwebtoken::EncodingKey::from_ec_pem(key.serialize_pem().as_bytes())
+            .expect("an EC key");
+        jsonwebtoken::encode(&jsonwebtoken::Header::new(Algorithm::ES256), &claims, &key)
+            .expect("a token")
+    }
+
+    /// `/status` answers the token key alone: the certificate authority's
+    /// key, which issues certificates, signs nothing it accepts, so that
+    /// reading reports needs no key that can mint an identity.
+    #[test]
+    fn status_accepts_the_token_key_and_refuses_the_authoritys_key() {
+        let authority = rcgen::KeyPair::generate().expect("key");
+        let ca = rcgen::CertificateParams::new(vec!["orders-rw".to_owned()])
+            .expect("params")
+            .self_signed(&authority)
+            .expect("cert")
+            .pem();
+        let token_key = rcgen::KeyPair::generate().expect("key");
+        let dir = tempfile::tempdir().expect("temp dir");
+        let write = |sub: &str, files: &[(&str, &str)]| {
+            let path = dir.path().join(sub);
+            std::fs::create_dir_all(&path).expect("dir");
+            for (name, text) in files {
+                std::fs::write(path.join(name), text).expect("write");
+            }
+        };
+        let key_pem = authority.serialize_pem();
+        let tls = [
+            (TLS_CERT_KEY, ca.as_str()),
+            (TLS_KEY_KEY, key_pem.as_str()),
+            (CA_KEY, ca.as_str()),
+        ];
+        write("server-tls", &tls);
+        write("replication-tls", &tls);
+        write(
+            "api-token",
+            &[(TOKEN_PUBLIC_KEY, &token_key.public_key_pem())],
+        );
+        let api = ApiTls::new(dir.path().to_owned(), "shop", "orders").expect("served");
+
+        api.check(Some(&sign(&token_key, "orders")))
+            .expect("the token key's token is accepted");
+        let refused = api.check(Some(&sign(&authority, "orders")));
+        assert!(
+            matches!(refused, Err(Refusal::Invalid { .. })),
+            "a token the authority signed: {refused:?}"
+        );
+        assert!(api.check(Some(&sign(&token_key, "other"))).is_err());
     }
 }

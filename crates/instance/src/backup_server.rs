@@ -149,7 +149,6 @@ fn start(ctx: &InstanceContext) -> Result<Child, String> {
         ctx.settings.pod_ip,
         BACKUP_SERVER_PORT,
         &installed.backup_server(),
-        &ctx.settings.credentials.replication.username,
         &ctx.settings.cluster_name,
     );
     ctx.user

@@ -1,5 +1,7 @@
-//! The cluster's certificates in an instance: from the two mounted Secrets
-//! (`<cluster>-server`, `<cluster>-replication-cert`, see
+//! The cluster's certificates in an instance: from the mounted Secrets
+//! (`<cluster>-server`, `<cluster>-replication-cert`,
+//! `<cluster>-backup-client-cert`, and the public half of
+//! `<cluster>-api-token-key`, see
 //! [`tusk_api::contract::TlsSecret`]) to private copies in the run
 //! directory that PostgreSQL and libpq accept, and a TLS connector for the
 //! manager's own connections to other instances.
@@ -26,7 +28,9 @@ use std::sync::Arc;
 
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use tusk_api::contract::{CA_KEY, POSTGRES_TLS_MOUNT, TLS_CERT_KEY, TLS_KEY_KEY, TlsSecret};
+use tusk_api::contract::{
+    CA_KEY, POSTGRES_TLS_MOUNT, TLS_CERT_KEY, TLS_KEY_KEY, TOKEN_PUBLIC_KEY, TlsSecret,
+};
 use tusk_postgres::config::{ClientTls, ServerTls};
 use tusk_postgres::pgbackrest::TlsFiles;
 
@@ -87,6 +91,14 @@ pub struct Mounted {
     ca: String,
     client_cert: String,
     client_key: String,
+    /// The backup client's certificate and key, which pgBackRest's TLS
+    /// server admits (absent in a pod made before it existed: the
+    /// replication certificate stands in, which only such a pod's
+    /// primary admits).
+    backup_client: Option<[String; 2]>,
+    /// The public key `/status` tokens are checked against (absent in a
+    /// pod made before it existed: the authority's certificate then).
+    token_key: Option<String>,
     /// The owner's server certificate, key and authority
     /// (`spec.certificates.serverSecret`).
     own: Option<[String; 3]>,
@@ -153,12 +165,12 @@ impl Installed {
     }
 
     /// A standby's backup as the client of its primary's pgBackRest
-    /// server: the replication user's certificate, the server verified
+    /// server: the backup client's certificate, the server verified
     /// against the cluster's authority.
     pub fn backup_client(&self) -> TlsFiles {
         TlsFiles {
-            cert_file: self.text("replication.crt"),
-            key_file: self.text("replication.key"),
+            cert_file: self.text("backup-client.crt"),
+            key_file: self.text("backup-client.key"),
             ca_file: self.text("ca.crt"),
         }
     }
@@ -168,6 +180,10 @@ impl Installed {
     pub fn install(&self, mounted: &Mounted, user: &ProcessUser) -> Result<bool, TlsError> {
         user.private_dir(&self.dir)?;
         let [cert, key, server_ca] = mounted.postgres();
+        let [backup_cert, backup_key] = match &mounted.backup_client {
+            Some([cert, key]) => [cert.as_str(), key.as_str()],
+            None => [mounted.client_cert.as_str(), mounted.client_key.as_str()],
+        };
         Ok(user.private_files([
             (self.path("server.crt"), cert),
             (self.path("server.key"), key),
@@ -177,6 +193,8 @@ impl Installed {
             (self.path("ca.crt"), mounted.ca.as_str()),
             (self.path("replication.crt"), mounted.client_cert.as_str()),
             (self.path("replication.key"), mounted.client_key.as_str()),
+            (self.path("backup-client.crt"), backup_cert),
+            (self.path("backup-client.key"), backup_key),
         ])?)
     }
 }
@@ -207,12 +225,26 @@ impl Mounted {
         } else {
             None
         };
+        let backup_client = match TlsSecret::BackupClient.mounted_dir(secrets_dir) {
+            Some(dir) if dir.join(TLS_CERT_KEY).exists() => {
+                Some([read(dir.join(TLS_CERT_KEY))?, read(dir.join(TLS_KEY_KEY))?])
+            }
+            _ => None,
+        };
+        let token_key = match TlsSecret::TokenKey.mounted_dir(secrets_dir) {
+            Some(dir) if dir.join(TOKEN_PUBLIC_KEY).exists() => {
+                Some(read(dir.join(TOKEN_PUBLIC_KEY))?)
+            }
+            _ => None,
+        };
         Ok(Some(Mounted {
             server_cert: read(server.join(TLS_CERT_KEY))?,
             server_key: read(server.join(TLS_KEY_KEY))?,
             ca: read(server.join(CA_KEY))?,
             client_cert: read(client.join(TLS_CERT_KEY))?,
             client_key: read(client.join(TLS_KEY_KEY))?,
+            backup_client,
+            token_key,
             own,
         }))
     }
@@ -241,10 +273,11 @@ impl Mounted {
         rustls::client::verify_server_name(&parsed, &name).is_ok()
     }
 
-    /// The authority's certificate (PEM), which tokens for the HTTP API
-    /// are checked against ([`crate::api_tls`]).
-    pub fn authority_pem(&self) -> &str {
-        &self.ca
+    /// What tokens for the HTTP API are checked against
+    /// ([`crate::api_tls`]), PEM: the token key's public half, or in a pod
+    /// made before there was one, the authority's certificate.
+    pub fn token_key_pem(&self) -> &str {
+        self.token_key.as_deref().unwrap_or(&self.ca)
     }
 
     /// The HTTP API's server side: the cluster's server certificate, no
@@ -348,8 +381,49 @@ mod tests {
         );
         let own = Mounted::read(dir.path()).expect("read").expect("mounted");
         assert_eq!(own.postgres(), ["O", "OK", "OC"]);
-        assert_eq!(own.authority_pem(), "C");
+        assert_eq!(own.token_key_pem(), "C");
         assert_ne!(own, mounted, "a change to follow");
+    }
+
+    /// Tokens are checked against the token key once it is mounted, and
+    /// pgBackRest's client presents the backup client's certificate, not
+    /// the replication user's.
+    #[test]
+    fn the_token_key_and_the_backup_client_are_their_own() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let write = |sub: &str, files: &[(&str, &str)]| {
+            let path = dir.path().join(sub);
+            std::fs::create_dir_all(&path).expect("dir");
+            for (name, text) in files {
+                std::fs::write(path.join(name), text).expect("write");
+            }
+        };
+        write(
+            "server-tls",
+            &[(TLS_CERT_KEY, "S"), (TLS_KEY_KEY, "SK"), (CA_KEY, "C")],
+        );
+        write(
+            "replication-tls",
+            &[(TLS_CERT_KEY, "R"), (TLS_KEY_KEY, "RK"), (CA_KEY, "C")],
+        );
+        write(
+            "backup-client-tls",
+            &[(TLS_CERT_KEY, "B"), (TLS_KEY_KEY, "BK"), (CA_KEY, "C")],
+        );
+        write("api-token", &[(TOKEN_PUBLIC_KEY, "T")]);
+        let mounted = Mounted::read(dir.path()).expect("read").expect("mounted");
+        assert_eq!(mounted.token_key_pem(), "T");
+        assert_eq!(
+            mounted.backup_client,
+            Some(["B".to_owned(), "BK".to_owned()])
+        );
+        let installed = Installed::in_run_dir(dir.path());
+        assert!(
+            installed
+                .backup_client()
+                .cert_file
+                .ends_with("backup-client.crt")
+        );
     }
 
     /// pgBackRest's client checks its server's certificate against the

@@ -17,7 +17,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{
     Container, ContainerState, ContainerStateTerminated, ContainerStateWaiting, ContainerStatus,
     HTTPGetAction, PersistentVolumeClaim, PersistentVolumeClaimSpec, Pod, PodCondition, PodSpec,
-    PodStatus, Probe, Secret, Service, ServiceAccount, VolumeResourceRequirements,
+    PodStatus, Probe, Secret, Service, ServiceAccount, Volume, VolumeResourceRequirements,
 };
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -234,8 +234,21 @@ impl Trim for Pod {
             self.metadata.creation_timestamp = created;
         }
         // Of the spec, only what says how the instance API is served (the
-        // probes' scheme, see `instance_api::served_over_https`).
+        // probes' scheme, see `instance_api::served_over_https`) and which
+        // key its tokens are checked against (the token key's volume, by
+        // name, see `instance_api::mounts_token_key`).
+        let token_volume = tusk_api::contract::TlsSecret::TokenKey.mount_name();
         self.spec = self.spec.take().map(|spec| PodSpec {
+            volumes: spec.volumes.map(|volumes| {
+                volumes
+                    .into_iter()
+                    .filter(|v| Some(v.name.as_str()) == token_volume)
+                    .map(|v| Volume {
+                        name: v.name,
+                        ..Volume::default()
+                    })
+                    .collect()
+            }),
             containers: spec
                 .containers
                 .into_iter()
@@ -323,26 +336,26 @@ impl Trim for PersistentVolumeClaim {
 /// Secrets are created once and never read back: their existence (and
 /// the annotations saying which authority issued a certificate, and when
 /// it is due) is all a reconcile needs, and the passwords stay out of the
-/// operator's memory. The one exception is the cluster's certificate
+/// operator's memory. The exceptions are the cluster's certificate
 /// authority (`<cluster>-ca-key`), whose key issues and renews the
-/// cluster's certificates.
+/// cluster's certificates, and the key that signs the instance API's
+/// tokens (`<cluster>-api-token-key`).
 impl Trim for Secret {
     fn trim(&mut self) {
-        let authority = self
+        use tusk_api::contract::TlsSecret;
+        let kept = self
             .metadata
             .labels
             .as_ref()
             .and_then(|labels| labels.get(labels::CLUSTER))
             .is_some_and(|cluster| {
-                self.metadata.name.as_deref()
-                    == Some(
-                        tusk_api::contract::TlsSecret::CaKey
-                            .secret_name(cluster.as_str())
-                            .as_str(),
-                    )
+                [TlsSecret::CaKey, TlsSecret::TokenKey].iter().any(|which| {
+                    self.metadata.name.as_deref()
+                        == Some(which.secret_name(cluster.as_str()).as_str())
+                })
             });
         trim_meta(&mut self.metadata);
-        if !authority {
+        if !kept {
             self.data = None;
         }
         self.string_data = None;
@@ -489,7 +502,9 @@ mod tests {
             "spec": {"containers": [{"name": "postgres", "image": "postgres:17",
                 "env": [{"name": "PGDATA", "value": "/var/lib/postgresql/data/pgdata"}],
                 "readinessProbe": {"periodSeconds": 1, "httpGet": {
-                    "path": "/readyz", "port": "http", "scheme": "HTTPS"}}}]},
+                    "path": "/readyz", "port": "http", "scheme": "HTTPS"}}}],
+                "volumes": [{"name": "pgdata", "persistentVolumeClaim": {"claimName": "db-1"}},
+                            {"name": "api-token", "secret": {"secretName": "db-api-token-key"}}]},
             "status": {
                 "podIP": "10.0.0.7",
                 "conditions": [
@@ -510,13 +525,16 @@ mod tests {
     fn a_trimmed_pod_keeps_what_reconciles_read() {
         let mut trimmed = pod();
         trimmed.trim();
-        // Of the spec, how the instance API is served, and nothing else.
+        // Of the spec, how the instance API is served and which key
+        // checks its tokens, and nothing else.
         assert!(crate::instance_api::served_over_https(&trimmed));
+        assert!(crate::instance_api::mounts_token_key(&trimmed));
         let spec = trimmed.spec.clone().expect("spec");
         assert_eq!(
             serde_json::to_value(&spec).expect("json"),
             json!({"containers": [{"name": "postgres",
-                "readinessProbe": {"httpGet": {"port": 0, "scheme": "HTTPS"}}}]})
+                "readinessProbe": {"httpGet": {"port": 0, "scheme": "HTTPS"}}}],
+                "volumes": [{"name": "api-token"}]})
         );
         assert!(trimmed.metadata.managed_fields.is_none());
         assert_eq!(trimmed.owner_references(), pod().owner_references());

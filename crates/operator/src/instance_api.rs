@@ -2,7 +2,9 @@
 //! pod serves it so (its probes' scheme, which the operator set together
 //! with `TUSK_API_TLS`), verifying the server by the cluster's own
 //! authority and the name [`instance_server_name`], and proving itself
-//! with a token that authority signs (`tusk_api::instance::TOKEN_HEADER`).
+//! with a token the cluster's token key signs
+//! (`tusk_api::instance::TOKEN_HEADER`; a pod made before the token key
+//! existed, which mounts none, gets one the authority signs).
 //! A pod made before the API was served over HTTPS is read over plain
 //! HTTP until it is rolled.
 //!
@@ -22,7 +24,7 @@ use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{DigitallySignedStruct, SignatureScheme};
 use tusk_api::contract::instance_server_name;
 
-use crate::builders::certificates::Authority;
+use crate::builders::certificates::{Authority, TokenKey};
 
 /// Who the operator's tokens name.
 pub const OPERATOR_SUBJECT: &str = "tusk-operator";
@@ -42,14 +44,46 @@ pub fn served_over_https(pod: &Pod) -> bool {
         })
 }
 
+/// Whether `pod` mounts the token key's public half, and so checks tokens
+/// against it rather than against the authority.
+pub fn mounts_token_key(pod: &Pod) -> bool {
+    let Some(name) = tusk_api::contract::TlsSecret::TokenKey.mount_name() else {
+        return false;
+    };
+    pod.spec
+        .iter()
+        .flat_map(|spec| spec.volumes.iter().flatten())
+        .any(|volume| volume.name == name)
+}
+
+/// The tokens for one cluster's pods: signed by the token key, and by the
+/// authority for pods made before the token key (why not, otherwise).
+#[derive(Clone)]
+pub struct Tokens {
+    pub current: Result<String, String>,
+    pub legacy: Result<String, String>,
+}
+
+impl Tokens {
+    /// The token `pod` accepts.
+    pub fn for_pod(&self, pod: &Pod) -> Result<&str, &str> {
+        let token = if mounts_token_key(pod) {
+            &self.current
+        } else {
+            &self.legacy
+        };
+        token.as_deref().map_err(String::as_str)
+    }
+}
+
 /// How one cluster's instances are reached.
 #[derive(Clone)]
 pub struct ClusterAccess {
     /// For pods serving plain HTTP.
     pub plain: reqwest::Client,
     /// For pods serving HTTPS: a client trusting the cluster's authority,
-    /// and a fresh token; why there is none otherwise.
-    pub https: Result<(reqwest::Client, String), String>,
+    /// and fresh tokens; why there is none otherwise.
+    pub https: Result<(reqwest::Client, Tokens), String>,
 }
 
 impl ClusterAccess {
@@ -65,7 +99,8 @@ impl ClusterAccess {
         if !served_over_https(pod) {
             return Ok(self.plain.get(format!("http://{ip}:{port}{path}")));
         }
-        let (client, token) = self.https.as_ref().map_err(String::clone)?;
+        let (client, tokens) = self.https.as_ref().map_err(String::clone)?;
+        let token = tokens.for_pod(pod).map_err(str::to_owned)?;
         Ok(client
             .get(format!("https://{ip}:{port}{path}"))
             .header(tusk_api::instance::TOKEN_HEADER, token))
@@ -89,14 +124,28 @@ pub fn unix_now() -> u64 {
 
 impl InstanceClients {
     /// How the operator reaches the instances of `cluster` in `namespace`,
-    /// whose authority is kept in `authority` (`<cluster>-ca-key`, if the
-    /// cache holds it).
+    /// whose authority is kept in `authority` (`<cluster>-ca-key`) and
+    /// token key in `token_key` (`<cluster>-api-token-key`), if the cache
+    /// holds them.
     pub fn access(
         &self,
         namespace: &str,
         cluster: &str,
         authority: Option<&Secret>,
+        token_key: Option<&Secret>,
     ) -> ClusterAccess {
+        let current = token_key
+            .ok_or_else(|| {
+                format!(
+                    "the cluster's token key (Secret {}) is not there yet",
+                    tusk_api::contract::TlsSecret::TokenKey.secret_name(cluster)
+                )
+            })
+            .and_then(|secret| TokenKey::from_secret(secret).map_err(|e| e.to_string()))
+            .and_then(|key| {
+                key.sign_token(OPERATOR_SUBJECT, namespace, cluster, unix_now())
+                    .map_err(|e| e.to_string())
+            });
         let https = authority
             .ok_or_else(|| {
                 format!(
@@ -107,10 +156,10 @@ impl InstanceClients {
             .and_then(|secret| Authority::from_secret(secret).map_err(|e| e.to_string()))
             .and_then(|authority| {
                 let client = self.https_client(&authority, cluster)?;
-                let token = authority
-                    .sign_token(OPERATOR_SUBJECT, namespace, cluster, unix_now())
-                    .map_err(|e| e.to_string())?;
-                Ok((client, token))
+                let legacy = authority
+                    .sign_legacy_token(OPERATOR_SUBJECT, namespace, cluster, unix_now())
+                    .map_err(|e| e.to_string());
+                Ok((client, Tokens { current, legacy }))
             });
         ClusterAccess {
             plain: self.plain.clone(),

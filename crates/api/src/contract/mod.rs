@@ -11,7 +11,7 @@
 //! - [`Credential`]: the credentials Secrets, their names, keys and where
 //!   each is mounted;
 //! - [`TlsSecret`]: the cluster's certificate Secrets, their names, keys
-//!   and where the two an instance uses are mounted;
+//!   and where the ones an instance uses are mounted;
 //! - [`RepositoryKeys`]: the backup repository's
 //!   and the restore source's keys (S3's, or an Azure storage account's),
 //!   given as environment variables from the credentials Secrets;
@@ -31,7 +31,8 @@ pub use crate::instance::DEFAULT_HTTP_PORT as HTTP_PORT;
 pub const POSTGRES_PORT: u16 = 5432;
 /// pgBackRest's TLS server inside every instance (its default port): a
 /// standby taking a base backup reaches its primary's files and
-/// PostgreSQL through it, with the replication user's client certificate.
+/// PostgreSQL through it, with the backup client's certificate
+/// ([`TlsSecret::BackupClient`]).
 pub const BACKUP_SERVER_PORT: u16 = 8432;
 /// Where the instance's volume is mounted.
 pub const DATA_MOUNT: &str = "/var/lib/postgresql/data";
@@ -143,7 +144,26 @@ pub enum TlsSecret {
     /// standbys, `pg_basebackup` and `pg_rewind` log in with it. Mounted
     /// in every instance.
     Replication,
+    /// The backup client's certificate (common name
+    /// [`tusk_postgres::pgbackrest::BACKUP_CLIENT`]), with its key and the
+    /// authority's certificate: the one identity pgBackRest's TLS server
+    /// (8432) admits, so that the replication certificate, which only
+    /// streams WAL, cannot run pgBackRest's commands (and their superuser
+    /// SQL) on a primary. Mounted in every instance (any may back up as a
+    /// standby), not in a restore rehearsal's pod.
+    BackupClient,
+    /// The key that signs the instance API's `/status` tokens
+    /// ([`crate::instance::TOKEN_HEADER`]): its private key
+    /// ([`TLS_KEY_KEY`]) and public key ([`TOKEN_PUBLIC_KEY`]), apart from
+    /// the authority's, so that whoever may read instance reports (`tusk
+    /// plan`) needs no key that issues certificates. Instances mount the
+    /// public key alone.
+    TokenKey,
 }
+
+/// Key of the public key in [`TlsSecret::TokenKey`]'s Secret (and file
+/// name in an instance).
+pub const TOKEN_PUBLIC_KEY: &str = "token.pub";
 
 /// Key of a certificate in a `kubernetes.io/tls` Secret (and file name).
 pub const TLS_CERT_KEY: &str = "tls.crt";
@@ -155,7 +175,14 @@ pub const CA_KEY: &str = "ca.crt";
 
 impl TlsSecret {
     /// The authority first: the others are issued from it.
-    pub const ALL: [TlsSecret; 4] = [Self::CaKey, Self::Ca, Self::Server, Self::Replication];
+    pub const ALL: [TlsSecret; 6] = [
+        Self::CaKey,
+        Self::Ca,
+        Self::Server,
+        Self::Replication,
+        Self::BackupClient,
+        Self::TokenKey,
+    ];
 
     /// The suffix of the Secret's name.
     fn suffix(self) -> &'static str {
@@ -164,6 +191,8 @@ impl TlsSecret {
             Self::CaKey => "ca-key",
             Self::Server => "server",
             Self::Replication => "replication-cert",
+            Self::BackupClient => "backup-client-cert",
+            Self::TokenKey => "api-token-key",
         }
     }
 
@@ -178,7 +207,18 @@ impl TlsSecret {
         match self {
             Self::Server => Some("server-tls"),
             Self::Replication => Some("replication-tls"),
+            Self::BackupClient => Some("backup-client-tls"),
+            Self::TokenKey => Some("api-token"),
             Self::Ca | Self::CaKey => None,
+        }
+    }
+
+    /// The keys an instance is given when not all of them: the token
+    /// key's public half alone.
+    pub fn mounted_keys(self) -> Option<&'static [&'static str]> {
+        match self {
+            Self::TokenKey => Some(&[TOKEN_PUBLIC_KEY]),
+            _ => None,
         }
     }
 
@@ -516,7 +556,7 @@ mod tests {
     }
 
     #[test]
-    fn certificate_secrets_never_share_a_name_with_credentials_and_only_two_are_mounted() {
+    fn certificate_secrets_never_share_a_name_with_credentials_and_no_authority_key_is_mounted() {
         let names: Vec<String> = TlsSecret::ALL
             .iter()
             .map(|s| s.secret_name("orders"))
@@ -527,7 +567,9 @@ mod tests {
                 "orders-ca-key",
                 "orders-ca",
                 "orders-server",
-                "orders-replication-cert"
+                "orders-replication-cert",
+                "orders-backup-client-cert",
+                "orders-api-token-key"
             ]
         );
         for credential in Credential::ALL {
@@ -537,9 +579,22 @@ mod tests {
             .iter()
             .filter_map(|s| s.mount_name())
             .collect();
-        assert_eq!(mounted, ["server-tls", "replication-tls"]);
+        assert_eq!(
+            mounted,
+            [
+                "server-tls",
+                "replication-tls",
+                "backup-client-tls",
+                "api-token"
+            ]
+        );
         for credential in Credential::ALL {
             assert!(!mounted.contains(&credential.mount_name()));
         }
+        // The token key's private half stays with the operator.
+        assert_eq!(
+            TlsSecret::TokenKey.mounted_keys(),
+            Some(&[TOKEN_PUBLIC_KEY][..])
+        );
     }
 }

@@ -152,9 +152,17 @@ async fn status_response(
         .await
         .ok()
         .flatten();
-    let access = CLIENTS
-        .get_or_init(Default::default)
-        .access(NS, &cluster, authority.as_ref());
+    let token_key = secrets
+        .get_opt(&TlsSecret::TokenKey.secret_name(cluster.as_str()))
+        .await
+        .ok()
+        .flatten();
+    let access = CLIENTS.get_or_init(Default::default).access(
+        NS,
+        &cluster,
+        authority.as_ref(),
+        token_key.as_ref(),
+    );
     access
         .request(&pod, &ip, tusk_api::contract::HTTP_PORT, STATUS_PATH)?
         .timeout(timeout)

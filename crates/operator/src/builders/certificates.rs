@@ -1,8 +1,11 @@
 //! The cluster's certificates: an authority of its own (`<cluster>-ca-key`,
 //! read by the operator alone), its certificate for clients
 //! (`<cluster>-ca`), PostgreSQL's server certificate for the names of the
-//! cluster's Services (`<cluster>-server`) and the replication user's client
-//! certificate (`<cluster>-replication-cert`). See
+//! cluster's Services (`<cluster>-server`), the replication user's client
+//! certificate (`<cluster>-replication-cert`), the backup client's, the one
+//! identity pgBackRest's TLS server admits (`<cluster>-backup-client-cert`),
+//! and the key that signs the instance API's tokens, no certificate
+//! (`<cluster>-api-token-key`, [`TokenKey`]). See
 //! [`tusk_api::contract::TlsSecret`].
 //!
 //! Every Secret records the authority it belongs to
@@ -22,7 +25,9 @@ use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
     KeyUsagePurpose, SanType,
 };
-use tusk_api::contract::{CA_KEY, TLS_CERT_KEY, TLS_KEY_KEY, TlsSecret, server_certificate_names};
+use tusk_api::contract::{
+    CA_KEY, TLS_CERT_KEY, TLS_KEY_KEY, TOKEN_PUBLIC_KEY, TlsSecret, server_certificate_names,
+};
 
 use super::child_meta;
 use crate::validate::ValidatedCluster;
@@ -49,6 +54,8 @@ pub enum CertificateError {
     Generate(#[from] rcgen::Error),
     #[error("cannot sign a token for the instance API: {0}")]
     Token(#[from] jsonwebtoken::errors::Error),
+    #[error("Secret {0} holds no token key ({TLS_KEY_KEY}): delete it and Tusk makes a new one")]
+    NoTokenKey(String),
     #[error(
         "Secret {0} does not hold this cluster's certificate authority (its {TLS_CERT_KEY}, its {TLS_KEY_KEY} and the annotation {AUTHORITY_ANNOTATION}): it was edited; restore it, or delete it and Tusk makes a new authority and issues every certificate again"
     )]
@@ -145,20 +152,17 @@ impl Authority {
         }
     }
 
-    /// A token for the instances' `/status` of the cluster `cluster` in
-    /// `namespace`, signed by this authority for `subject` at `now`
-    /// (seconds since the epoch); see `tusk_api::instance::TOKEN_HEADER`.
-    pub fn sign_token(
+    /// A token for `/status` signed with the authority's key, which only
+    /// pods made before the token key existed accept
+    /// ([`TokenKey::sign_token`] for the others).
+    pub fn sign_legacy_token(
         &self,
         subject: &str,
         namespace: &str,
         cluster: &str,
         now: u64,
     ) -> Result<String, CertificateError> {
-        let claims = tusk_api::instance::TokenClaims::new(subject, namespace, cluster, now);
-        let key = jsonwebtoken::EncodingKey::from_ec_pem(self.key_pem.as_bytes())?;
-        let header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::ES256);
-        Ok(jsonwebtoken::encode(&header, &claims, &key)?)
+        sign(&self.key_pem, subject, namespace, cluster, now)
     }
 
     /// A certificate for `leaf` signed by this authority (PEM: certificate,
@@ -181,12 +185,16 @@ impl Authority {
         validity(&mut params, now, LEAF_DAYS);
         params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
         match leaf {
-            TlsSecret::Replication => {
+            TlsSecret::Replication | TlsSecret::BackupClient => {
                 // PostgreSQL's `cert` method logs in the user the common
-                // name names.
-                params
-                    .distinguished_name
-                    .push(DnType::CommonName, tusk_postgres::roles::REPLICATION);
+                // name names; pgBackRest's server admits the backup
+                // client's name alone, which no role has.
+                let name = if leaf == TlsSecret::Replication {
+                    tusk_postgres::roles::REPLICATION
+                } else {
+                    tusk_postgres::pgbackrest::BACKUP_CLIENT
+                };
+                params.distinguished_name.push(DnType::CommonName, name);
                 params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
             }
             _ => {
@@ -210,6 +218,69 @@ impl Authority {
         let cert = params.signed_by(&key, &issuer)?;
         Ok((cert.pem(), key.serialize_pem()))
     }
+}
+
+/// A token for the instances' `/status` of the cluster `cluster` in
+/// `namespace`, signed with `key_pem` for `subject` at `now` (seconds
+/// since the epoch); see `tusk_api::instance::TOKEN_HEADER`.
+fn sign(
+    key_pem: &str,
+    subject: &str,
+    namespace: &str,
+    cluster: &str,
+    now: u64,
+) -> Result<String, CertificateError> {
+    let claims = tusk_api::instance::TokenClaims::new(subject, namespace, cluster, now);
+    let key = jsonwebtoken::EncodingKey::from_ec_pem(key_pem.as_bytes())?;
+    let header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::ES256);
+    Ok(jsonwebtoken::encode(&header, &claims, &key)?)
+}
+
+/// The key that signs the instance API's tokens (`<cluster>-api-token-key`):
+/// an ES256 key of its own, not the authority's, so that whoever reads
+/// instance reports (the operator, `tusk plan`) needs no key that issues
+/// certificates. Instances mount its public half.
+#[derive(Clone)]
+pub struct TokenKey {
+    key_pem: String,
+}
+
+impl std::fmt::Debug for TokenKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TokenKey(<key>)")
+    }
+}
+
+impl TokenKey {
+    /// The key kept in `secret`.
+    pub fn from_secret(secret: &Secret) -> Result<Self, CertificateError> {
+        let name = secret.metadata.name.clone().unwrap_or_default();
+        secret
+            .data
+            .as_ref()
+            .and_then(|d| d.get(TLS_KEY_KEY))
+            .and_then(|bytes| String::from_utf8(bytes.0.clone()).ok())
+            .map(|key_pem| TokenKey { key_pem })
+            .ok_or(CertificateError::NoTokenKey(name))
+    }
+
+    /// A token for `/status` of `cluster` in `namespace`, for `subject` at
+    /// `now` (seconds since the epoch).
+    pub fn sign_token(
+        &self,
+        subject: &str,
+        namespace: &str,
+        cluster: &str,
+        now: u64,
+    ) -> Result<String, CertificateError> {
+        sign(&self.key_pem, subject, namespace, cluster, now)
+    }
+}
+
+/// A new token key: its private and public halves (PEM).
+fn token_key() -> Result<(String, String), CertificateError> {
+    let key = KeyPair::generate()?;
+    Ok((key.serialize_pem(), key.public_key_pem()))
 }
 
 /// The authority `secret` says it belongs to.
@@ -278,7 +349,17 @@ pub fn certificate_secret(
                 (TLS_KEY_KEY, bytes(&authority.key_pem)),
             ]),
         ),
-        TlsSecret::Server | TlsSecret::Replication => {
+        TlsSecret::TokenKey => {
+            let (private, public) = token_key()?;
+            (
+                "Opaque",
+                BTreeMap::from([
+                    (TLS_KEY_KEY, bytes(&private)),
+                    (TOKEN_PUBLIC_KEY, bytes(&public)),
+                ]),
+            )
+        }
+        TlsSecret::Server | TlsSecret::Replication | TlsSecret::BackupClient => {
             let (cert, key) = authority.issue(cluster, which, now, addresses)?;
             if which == TlsSecret::Server {
                 annotations.insert(ADDRESSES_ANNOTATION.to_owned(), address_list(addresses));
@@ -436,5 +517,76 @@ mod tests {
         assert!(!is_current(&leaf, &authority.id, later(60)));
         let other = Authority::generate(&cluster, now()).expect("authority");
         assert!(!is_current(&leaf, &other.id, now()));
+    }
+}
+
+#[cfg(test)]
+mod identity_tests {
+    use super::*;
+    use crate::builders::validated;
+
+    fn cluster() -> ValidatedCluster {
+        validated(serde_json::json!({
+            "instances": 1, "postgres": {"version": 15}, "storage": {"size": "1Gi"}
+        }))
+    }
+
+    /// Whether the certificate in `secret` carries `name` (its subject's
+    /// common name: the issuer's is the authority's, which is neither).
+    fn names(secret: &Secret, name: &str) -> bool {
+        use rustls::pki_types::CertificateDer;
+        use rustls::pki_types::pem::PemObject;
+        let pem = &secret.data.as_ref().expect("data")[TLS_CERT_KEY].0;
+        let der = CertificateDer::from_pem_slice(pem).expect("a certificate");
+        der.windows(name.len()).any(|w| w == name.as_bytes())
+    }
+
+    /// pgBackRest's server admits one name; only the backup client's
+    /// certificate carries it, not the replication user's.
+    #[test]
+    fn the_backup_client_has_an_identity_of_its_own() {
+        let cluster = cluster();
+        let now: Timestamp = "2026-12-05T12:00:00Z".parse().expect("time");
+        let authority = Authority::generate(&cluster, now).expect("authority");
+        let issue =
+            |which| certificate_secret(&cluster, which, &authority, now, &[]).expect("issued");
+        let (backup, replication) = (
+            issue(TlsSecret::BackupClient),
+            issue(TlsSecret::Replication),
+        );
+        let (backup_name, replication_name) = (
+            tusk_postgres::pgbackrest::BACKUP_CLIENT,
+            tusk_postgres::roles::REPLICATION,
+        );
+        assert!(names(&backup, backup_name) && !names(&backup, replication_name));
+        assert!(names(&replication, replication_name) && !names(&replication, backup_name));
+    }
+
+    /// The token key is not the authority's: a token it signs checks with
+    /// its public half, which is all an instance mounts, and not with the
+    /// authority's certificate.
+    #[test]
+    fn tokens_are_signed_by_a_key_of_their_own() {
+        let cluster = cluster();
+        let now: Timestamp = "2026-12-05T12:00:00Z".parse().expect("time");
+        let authority = Authority::generate(&cluster, now).expect("authority");
+        let secret =
+            certificate_secret(&cluster, TlsSecret::TokenKey, &authority, now, &[]).expect("made");
+        let data = secret.data.as_ref().expect("data");
+        let public = String::from_utf8(data[TOKEN_PUBLIC_KEY].0.clone()).expect("PEM");
+        let token = TokenKey::from_secret(&secret)
+            .expect("reads")
+            .sign_token("t", "shop", "orders", 1_000)
+            .expect("signed");
+        let mut validation = jsonwebtoken::Validation::new(jsonwebtoken::Algorithm::ES256);
+        validation.validate_exp = false;
+        validation.set_audience(&[tusk_api::instance::token_audience("shop", "orders")]);
+        let check = |pem: &str| {
+            let key = jsonwebtoken::DecodingKey::from_ec_pem(pem.as_bytes()).expect("a key");
+            jsonwebtoken::decode::<tusk_api::instance::TokenClaims>(&token, &key, &validation)
+        };
+        check(&public).expect("the public half checks it");
+        assert!(check(&authority.cert_pem).is_err());
+        assert!(!public.contains("PRIVATE"));
     }
 }

@@ -71,7 +71,13 @@ pub async fn fetch(cluster: &PostgresCluster, ctx: &Context) -> Result<Observed,
         &children.secrets,
         &TlsSecret::CaKey.secret_name(name.as_str()),
     );
-    let access = ctx.instances.access(&namespace, &name, authority);
+    let token_key = named(
+        &children.secrets,
+        &TlsSecret::TokenKey.secret_name(name.as_str()),
+    );
+    let access = ctx
+        .instances
+        .access(&namespace, &name, authority, token_key);
     let reports = poll_instances(&access, &children.pods, &brief, &ctx.metrics).await;
     let lease = if primary_failing(cluster, &children, &reports) {
         let read = primacy::read(&ctx.client, &ctx.leases, &namespace, &name);

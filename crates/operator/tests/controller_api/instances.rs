@@ -147,12 +147,16 @@ fn rand_offset() -> usize {
         .map_or(0, |d| d.subsec_nanos() as usize)
 }
 
-/// The cluster's server and replication certificates, once the operator
-/// issued them, in the layout an instance finds them mounted in.
+/// The cluster's server and replication certificates and the token key's
+/// public half, once the operator issued them, in the layout an instance finds them mounted in.
 async fn mounted_certificates(client: &Client, cluster: &str) -> tempfile::TempDir {
     let secrets: Api<Secret> = Api::namespaced(client.clone(), NS);
     let dir = tempfile::tempdir().expect("temp dir");
-    for which in [TlsSecret::Server, TlsSecret::Replication] {
+    for which in [
+        TlsSecret::Server,
+        TlsSecret::Replication,
+        TlsSecret::TokenKey,
+    ] {
         let name = which.secret_name(cluster);
         let deadline = std::time::Instant::now() + Duration::from_secs(60);
         let secret = loop {
@@ -168,7 +172,13 @@ async fn mounted_certificates(client: &Client, cluster: &str) -> tempfile::TempD
         let mounted = which.mounted_dir(dir.path()).expect("a mounted Secret");
         std::fs::create_dir_all(&mounted).expect("mount dir");
         for (key, value) in secret.data.unwrap_or_default() {
-            std::fs::write(mounted.join(key), value.0).expect("a mounted file");
+            // As the pod mounts it: the token key's public half alone.
+            if which
+                .mounted_keys()
+                .is_none_or(|keys| keys.contains(&key.as_str()))
+            {
+                std::fs::write(mounted.join(key), value.0).expect("a mounted file");
+            }
         }
     }
     dir

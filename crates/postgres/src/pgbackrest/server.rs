@@ -10,10 +10,20 @@
 //! cluster's certificate authority: the server presents the cluster's
 //! server certificate, which must name the address the standby connects
 //! to (pgBackRest's client always checks the name, here an IP address),
-//! and admits only a client certificate whose common name is the
-//! replication user, for this cluster's stanza alone (`tls-server-auth`).
+//! and admits only a client certificate whose common name is
+//! [`BACKUP_CLIENT`], for this cluster's stanza alone (`tls-server-auth`).
+//!
+//! Not the replication user's: a pgBackRest remote runs what its client
+//! asks, as the superuser, so the identity it admits must be one only
+//! backups hold; the replication certificate streams WAL and nothing else.
 
 use std::net::IpAddr;
+
+/// The common name of the one client certificate pgBackRest's TLS server
+/// admits: the backup client's, issued for that alone (no PostgreSQL role
+/// has this name, so PostgreSQL's `cert` authentication admits nobody
+/// with it).
+pub const BACKUP_CLIENT: &str = "tusk-backup-client";
 
 /// The certificate files one side of the TLS connection presents and
 /// verifies the other against (private copies, readable by the PostgreSQL
@@ -28,14 +38,8 @@ pub struct TlsFiles {
 
 /// The arguments of `pgbackrest server` (after `--config`): listening on
 /// `address:port` with `tls`, admitting the client certificate whose
-/// common name is `client` for `stanza` only.
-pub fn server_args(
-    address: IpAddr,
-    port: u16,
-    tls: &TlsFiles,
-    client: &str,
-    stanza: &str,
-) -> Vec<String> {
+/// common name is [`BACKUP_CLIENT`] for `stanza` only.
+pub fn server_args(address: IpAddr, port: u16, tls: &TlsFiles, stanza: &str) -> Vec<String> {
     vec![
         "server".to_owned(),
         format!("--tls-server-address={address}"),
@@ -43,7 +47,7 @@ pub fn server_args(
         format!("--tls-server-cert-file={}", tls.cert_file),
         format!("--tls-server-key-file={}", tls.key_file),
         format!("--tls-server-ca-file={}", tls.ca_file),
-        format!("--tls-server-auth={client}={stanza}"),
+        format!("--tls-server-auth={BACKUP_CLIENT}={stanza}"),
     ]
 }
 
@@ -64,7 +68,7 @@ pub struct PrimaryHost {
 /// The options `pgbackrest backup` takes on a standby: the backup runs
 /// from this standby (`pg1`, the configuration file's), started and
 /// stopped on `primary` (`pg2`) through its TLS server, the client
-/// presenting `client`.
+/// presenting `client` (the [`BACKUP_CLIENT`] certificate).
 pub fn standby_backup_args(primary: &PrimaryHost, client: &TlsFiles) -> Vec<String> {
     vec![
         "--backup-standby=y".to_owned(),

@@ -462,15 +462,9 @@ fn tls_files(side: &str) -> TlsFiles {
 }
 
 #[test]
-fn the_backup_server_admits_the_replication_certificate_for_its_stanza_alone() {
+fn the_backup_server_admits_the_backup_client_for_its_stanza_alone() {
     let address: std::net::IpAddr = "10.1.2.3".parse().expect("an address");
-    let args = server_args(
-        address,
-        8432,
-        &tls_files("server"),
-        "streaming_replica",
-        "orders",
-    );
+    let args = server_args(address, 8432, &tls_files("server"), "orders");
     assert_eq!(args[0], "server");
     for arg in [
         "--tls-server-address=10.1.2.3",
@@ -478,7 +472,7 @@ fn the_backup_server_admits_the_replication_certificate_for_its_stanza_alone() {
         "--tls-server-cert-file=/run/tls/server.crt",
         "--tls-server-key-file=/run/tls/server.key",
         "--tls-server-ca-file=/run/tls/ca.crt",
-        "--tls-server-auth=streaming_replica=orders",
+        "--tls-server-auth=tusk-backup-client=orders",
     ] {
         assert!(args.iter().any(|a| a == arg), "{arg} in {args:?}");
     }
@@ -494,14 +488,14 @@ fn a_standby_backs_up_with_its_primary_as_the_second_host_over_tls() {
         port: 5432,
         superuser: "postgres".into(),
     };
-    let args = standby_backup_args(&primary, &tls_files("replication"));
+    let args = standby_backup_args(&primary, &tls_files("backup-client"));
     for arg in [
         "--backup-standby=y",
         "--pg2-host=10.1.2.4",
         "--pg2-host-type=tls",
         "--pg2-host-port=8432",
-        "--pg2-host-cert-file=/run/tls/replication.crt",
-        "--pg2-host-key-file=/run/tls/replication.key",
+        "--pg2-host-cert-file=/run/tls/backup-client.crt",
+        "--pg2-host-key-file=/run/tls/backup-client.key",
         "--pg2-host-ca-file=/run/tls/ca.crt",
         "--pg2-path=/var/lib/postgresql/data/pgdata",
         "--pg2-socket-path=/run/tusk",

@@ -540,3 +540,37 @@ fn the_owners_server_certificate_is_mounted_beside_the_clusters() {
             .any(|v| v.name == POSTGRES_TLS_MOUNT)
     );
 }
+
+/// An instance gets the backup client's certificate and the token key's
+/// public half, never the token key's private half nor the authority's.
+#[test]
+fn an_instance_mounts_the_backup_client_and_the_token_keys_public_half_alone() {
+    use tusk_api::contract::{SECRETS_DIR, TOKEN_PUBLIC_KEY, TlsSecret};
+
+    let pod = pod(small(), None);
+    let spec = pod.spec.as_ref().expect("spec");
+    let dir = |which: TlsSecret| {
+        std::path::Path::new(SECRETS_DIR).join(which.mount_name().expect("mounted"))
+    };
+    assert_eq!(
+        secret_mounted_at(spec, &dir(TlsSecret::BackupClient)).as_deref(),
+        Some("orders-backup-client-cert")
+    );
+    let (_, volume) = volume_at(spec, &dir(TlsSecret::TokenKey)).expect("the token key");
+    let source = volume.secret.as_ref().expect("a Secret");
+    assert_eq!(source.secret_name.as_deref(), Some("orders-api-token-key"));
+    let keys: Vec<&str> = source
+        .items
+        .iter()
+        .flatten()
+        .map(|item| item.key.as_str())
+        .collect();
+    assert_eq!(keys, [TOKEN_PUBLIC_KEY]);
+    let secrets: Vec<&str> = spec
+        .volumes
+        .iter()
+        .flatten()
+        .filter_map(|v| v.secret.as_ref()?.secret_name.as_deref())
+        .collect();
+    assert!(!secrets.contains(&"orders-ca-key"), "{secrets:?}");
+}

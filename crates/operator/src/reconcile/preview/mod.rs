@@ -26,7 +26,7 @@ pub use describe::{EventLine, StatusChange, Step};
 
 use super::fetch::{Observed, primary_failing};
 use super::rollout::{Outdated, members};
-use crate::builders::certificates::Authority;
+use crate::builders::certificates::TokenKey;
 use crate::children::Children;
 use crate::config::OperatorConfig;
 use crate::error::Error;
@@ -140,27 +140,27 @@ pub async fn preview(
     Ok(preview)
 }
 
-/// A token for the instances' `/status`, signed with the cluster's
-/// authority, read with the user's own permissions (`get` on
-/// `<cluster>-ca-key`: the children's Secrets are listed by their metadata
-/// only); why there is none otherwise.
+/// A token for the instances' `/status`, signed with the cluster's token
+/// key, read with the user's own permissions (`get` on
+/// `<cluster>-api-token-key`: the children's Secrets are listed by their
+/// metadata only; the certificate authority's key is not needed); why
+/// there is none otherwise.
 async fn plan_token(client: &Client, namespace: &str, name: &str) -> Result<String, String> {
-    let secret_name = TlsSecret::CaKey.secret_name(name);
+    let secret_name = TlsSecret::TokenKey.secret_name(name);
     let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
     let secret = secrets
         .get_opt(&secret_name)
         .await
         .map_err(|error| {
             format!(
-                "the instance API answers holders of the cluster's authority only, and reading \
+                "the instance API answers holders of the cluster's token key only, and reading \
                  Secret {secret_name} failed: {error}"
             )
         })?
-        .ok_or_else(|| format!("Secret {secret_name}, the cluster's authority, does not exist"))?;
-    let authority = Authority::from_secret(&secret).map_err(|e| e.to_string())?;
+        .ok_or_else(|| format!("Secret {secret_name}, the cluster's token key, does not exist"))?;
+    let key = TokenKey::from_secret(&secret).map_err(|e| e.to_string())?;
     let now = crate::instance_api::unix_now();
-    authority
-        .sign_token(PLAN_SUBJECT, namespace, name, now)
+    key.sign_token(PLAN_SUBJECT, namespace, name, now)
         .map_err(|e| e.to_string())
 }
 
