@@ -259,11 +259,13 @@ pub async fn clone_from(
     primary: IpAddr,
 ) -> Result<(), BootstrapError> {
     let staging = fresh_staging(ctx)?;
-    let host = primary.to_string();
+    // With certificates: connected by address, verified by name.
+    let (host, hostaddr) = ctx.remote_host(primary);
     let port = ctx.settings.postgres_port.to_string();
-    tools::run(
+    tools::run_with(
         ctx,
         "pg_basebackup",
+        hostaddr.map(|address| ("PGHOSTADDR", address)),
         [
             "--pgdata".as_ref(),
             staging.as_os_str(),

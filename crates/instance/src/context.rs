@@ -8,7 +8,7 @@ use crate::datadir::{self, DataDirError, RenderedFiles};
 use crate::desired::DesiredState;
 use tusk_postgres::pgbackrest::{self, Repository, Stanza};
 
-use crate::postgres::config::{self, ReplicationRole, ServerConfig, Upstream};
+use crate::postgres::config::{self, ClientTls, ReplicationRole, ServerConfig, Upstream};
 use crate::process_user::{ProcessUser, ProcessUserError};
 use crate::settings::Settings;
 use crate::sql::LocalTarget;
@@ -31,6 +31,9 @@ pub struct InstanceContext {
     pub user: ProcessUser,
     /// Whether the PostgreSQL build can serve TLS ([`crate::tls::build_has_ssl`]).
     ssl_build: bool,
+    /// Whether its libpq knows `require_auth`
+    /// ([`crate::tls::libpq_has_require_auth`]).
+    require_auth: bool,
     /// The standby minimums of the data directory's control file
     /// ([`crate::standby_floor`]).
     floor: crate::standby_floor::FloorCache,
@@ -46,10 +49,18 @@ impl InstanceContext {
                 "this PostgreSQL build has no SSL support: connections stay unencrypted whatever certificates are mounted"
             );
         }
+        let require_auth = crate::tls::libpq_has_require_auth(&settings.bin_dir);
+        if ssl_build && !require_auth {
+            tracing::info!(
+                bin_dir = %settings.bin_dir.display(),
+                "this libpq predates require_auth (PostgreSQL 16): connections to other instances verify the server's name but cannot refuse a password request"
+            );
+        }
         Ok(InstanceContext {
             settings,
             user,
             ssl_build,
+            require_auth,
             floor: Default::default(),
         })
     }
@@ -103,12 +114,34 @@ impl InstanceContext {
     /// another instance (`pg_basebackup`, `pg_rewind`): the replication
     /// user's certificate and the authority to verify the server by.
     pub fn libpq_tls_env(&self) -> Vec<(&'static str, String)> {
-        let client = self.tls().map(|installed| installed.client());
+        let client = self.client_tls();
         client
             .iter()
             .flat_map(|client| client.environment())
             .map(|(name, value)| (name, value.to_owned()))
             .collect()
+    }
+
+    /// The replication user's TLS settings for connections to another
+    /// instance of this cluster, verified as `<cluster>-rw`; `None` without
+    /// certificates.
+    pub fn client_tls(&self) -> Option<ClientTls> {
+        self.tls().map(|installed| {
+            installed.client(
+                instance_server_name(&self.settings.cluster_name),
+                self.require_auth,
+            )
+        })
+    }
+
+    /// How PostgreSQL's programs name the instance at `address`: the
+    /// verified name and the address (`host`, `hostaddr`) with
+    /// certificates, the address alone without.
+    pub fn remote_host(&self, address: IpAddr) -> (String, Option<String>) {
+        match self.client_tls() {
+            Some(tls) => (tls.server_name, Some(address.to_string())),
+            None => (address.to_string(), None),
+        }
     }
 
     /// A connection to the `postgres` database of the instance at `host`,
@@ -157,7 +190,7 @@ impl InstanceContext {
             port: self.settings.postgres_port,
             user: self.settings.credentials.replication.username.clone(),
             passfile: self.settings.passfile().display().to_string(),
-            tls: self.tls().map(|installed| installed.client()),
+            tls: self.client_tls(),
         }
     }
 

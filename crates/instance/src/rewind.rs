@@ -21,7 +21,7 @@ use crate::context::InstanceContext;
 use crate::datadir::{self, DataDirError};
 use crate::desired::DesiredState;
 use crate::diverged;
-use crate::postgres::config::ReplicationRole;
+use crate::postgres::config::{self, RemoteLogin, ReplicationRole};
 use crate::tools::{self, ToolError};
 
 /// The waits between rewind attempts within one rejoin; after the last,
@@ -150,10 +150,7 @@ pub async fn rewind(
 ) -> Result<(), RewindError> {
     ctx.prepare_run_dir()?;
     let pgdata = &ctx.settings.pgdata;
-    let source = format!(
-        "host={primary} port={} user={} dbname=postgres connect_timeout=10",
-        ctx.settings.postgres_port, ctx.settings.credentials.replication.username
-    );
+    let source = source_server(ctx, primary);
     let args = [
         "--target-pgdata".as_ref(),
         pgdata.as_os_str(),
@@ -171,6 +168,26 @@ pub async fn rewind(
     Ok(())
 }
 
+/// pg_rewind's connection to the primary at `primary`: an ordinary one,
+/// as the replication user with its SCRAM password, over TLS with the
+/// primary verified by name when the pod has certificates.
+fn source_server(ctx: &InstanceContext, primary: IpAddr) -> String {
+    let mut settings = match ctx.client_tls() {
+        Some(tls) => tls.libpq_settings(primary, RemoteLogin::Scram),
+        None => vec![("host", primary.to_string())],
+    };
+    settings.extend([
+        ("port", ctx.settings.postgres_port.to_string()),
+        (
+            "user",
+            ctx.settings.credentials.replication.username.clone(),
+        ),
+        ("dbname", "postgres".to_owned()),
+        ("connect_timeout", "10".to_owned()),
+    ]);
+    config::conninfo(&settings)
+}
+
 /// Copies the WAL the rewind with `args` is about to discard (the
 /// divergence its dry run prints) beside the data ([`diverged::keep`]).
 /// A failed dry run fails as the rewind would; a copy that cannot be made
@@ -179,7 +196,10 @@ async fn keep_discarded_wal(
     ctx: &InstanceContext,
     args: &[&std::ffi::OsStr],
 ) -> Result<(), RewindError> {
-    let dry_run = args.iter().copied().chain([std::ffi::OsStr::new("--dry-run")]);
+    let dry_run = args
+        .iter()
+        .copied()
+        .chain([std::ffi::OsStr::new("--dry-run")]);
     let printed = tools::run(ctx, "pg_rewind", dry_run).await?;
     let Some(divergence) = diverged::divergence(&printed) else {
         return Ok(());

@@ -54,6 +54,30 @@ pub fn build_has_ssl(bin_dir: &Path) -> bool {
     configured_with_ssl(&String::from_utf8_lossy(&output.stdout))
 }
 
+/// Whether the libpq that the programs in `bin_dir` load knows the
+/// connection option `require_auth` (libpq 16 and later): `psql` is asked
+/// to parse it, and an older libpq answers `invalid connection option`.
+/// Without `psql` it is taken not to: an option libpq does not know
+/// fails every connection (the walreceiver's included), a missing one only
+/// loses a second guard.
+pub fn libpq_has_require_auth(bin_dir: &Path) -> bool {
+    let Ok(output) = std::process::Command::new(bin_dir.join("psql"))
+        .args([
+            "-X",
+            "-w",
+            "-d",
+            "host=/nonexistent require_auth=none",
+            "-c",
+            "",
+        ])
+        .stdin(std::process::Stdio::null())
+        .output()
+    else {
+        return false;
+    };
+    !String::from_utf8_lossy(&output.stderr).contains("invalid connection option")
+}
+
 /// Whether configure flags as `pg_config --configure` prints them name SSL.
 fn configured_with_ssl(flags: &str) -> bool {
     flags
@@ -143,12 +167,16 @@ impl Installed {
 
     /// The replication user's files, for libpq; the server is verified
     /// against the authority of the certificate PostgreSQL serves
-    /// (`server-ca.crt`: the owner's, or the cluster's).
-    pub fn client(&self) -> ClientTls {
+    /// (`server-ca.crt`: the owner's, or the cluster's) and for
+    /// `server_name`; `require_auth` when the local libpq knows it
+    /// ([`libpq_has_require_auth`]).
+    pub fn client(&self, server_name: String, require_auth: bool) -> ClientTls {
         ClientTls {
             cert_file: self.text("replication.crt"),
             key_file: self.text("replication.key"),
             root_cert_file: self.text("server-ca.crt"),
+            server_name,
+            require_auth,
         }
     }
 

@@ -50,6 +50,20 @@ where
     I: IntoIterator<Item = S>,
     S: AsRef<OsStr>,
 {
+    run_with(ctx, program, None, args).await
+}
+
+/// [`run`], with one more environment variable (`PGHOSTADDR`).
+pub async fn run_with<I, S>(
+    ctx: &InstanceContext,
+    program: &str,
+    extra: Option<(&str, String)>,
+    args: I,
+) -> Result<String, ToolError>
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
     let path = ctx.settings.binary(program);
     let started = Instant::now();
     let mut command = ctx.user.command(&path);
@@ -57,7 +71,8 @@ where
         .args(args)
         .env("PGPASSFILE", ctx.settings.passfile())
         .env("PGCONNECT_TIMEOUT", "10")
-        .envs(ctx.libpq_tls_env());
+        .envs(ctx.libpq_tls_env())
+        .envs(extra);
     let (text, status) = output(program, &mut command).await?;
     tracing::info!(
         program,

@@ -84,37 +84,84 @@ pub struct ServerTls {
     pub ca_file: String,
 }
 
-/// A client certificate for libpq (`sslcert`, `sslkey`) and the authority
-/// the server's certificate must chain to (`sslrootcert`).
+/// A client certificate for libpq (`sslcert`, `sslkey`), the authority
+/// the server's certificate must chain to (`sslrootcert`) and the name it
+/// must carry (`server_name`: instances are reached by address, which is
+/// `hostaddr`, and verified by the name, which is `host`, as
+/// `sslmode=verify-full` checks it). Any certificate of the same issuer
+/// without that name is refused, as is a server that asks for a password
+/// where a certificate logs in, when libpq knows `require_auth`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ClientTls {
     pub cert_file: String,
     pub key_file: String,
     pub root_cert_file: String,
+    /// The name the server's certificate must carry (`<cluster>-rw`).
+    pub server_name: String,
+    /// Whether the libpq the connecting programs load knows `require_auth`
+    /// (PostgreSQL 16 or later); an older one refuses the option, so it
+    /// is left out and the client's only guard is the verified name.
+    pub require_auth: bool,
+}
+
+/// How a connection to another instance authenticates, for
+/// `require_auth`: replication (the walreceiver, `pg_basebackup`) with
+/// the client certificate, so the server must ask for nothing more
+/// (`none`; a certificate is no authentication exchange to libpq);
+/// `pg_rewind`'s ordinary connection with the replication user's SCRAM
+/// password.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RemoteLogin {
+    Certificate,
+    Scram,
+}
+
+impl RemoteLogin {
+    fn require_auth(self) -> &'static str {
+        match self {
+            RemoteLogin::Certificate => "none",
+            RemoteLogin::Scram => "scram-sha-256",
+        }
+    }
 }
 
 impl ClientTls {
-    /// libpq's settings for it: the server's certificate is verified
-    /// against the authority (`verify-ca`: instances are reached by
-    /// address, which no certificate names).
-    pub fn libpq_settings(&self) -> [(&'static str, &str); 4] {
-        [
-            ("sslmode", "verify-ca"),
-            ("sslrootcert", &self.root_cert_file),
-            ("sslcert", &self.cert_file),
-            ("sslkey", &self.key_file),
-        ]
+    /// libpq's settings for a connection to the instance at `address`
+    /// logging in by `login`: the server's certificate is verified
+    /// against the authority and for [`Self::server_name`].
+    pub fn libpq_settings(
+        &self,
+        address: IpAddr,
+        login: RemoteLogin,
+    ) -> Vec<(&'static str, String)> {
+        let mut settings = vec![
+            ("host", self.server_name.clone()),
+            ("hostaddr", address.to_string()),
+            ("sslmode", "verify-full".to_owned()),
+            ("sslrootcert", self.root_cert_file.clone()),
+            ("sslcert", self.cert_file.clone()),
+            ("sslkey", self.key_file.clone()),
+        ];
+        if self.require_auth {
+            settings.push(("require_auth", login.require_auth().to_owned()));
+        }
+        settings
     }
 
     /// The same settings as libpq's environment variables, for
-    /// PostgreSQL's programs (`pg_basebackup`, `pg_rewind`).
-    pub fn environment(&self) -> [(&'static str, &str); 4] {
-        [
-            ("PGSSLMODE", "verify-ca"),
-            ("PGSSLROOTCERT", &self.root_cert_file),
-            ("PGSSLCERT", &self.cert_file),
-            ("PGSSLKEY", &self.key_file),
-        ]
+    /// PostgreSQL's programs (`pg_basebackup`, `pg_rewind`), whose host
+    /// is given by [`Self::libpq_settings`] or `PGHOST`/`PGHOSTADDR`.
+    pub fn environment(&self) -> Vec<(&'static str, &str)> {
+        let mut env = vec![
+            ("PGSSLMODE", "verify-full"),
+            ("PGSSLROOTCERT", self.root_cert_file.as_str()),
+            ("PGSSLCERT", self.cert_file.as_str()),
+            ("PGSSLKEY", self.key_file.as_str()),
+        ];
+        if self.require_auth {
+            env.push(("PGREQUIREAUTH", RemoteLogin::Certificate.require_auth()));
+        }
+        env
     }
 }
 
@@ -259,22 +306,25 @@ fn line(out: &mut String, name: &str, value: &str) {
 /// `application_name` is the instance name, which `pg_stat_replication`
 /// and `synchronous_standby_names` refer to.
 pub fn primary_conninfo(upstream: &Upstream, application_name: &str) -> String {
-    let mut settings = vec![
-        ("host", upstream.host.to_string()),
+    let mut settings = match &upstream.tls {
+        Some(tls) => tls.libpq_settings(upstream.host, RemoteLogin::Certificate),
+        None => vec![
+            ("host", upstream.host.to_string()),
+            ("sslmode", "prefer".to_owned()),
+        ],
+    };
+    settings.extend([
         ("port", upstream.port.to_string()),
         ("user", upstream.user.clone()),
         ("passfile", upstream.passfile.clone()),
         ("application_name", application_name.to_owned()),
-    ];
-    match &upstream.tls {
-        Some(tls) => settings.extend(
-            tls.libpq_settings()
-                .iter()
-                .map(|(key, value)| (*key, (*value).to_owned())),
-        ),
-        None => settings.push(("sslmode", "prefer".to_owned())),
-    }
+    ]);
     settings.push(("connect_timeout", "5".to_owned()));
+    conninfo(&settings)
+}
+
+/// A libpq connection string of `settings`, each value quoted.
+pub fn conninfo(settings: &[(&str, String)]) -> String {
     settings
         .iter()
         .map(|(key, value)| format!("{key}={}", conninfo_value(value)))
@@ -430,6 +480,8 @@ mod tests {
             cert_file: "/run/tusk/tls/replication.crt".into(),
             key_file: "/run/tusk/tls/replication.key".into(),
             root_cert_file: "/run/tusk/tls/ca.crt".into(),
+            server_name: "db-rw".into(),
+            require_auth: true,
         }
     }
 
@@ -459,7 +511,9 @@ mod tests {
         );
         let conninfo = setting(&conf, "primary_conninfo").expect("conninfo");
         for expected in [
-            "sslmode='verify-ca'",
+            "host='db-rw'",
+            "sslmode='verify-full'",
+            "require_auth='none'",
             "sslrootcert='/run/tusk/tls/ca.crt'",
             "sslcert='/run/tusk/tls/replication.crt'",
             "sslkey='/run/tusk/tls/replication.key'",
@@ -467,6 +521,22 @@ mod tests {
             assert!(conninfo.contains(expected), "{conninfo}");
         }
         assert!(!conninfo.contains("prefer"), "{conninfo}");
+        // The upstream's address is where it connects, not what it checks.
+        assert!(
+            conninfo.contains("hostaddr=") && !conninfo.contains("host='10."),
+            "{conninfo}"
+        );
+        // A libpq older than 16 refuses require_auth: left out for it.
+        if let ReplicationRole::Standby(upstream) = &mut config.role {
+            upstream.tls = Some(ClientTls {
+                require_auth: false,
+                ..client_tls()
+            });
+        }
+        let conf = render_postgresql_conf(&config).expect("renders");
+        let conninfo = setting(&conf, "primary_conninfo").expect("conninfo");
+        assert!(!conninfo.contains("require_auth"), "{conninfo}");
+        assert!(conninfo.contains("sslmode='verify-full'"), "{conninfo}");
         // The user cannot turn it off.
         let parameters = BTreeMap::from([("ssl".to_owned(), "off".to_owned())]);
         assert_eq!(
@@ -540,8 +610,8 @@ mod tests {
         let conninfo = setting(&conf, "primary_conninfo").expect("standby has primary_conninfo");
         assert_eq!(
             conninfo,
-            "host='10.0.0.7' port='5432' user='streaming_replica' passfile='/tmp/tusk/pgpass' \
-             application_name='db-1' sslmode='prefer' connect_timeout='5'"
+            "host='10.0.0.7' sslmode='prefer' port='5432' user='streaming_replica' \
+             passfile='/tmp/tusk/pgpass' application_name='db-1' connect_timeout='5'"
         );
         assert!(!conf.contains("password"));
         // The default `recovery_target_timeline = 'latest'` lets a standby
