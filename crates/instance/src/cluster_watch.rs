@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{Pod, Secret};
+use kube::api::ListParams;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
 use tokio::sync::watch;
@@ -148,15 +149,22 @@ fn declared_roles(
         .collect()
 }
 
-/// Reads each declared role's password from its Secret (the instance's
-/// Role may get those Secrets by name, and no other). A Secret that cannot
-/// be read is named in the role's reason, never its content.
+/// Reads each declared role's password from its Secret: a list narrowed
+/// to its name by a field selector, which the instance's Role allows for
+/// those names and no other (the operator, which never gets a Secret,
+/// cannot grant `get`). A Secret that cannot be read is named in the
+/// role's reason, never its content.
 async fn read_passwords(secrets: &Api<Secret>, cluster: &str, roles: &mut [DeclaredRole]) {
     for role in roles {
         let Some(name) = role.spec.password_secret_name(cluster) else {
             continue;
         };
-        role.password = match secrets.get_opt(&name).await {
+        let one = ListParams::default().fields(&format!("metadata.name={name}"));
+        role.password = match secrets
+            .list(&one)
+            .await
+            .map(|list| list.items.into_iter().next())
+        {
             Ok(Some(secret)) => {
                 let value = secret
                     .data

@@ -213,6 +213,7 @@ pub fn compose(input: &StatusInput<'_>) -> PostgresClusterStatus {
     backups::set_backups(&mut status, input);
     backups::set_rehearsed(&mut status, input);
     set_upgrade(&mut status, input);
+    roles::set_roles(&mut status, input);
     if let Some(record) = &input.valid_spec {
         status.last_valid_spec = Some(record.clone());
     }
@@ -607,5 +608,6 @@ fn instance_status(
 }
 
 mod backups;
+mod roles;
 #[cfg(test)]
 mod tests;

@@ -74,6 +74,8 @@ pub struct ValidatedCluster {
     /// certificate.
     pub server_secret: Option<String>,
     pub paused: bool,
+    /// `spec.roles`, checked ([`roles`]).
+    pub roles: Vec<tusk_api::v1alpha1::RoleSpec>,
     /// A declared major newer than the data's: the upgrade's target (set
     /// by the reconcile's validation, which knows the data's major; the
     /// pods keep running the data's major until the upgrade moves it).
@@ -147,6 +149,7 @@ pub fn validate(
         .as_ref()
         .is_some_and(|s| s.target_primary.is_some());
     let bootstrap = bootstrap(spec, bootstrapped)?;
+    roles::check(spec, &bootstrap)?;
     let unsupported = unsupported(spec);
     let schedule = backup_schedule(spec)?;
     let verify_schedule = verify_schedule(spec)?;
@@ -180,6 +183,7 @@ pub fn validate(
         network_policy: spec.network_policy.clone(),
         server_secret: spec.certificates.as_ref().map(|c| c.server_secret.clone()),
         paused: spec.paused,
+        roles: spec.roles.clone(),
         major_upgrade: None,
         unsupported,
     })
@@ -437,5 +441,6 @@ pub fn quantity_bytes(quantity: &Quantity) -> Option<u128> {
 }
 
 mod resources;
+mod roles;
 #[cfg(test)]
 pub(crate) mod tests;

@@ -291,7 +291,8 @@ fn membership_rule(member_of: &str, role: &str, own: &[&str]) -> Option<String> 
 pub struct RoleStatus {
     /// The role's name.
     pub name: String,
-    /// Where the role stands.
+    /// `Reconciled` or `Failed`. A role declared since the primary's last
+    /// pass (every 10 seconds, and at each change) is not listed yet.
     pub state: RoleState,
     /// Why the role is not as declared, when it is not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -303,9 +304,6 @@ pub struct RoleStatus {
 pub enum RoleState {
     /// The role is as declared (or, declared absent, does not exist).
     Reconciled,
-    /// Not acted on yet (no primary running, or its password Secret not
-    /// read yet).
-    Pending,
     /// The last attempt failed; `reason` says why. Retried.
     Failed,
 }

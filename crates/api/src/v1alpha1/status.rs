@@ -106,7 +106,7 @@ pub struct PostgresClusterStatus {
     pub last_valid_spec: Option<LastValidSpec>,
 
     /// Each declared role as the primary last reported it: `Reconciled`,
-    /// `Pending` or `Failed` with the reason.
+    /// or `Failed` with the reason (docs/roles.md).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub roles: Vec<super::RoleStatus>,
 }

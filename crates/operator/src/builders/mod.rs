@@ -10,6 +10,7 @@ mod network_policy;
 mod pod;
 mod rbac;
 mod rehearsal;
+mod role_secrets;
 mod secrets;
 mod services;
 mod storage;
@@ -23,6 +24,7 @@ pub use pod::{
 };
 pub use rbac::{instance_role, instance_role_binding, instance_service_account};
 pub use rehearsal::{rehearsal_pod, rehearsal_pvc};
+pub use role_secrets::{generated_roles, role_secret};
 pub use secrets::{Credential, credentials_secret};
 pub use services::{r_service, ro_service, rw_service};
 pub use storage::{instance_pvc, owned_by_cluster};

@@ -1,8 +1,8 @@
 //! Least privilege for the instance managers (R17): each cluster's pods run
 //! under their own ServiceAccount, allowed to read their own cluster object,
 //! to look up a pod by name (the target primary's IP, which replication
-//! follows), to hold the cluster's primary lease and to report events,
-//! nothing else.
+//! follows), to hold the cluster's primary lease, to report events and
+//! to list the declared roles' password Secrets by name, nothing else.
 
 use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
@@ -20,50 +20,81 @@ pub fn instance_service_account(cluster: &ValidatedCluster) -> ServiceAccount {
 pub fn instance_role(cluster: &ValidatedCluster) -> Role {
     Role {
         metadata: child_meta(cluster, &cluster.name.instance_account()),
-        rules: Some(vec![
-            PolicyRule {
-                api_groups: Some(vec![tusk_api::GROUP.to_owned()]),
-                resources: Some(vec!["postgresclusters".to_owned()]),
-                resource_names: Some(vec![cluster.name.to_string()]),
-                verbs: vec!["get".to_owned(), "list".to_owned(), "watch".to_owned()],
-                ..PolicyRule::default()
-            },
-            PolicyRule {
-                api_groups: Some(vec![String::new()]),
-                resources: Some(vec!["pods".to_owned()]),
-                verbs: vec!["get".to_owned()],
-                ..PolicyRule::default()
-            },
-            // The primary lease: created by the first primary's manager (a
-            // create cannot be limited to a name), then read, renewed, taken
-            // over and released by updates naming the version they replace,
-            // and watched by the standbys, which stream only from a holder
-            // that renews it (see the instance manager's lease view).
-            PolicyRule {
-                api_groups: Some(vec!["coordination.k8s.io".to_owned()]),
-                resources: Some(vec!["leases".to_owned()]),
-                verbs: vec!["create".to_owned()],
-                ..PolicyRule::default()
-            },
-            PolicyRule {
-                api_groups: Some(vec!["coordination.k8s.io".to_owned()]),
-                resources: Some(vec!["leases".to_owned()]),
-                resource_names: Some(vec![tusk_api::primacy::lease_name(
-                    &cluster.name.to_string(),
-                )]),
-                verbs: ["get", "list", "watch", "update"]
-                    .map(str::to_owned)
-                    .to_vec(),
-                ..PolicyRule::default()
-            },
-            PolicyRule {
-                api_groups: Some(vec![String::new(), "events.k8s.io".to_owned()]),
-                resources: Some(vec!["events".to_owned()]),
-                verbs: vec!["create".to_owned(), "patch".to_owned()],
-                ..PolicyRule::default()
-            },
-        ]),
+        rules: Some(
+            [
+                PolicyRule {
+                    api_groups: Some(vec![tusk_api::GROUP.to_owned()]),
+                    resources: Some(vec!["postgresclusters".to_owned()]),
+                    resource_names: Some(vec![cluster.name.to_string()]),
+                    verbs: vec!["get".to_owned(), "list".to_owned(), "watch".to_owned()],
+                    ..PolicyRule::default()
+                },
+                PolicyRule {
+                    api_groups: Some(vec![String::new()]),
+                    resources: Some(vec!["pods".to_owned()]),
+                    verbs: vec!["get".to_owned()],
+                    ..PolicyRule::default()
+                },
+                // The primary lease: created by the first primary's manager (a
+                // create cannot be limited to a name), then read, renewed, taken
+                // over and released by updates naming the version they replace,
+                // and watched by the standbys, which stream only from a holder
+                // that renews it (see the instance manager's lease view).
+                PolicyRule {
+                    api_groups: Some(vec!["coordination.k8s.io".to_owned()]),
+                    resources: Some(vec!["leases".to_owned()]),
+                    verbs: vec!["create".to_owned()],
+                    ..PolicyRule::default()
+                },
+                PolicyRule {
+                    api_groups: Some(vec!["coordination.k8s.io".to_owned()]),
+                    resources: Some(vec!["leases".to_owned()]),
+                    resource_names: Some(vec![tusk_api::primacy::lease_name(
+                        &cluster.name.to_string(),
+                    )]),
+                    verbs: ["get", "list", "watch", "update"]
+                        .map(str::to_owned)
+                        .to_vec(),
+                    ..PolicyRule::default()
+                },
+                PolicyRule {
+                    api_groups: Some(vec![String::new(), "events.k8s.io".to_owned()]),
+                    resources: Some(vec!["events".to_owned()]),
+                    verbs: vec!["create".to_owned(), "patch".to_owned()],
+                    ..PolicyRule::default()
+                },
+            ]
+            .into_iter()
+            .chain(role_password_secrets(cluster))
+            .collect(),
+        ),
     }
+}
+
+/// The declared roles' password Secrets (`spec.roles`), which the primary's
+/// manager reads: a `list` narrowed to one name by a field selector (which
+/// the API server authorises by that name), those names only. Not `get`:
+/// the operator never gets a Secret, and grants only what it holds. No
+/// rule at all when no role has one: a rule without names would grant
+/// every Secret.
+fn role_password_secrets(cluster: &ValidatedCluster) -> Option<PolicyRule> {
+    let mut names: Vec<String> = cluster
+        .roles
+        .iter()
+        .filter_map(|r| r.password_secret_name(cluster.name.as_str()))
+        .collect();
+    names.sort();
+    names.dedup();
+    if names.is_empty() {
+        return None;
+    }
+    Some(PolicyRule {
+        api_groups: Some(vec![String::new()]),
+        resources: Some(vec!["secrets".to_owned()]),
+        resource_names: Some(names),
+        verbs: vec!["list".to_owned()],
+        ..PolicyRule::default()
+    })
 }
 
 pub fn instance_role_binding(cluster: &ValidatedCluster) -> RoleBinding {
@@ -132,5 +163,40 @@ mod tests {
                 .expect("named")
         );
         assert_eq!(subject.namespace.as_deref(), Some("shop"));
+    }
+
+    #[test]
+    fn instance_managers_may_get_only_the_declared_roles_password_secrets() {
+        let cluster = validated(serde_json::json!({
+            "instances": 1, "postgres": {"version": 15}, "storage": {"size": "1Gi"},
+            "roles": [
+                {"name": "web", "login": true},
+                {"name": "batch", "login": true, "passwordSecret": {"name": "batch-pw"}},
+                {"name": "readers"},
+                {"name": "old", "login": true, "ensure": "absent"}
+            ]
+        }));
+        let rules = instance_role(&cluster).rules.expect("rules");
+        let secrets: Vec<&PolicyRule> = rules
+            .iter()
+            .filter(|r| r.resources.iter().flatten().any(|r| r == "secrets"))
+            .collect();
+        assert_eq!(secrets.len(), 1);
+        assert_eq!(secrets[0].verbs, ["list"]);
+        assert_eq!(
+            secrets[0].resource_names,
+            Some(vec!["batch-pw".to_owned(), "orders-role-web".to_owned()])
+        );
+        // Roles without a password: no rule, never one without names.
+        let cluster = validated(serde_json::json!({
+            "instances": 1, "postgres": {"version": 15}, "storage": {"size": "1Gi"},
+            "roles": [{"name": "readers"}]
+        }));
+        let rules = instance_role(&cluster).rules.expect("rules");
+        assert!(
+            !rules
+                .iter()
+                .any(|r| r.resources.iter().flatten().any(|r| r == "secrets"))
+        );
     }
 }

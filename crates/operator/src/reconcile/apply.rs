@@ -39,6 +39,7 @@ pub async fn apply(
     }
     let ns = valid.namespace.as_str();
     credentials(ctx, valid, children).await?;
+    super::role_secrets::ensure(ctx, valid, children).await?;
     super::certificates::ensure(ctx, valid, children, &plan.certificates).await?;
     identity(ctx, valid, children).await?;
     services(ctx, valid, children).await?;

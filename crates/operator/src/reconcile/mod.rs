@@ -21,6 +21,7 @@ pub mod preview;
 mod primary;
 mod rehearsal;
 mod requeue;
+mod role_secrets;
 mod roles;
 mod rollout;
 mod secrets;
@@ -103,11 +104,11 @@ async fn converge(cluster: &PostgresCluster, ctx: &Context) -> Result<Action, Er
     apply::clear_requests(cluster, ctx, &plan.clear, written.version.as_deref()).await?;
     applied?;
     let held = requeue::standby_held(observed.reports.values());
-    Ok(Action::requeue(requeue::after(
-        &written.status,
-        &plan,
-        held,
-    )))
+    let mut wait = requeue::after(&written.status, &plan, held);
+    if let Some(roles) = requeue::roles_settling(&valid.roles, &written.status) {
+        wait = wait.min(roles);
+    }
+    Ok(Action::requeue(wait))
 }
 
 /// Remembers the instance the pass created until the caches show it (see

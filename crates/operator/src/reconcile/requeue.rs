@@ -91,6 +91,27 @@ fn fence_seen_in(primary: &FailoverCheck) -> Option<Duration> {
         .map(|fenced| fenced + FENCE_SEEN)
 }
 
+/// While a declared role is not reported `Reconciled` (new, or failing):
+/// the primary's manager acts on the declaration within seconds, and its
+/// report of it triggers no reconcile.
+const ROLES_SETTLING: Duration = Duration::from_secs(10);
+
+/// How soon to look again for the declared roles' sake: while one is
+/// missing from `status.roles` or not `Reconciled` there.
+pub fn roles_settling(
+    declared: &[tusk_api::v1alpha1::RoleSpec],
+    status: &PostgresClusterStatus,
+) -> Option<Duration> {
+    use tusk_api::v1alpha1::RoleState;
+    let settled = declared.iter().all(|role| {
+        status
+            .roles
+            .iter()
+            .any(|r| r.name == role.name && r.state == RoleState::Reconciled)
+    });
+    (!settled).then_some(ROLES_SETTLING)
+}
+
 /// Whether this pass is the first to see `generation` of the spec.
 fn spec_changed(previous: Option<&PostgresClusterStatus>, generation: Option<i64>) -> bool {
     generation.is_some() && previous.and_then(|p| p.observed_generation) != generation
@@ -312,5 +333,40 @@ mod tests {
                 "{status:?} {primary:?}"
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod roles_tests {
+    use super::*;
+    use tusk_api::v1alpha1::{RoleSpec, RoleState, RoleStatus};
+
+    fn status(roles: &[(&str, RoleState)]) -> PostgresClusterStatus {
+        PostgresClusterStatus {
+            roles: roles
+                .iter()
+                .map(|(name, state)| RoleStatus {
+                    name: (*name).into(),
+                    state: *state,
+                    reason: None,
+                })
+                .collect(),
+            ..PostgresClusterStatus::default()
+        }
+    }
+
+    #[test]
+    fn a_new_or_failed_role_is_looked_at_again_soon_and_settled_ones_are_not() {
+        let declared = [RoleSpec::named("web"), RoleSpec::named("late")];
+        let settled = status(&[
+            ("web", RoleState::Reconciled),
+            ("late", RoleState::Reconciled),
+        ]);
+        assert_eq!(roles_settling(&declared, &settled), None);
+        let failed = status(&[("web", RoleState::Reconciled), ("late", RoleState::Failed)]);
+        assert_eq!(roles_settling(&declared, &failed), Some(ROLES_SETTLING));
+        let new = status(&[("web", RoleState::Reconciled)]);
+        assert_eq!(roles_settling(&declared, &new), Some(ROLES_SETTLING));
+        assert_eq!(roles_settling(&[], &new), None);
     }
 }
