@@ -1,8 +1,10 @@
 //! `tusk why CLUSTER`: why a cluster is not Ready, as a chain of reasons:
 //! its phase, the conditions that say something is wrong (with reason and
 //! message), fenced and unready instances (and why a pod waits for a
-//! node, in the scheduler's words), then the cluster's recent
-//! Warning events, newest first. Prints `Ready` when it is.
+//! node, in the scheduler's words), declared roles the primary could not
+//! bring to their declaration (`status.roles`), then the cluster's recent
+//! Warning events, newest first. Prints `Ready` when it is Ready and every
+//! declared role is as declared.
 //!
 //! Exit codes: 0 Ready, 1 not Ready (the reasons are printed), 2 the
 //! command could not run.
@@ -13,7 +15,7 @@ use k8s_openapi::api::core::v1::{Event, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 use tusk_api::conditions;
-use tusk_api::v1alpha1::{ClusterPhase, PostgresCluster};
+use tusk_api::v1alpha1::{ClusterPhase, PostgresCluster, RoleState};
 
 use super::CommandError;
 use super::cluster_access::{ClusterRef, Target, block_on};
@@ -121,7 +123,19 @@ pub fn reasons(cluster: &PostgresCluster, pods: &[Pod], warnings: &[Warning]) ->
         .iter()
         .find(|c| c.type_ == conditions::READY)
         .is_none_or(|c| c.status == "True");
-    if status.phase == Some(ClusterPhase::Ready) && ready_condition {
+    let failed_roles: Vec<String> = status
+        .roles
+        .iter()
+        .filter(|r| r.state == RoleState::Failed)
+        .map(|r| {
+            format!(
+                "role {} is not as declared: {}",
+                r.name,
+                r.reason.as_deref().unwrap_or("(no reason reported)")
+            )
+        })
+        .collect();
+    if status.phase == Some(ClusterPhase::Ready) && ready_condition && failed_roles.is_empty() {
         return Vec::new();
     }
     let mut chain = vec![format!(
@@ -170,6 +184,7 @@ pub fn reasons(cluster: &PostgresCluster, pods: &[Pod], warnings: &[Warning]) ->
             ));
         }
     }
+    chain.extend(failed_roles);
     for w in warnings.iter().take(EVENTS_SHOWN) {
         chain.push(format!(
             "event {} {}: {}{}",
@@ -228,6 +243,24 @@ mod tests {
     #[test]
     fn a_ready_cluster_has_no_reasons() {
         assert!(reasons(&cluster("Ready", "True", None), &[], &[]).is_empty());
+    }
+
+    #[test]
+    fn a_ready_cluster_with_a_failed_role_says_which_and_why() {
+        let mut c = cluster("Ready", "True", None);
+        let status = c.status.as_mut().expect("status");
+        status.roles = serde_json::from_value(serde_json::json!([
+            {"name": "web", "state": "Reconciled"},
+            {"name": "batch", "state": "Failed", "reason": "Secret batch-pw does not exist"}
+        ]))
+        .expect("roles");
+        let chain = reasons(&c, &[], &[]);
+        assert_eq!(
+            chain.last().map(String::as_str),
+            Some("role batch is not as declared: Secret batch-pw does not exist"),
+            "{chain:?}"
+        );
+        assert!(!chain.iter().any(|r| r.contains("role web")));
     }
 
     #[test]
