@@ -184,20 +184,28 @@ fn operator_pods(data_dir: &Path) -> Vec<String> {
     output.lines().map(str::to_owned).collect()
 }
 
-/// The operator runs as one pod of its Deployment, under its own
-/// ServiceAccount, is Ready (its readiness probe passes) and leads.
-fn assert_operator_runs_as_a_pod(data_dir: &Path) {
+/// The operator runs as the two pods of its Deployment, under its own
+/// ServiceAccount, both Ready (their readiness probe passes once they
+/// serve the admission webhook), one of them leading.
+fn assert_operator_runs_as_pods(data_dir: &Path) {
+    let ready = |pods: &[String]| pods.len() == 2 && pods.iter().all(|p| p.ends_with(" True"));
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut pods = operator_pods(data_dir);
-    while !(pods.len() == 1 && pods[0].ends_with(" True")) && Instant::now() < deadline {
+    while !ready(&pods) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(500));
         pods = operator_pods(data_dir);
     }
-    assert_eq!(pods.len(), 1, "one operator pod: {pods:?}");
-    let fields: Vec<&str> = pods[0].split(' ').collect();
-    assert!(fields[0].starts_with("tusk-operator-"), "{pods:?}");
-    assert_eq!(fields[1..], ["tusk-operator", "True"], "{pods:?}");
-    // It holds the leader Lease, taken under its leader-election Role.
+    assert_eq!(pods.len(), 2, "two operator pods: {pods:?}");
+    let names: Vec<&str> = pods
+        .iter()
+        .map(|pod| {
+            let fields: Vec<&str> = pod.split(' ').collect();
+            assert!(fields[0].starts_with("tusk-operator-"), "{pods:?}");
+            assert_eq!(fields[1..], ["tusk-operator", "True"], "{pods:?}");
+            fields[0]
+        })
+        .collect();
+    // One holds the leader Lease, taken under its leader-election Role.
     let holder = kubectl(
         data_dir,
         &[
@@ -210,7 +218,34 @@ fn assert_operator_runs_as_a_pod(data_dir: &Path) {
             "jsonpath={.spec.holderIdentity}",
         ],
     );
-    assert_eq!(holder, fields[0]);
+    assert!(
+        names.contains(&holder.as_str()),
+        "{holder} leads one of {names:?}"
+    );
+}
+
+/// The admission webhook the operator serves refuses, through kubectl,
+/// what the controller would refuse, naming the field.
+fn assert_admission_refuses_what_the_controller_would(data_dir: &Path) {
+    let bad = data_dir.join("bad.yaml");
+    std::fs::write(
+        &bad,
+        "apiVersion: postgres.tusk.dev/v1alpha1\nkind: PostgresCluster\nmetadata: {name: bad}\n\
+         spec: {instances: 1, postgres: {version: 15, parameters: {transaction_timeout: 5s}}, storage: {size: 1Gi}}\n",
+    )
+    .expect("a manifest");
+    let output = std::process::Command::new("kubectl")
+        .env("KUBECONFIG", data_dir.join("kubeconfig"))
+        .args(["apply", "--request-timeout=30s", "-f"])
+        .arg(&bad)
+        .output()
+        .expect("kubectl runs");
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "refused: {said}");
+    assert!(
+        said.contains("spec.postgres.parameters.transaction_timeout"),
+        "the field is named: {said}"
+    );
 }
 
 /// `tusk plan` of the converged cluster, with no `TUSK_*` setting in its
@@ -298,7 +333,8 @@ fn a_cluster_applied_with_sandbox_up_serves_psql_and_survives_a_restart() {
     let mut up = Up::start(data_dir, Some(&example("small.yaml")));
     up.wait_for_line("converged", Duration::from_secs(180));
     says_how_to_connect(&up, data_dir);
-    assert_operator_runs_as_a_pod(data_dir);
+    assert_operator_runs_as_pods(data_dir);
+    assert_admission_refuses_what_the_controller_would(data_dir);
     plans_with_the_deployments_settings(data_dir);
     let answer = eventually_psql(
         data_dir,

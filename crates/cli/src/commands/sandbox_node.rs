@@ -112,6 +112,10 @@ pub async fn run(
             let as_is = options.runtime == RuntimeKind::Docker;
             applied.extend(sandbox_operator::install_operator(&client, as_is).await?);
             server_outln!("installed the operator (deployment tusk-system/tusk-operator)");
+            if node.is_some() {
+                sandbox_operator::wait_for_webhook(&client).await?;
+                server_outln!("the operator serves its admission webhook");
+            }
             None
         }
         OperatorMode::None => None,

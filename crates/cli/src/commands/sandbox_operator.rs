@@ -92,6 +92,53 @@ pub async fn install_operator(client: &Client, as_is: bool) -> Result<Vec<Applie
     converge::apply(client, &documents).await.map_err(failed)
 }
 
+/// How long `tusk sandbox up` waits for the admission webhook.
+const WEBHOOK_READY: std::time::Duration = std::time::Duration::from_secs(180);
+
+/// Waits until a replica serves the admission webhook (its authority is
+/// in the configuration's `caBundle` and the webhook's Service has a ready
+/// endpoint): until then the API server refuses every PostgresCluster
+/// write (`failurePolicy: Fail`), so manifests applied earlier would fail.
+pub async fn wait_for_webhook(client: &Client) -> Result<(), CommandError> {
+    use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+    use k8s_openapi::api::core::v1::Endpoints;
+    use kube::Api;
+    let configurations: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    let endpoints: Api<Endpoints> = Api::namespaced(client.clone(), install::NAMESPACE);
+    let deadline = tokio::time::Instant::now() + WEBHOOK_READY;
+    loop {
+        let injected = configurations
+            .get_opt(tusk_operator::webhook::CONFIGURATION)
+            .await
+            .ok()
+            .flatten()
+            .and_then(|c| c.webhooks)
+            .is_some_and(|w| w.iter().all(|w| w.client_config.ca_bundle.is_some()));
+        let served = endpoints
+            .get_opt(tusk_operator::webhook::SERVICE)
+            .await
+            .ok()
+            .flatten()
+            .and_then(|e| e.subsets)
+            .is_some_and(|s| {
+                s.iter()
+                    .any(|s| s.addresses.as_ref().is_some_and(|a| !a.is_empty()))
+            });
+        if injected && served {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(failed(format!(
+                "the operator's admission webhook is not served after {} s (caBundle injected: {injected}, a ready endpoint: {served}); see kubectl -n {} logs deployment/{}",
+                WEBHOOK_READY.as_secs(),
+                install::NAMESPACE,
+                install::NAME
+            )));
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    }
+}
+
 /// Starts the operator in this process.
 pub fn start_in_process(
     client: &Client,

@@ -82,6 +82,10 @@ pub enum ApiError {
     ServiceUnavailable { message: String },
     #[error("Internal error occurred: {message}")]
     Internal { message: String },
+    /// A `Status` an admission webhook answered with, passed on as
+    /// kube-apiserver passes it (its code, reason and details kept).
+    #[error("{message}")]
+    Webhook { status: Value, message: String },
 }
 
 fn render_causes(causes: &[Cause]) -> String {
@@ -164,6 +168,11 @@ impl ApiError {
             Self::Injected { code, .. } => *code,
             Self::Internal { .. } => 500,
             Self::ServiceUnavailable { .. } => 503,
+            Self::Webhook { status, .. } => status
+                .get("code")
+                .and_then(Value::as_u64)
+                .and_then(|c| u16::try_from(c).ok())
+                .unwrap_or(400),
         }
     }
 
@@ -185,12 +194,22 @@ impl ApiError {
                 "ServiceUnavailable"
             }
             Self::Injected { .. } | Self::Internal { .. } => "InternalError",
+            Self::Webhook { .. } => "",
         }
     }
 
     /// The `Status` object sent as the response body (and inside watch
     /// `ERROR` events).
     pub fn status(&self) -> Value {
+        if let Self::Webhook { status, message } = self {
+            let mut status = status.clone();
+            status["kind"] = json!("Status");
+            status["apiVersion"] = json!("v1");
+            status["metadata"] = json!({});
+            status["message"] = json!(message);
+            status["code"] = json!(self.code());
+            return status;
+        }
         let mut status = json!({
             "kind": "Status",
             "apiVersion": "v1",

@@ -3,7 +3,8 @@
 //! Request flow: [`server`] (TLS) -> [`handlers`] ([`auth`]entication and
 //! authorization, routing, verbs)
 //! -> [`objects`] (rules every write follows) -> [`admission`] (decoding,
-//! defaults, schemas, CEL) -> [`storage`] (SQLite, resourceVersion,
+//! defaults, schemas, CEL) -> [`webhooks`] (validating admission webhooks,
+//! on a dry run of the write) -> [`storage`] (SQLite, resourceVersion,
 //! history) -> [`watch`]. Beside them: [`discovery`] and [`openapi`] for
 //! clients, [`table`] for kubectl's columns, [`patch`] and [`apply`] for
 //! PATCH bodies and field ownership, [`crds`] for custom kinds,
@@ -37,3 +38,4 @@ pub mod storage;
 pub mod table;
 pub mod tls;
 pub mod watch;
+pub mod webhooks;

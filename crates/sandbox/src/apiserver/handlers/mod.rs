@@ -11,6 +11,7 @@
 //! subresource), `pod_streams` (`pods/log` and `pods/exec`, proxied to
 //! the kubelet) and `pod_proxy` (`pods/proxy`, HTTP to a pod's port).
 
+mod admission_webhooks;
 mod apply;
 mod pagination;
 mod patch;
@@ -254,6 +255,11 @@ async fn resource_request(
         &request.accept,
         request::has_protobuf_form(&resource, &path.version),
     )?;
+    if let Err(error) =
+        admission_webhooks::review(api, &resource, &path, &request, verb, status).await
+    {
+        return Ok(response::error_response(error, format));
+    }
     let answer = match verb {
         "get" => read::get(api, &resource, &path, &request),
         "list" => read::list(api, &resource, &path, &request),
