@@ -9,17 +9,22 @@ use k8s_openapi::api::core::v1::{Secret, Service};
 use kube::api::{Api, PostParams};
 use serde_json::json;
 
-use crate::common::{NS, World};
+use crate::common::{ApiServer, NS, World};
 use crate::stores::S3Server;
 
-pub async fn create_secret(world: &World, ns: &str, name: &str, data: BTreeMap<String, String>) {
+pub async fn create_secret(
+    world: &impl ApiServer,
+    ns: &str,
+    name: &str,
+    data: BTreeMap<String, String>,
+) {
     let secret: Secret = serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "Secret",
         "metadata": {"name": name, "namespace": ns},
         "stringData": data,
     }))
     .expect("a secret");
-    Api::<Secret>::namespaced(world.client.clone(), ns)
+    Api::<Secret>::namespaced(world.kube().clone(), ns)
         .create(&PostParams::default(), &secret)
         .await
         .expect("secret created");
@@ -27,7 +32,7 @@ pub async fn create_secret(world: &World, ns: &str, name: &str, data: BTreeMap<S
 
 /// Creates, in `ns`, the Secrets holding `server`'s keys and CA for
 /// cluster `name`: `<name>-s3` and `<name>-s3-ca`.
-pub async fn create_s3_secrets(world: &World, server: &S3Server, ns: &str, name: &str) {
+pub async fn create_s3_secrets(world: &impl ApiServer, server: &S3Server, ns: &str, name: &str) {
     let keys = server.keys();
     create_secret(
         world,
@@ -72,7 +77,7 @@ pub async fn create_shared_claim(world: &World, ns: &str, name: &str) {
         "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Gi"}}},
     }))
     .expect("a claim");
-    Api::<k8s_openapi::api::core::v1::PersistentVolumeClaim>::namespaced(world.client.clone(), ns)
+    Api::<k8s_openapi::api::core::v1::PersistentVolumeClaim>::namespaced(world.kube().clone(), ns)
         .create(&PostParams::default(), &claim)
         .await
         .expect("claim created");
@@ -103,8 +108,8 @@ pub async fn create_archiving_cluster(
 
 /// A superuser session on the primary of `cluster` in `ns` (switching WAL
 /// is a superuser's).
-pub async fn superuser(world: &World, ns: &str, cluster: &str) -> tokio_postgres::Client {
-    let secret = Api::<Secret>::namespaced(world.client.clone(), ns)
+pub async fn superuser(world: &impl ApiServer, ns: &str, cluster: &str) -> tokio_postgres::Client {
+    let secret = Api::<Secret>::namespaced(world.kube().clone(), ns)
         .get(&format!("{cluster}-superuser"))
         .await
         .expect("superuser secret");
@@ -112,7 +117,7 @@ pub async fn superuser(world: &World, ns: &str, cluster: &str) -> tokio_postgres
         let data = secret.data.clone().unwrap_or_default();
         String::from_utf8(data.get(key).expect("key").0.clone()).expect("UTF-8")
     };
-    let host = Api::<Service>::namespaced(world.client.clone(), ns)
+    let host = Api::<Service>::namespaced(world.kube().clone(), ns)
         .get(&format!("{cluster}-rw"))
         .await
         .expect("the -rw Service")
@@ -164,7 +169,11 @@ pub async fn switch_wal_and_wait_archived(world: &World, cluster: &str, limit: D
 /// [`switch_wal_and_wait_archived`], which waits for the status (refreshed
 /// at the operator's next look, up to a minute on a converged cluster):
 /// for tests about the repository rather than the status. The segment.
-pub async fn switch_wal_and_wait_stored(world: &World, cluster: &str, limit: Duration) -> String {
+pub async fn switch_wal_and_wait_stored(
+    world: &impl ApiServer,
+    cluster: &str,
+    limit: Duration,
+) -> String {
     let primary = superuser(world, NS, cluster).await;
     let segment = switch_wal(&primary).await;
     crate::common::wait_for(&format!("{segment} of {cluster} stored"), limit, || async {
@@ -190,11 +199,11 @@ async fn switch_wal(primary: &tokio_postgres::Client) -> String {
 }
 
 /// `tusk args` against the world, killed after `limit`.
-pub async fn tusk(world: &World, args: &[&str], limit: Duration) -> std::process::Output {
+pub async fn tusk(world: &impl ApiServer, args: &[&str], limit: Duration) -> std::process::Output {
     let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_tusk"));
     command
         .args(args)
-        .env("KUBECONFIG", world.kubeconfig())
+        .env("KUBECONFIG", world.kubeconfig_path())
         .kill_on_drop(true);
     tokio::time::timeout(limit, command.output())
         .await
@@ -203,7 +212,7 @@ pub async fn tusk(world: &World, args: &[&str], limit: Duration) -> std::process
 }
 
 /// Runs `tusk` with `args`, which must succeed; what it printed.
-pub async fn tusk_ok(world: &World, args: &[&str], limit: Duration) -> String {
+pub async fn tusk_ok(world: &impl ApiServer, args: &[&str], limit: Duration) -> String {
     let output = tusk(world, args, limit).await;
     let said = String::from_utf8_lossy(&output.stdout).into_owned();
     assert!(

@@ -40,6 +40,25 @@ pub fn durable_cluster(delay_seconds: u64) -> serde_json::Value {
            "failover": {"delaySeconds": delay_seconds, "dataDurability": "required"}})
 }
 
+/// A Kubernetes API server the tests' helpers work against: the sandbox's
+/// [`World`], or a real control plane (the referee tests').
+pub trait ApiServer {
+    /// A client with the administrator's rights.
+    fn kube(&self) -> &Client;
+    /// The administrator's kubeconfig, for the `tusk` command.
+    fn kubeconfig_path(&self) -> std::path::PathBuf;
+}
+
+impl ApiServer for World {
+    fn kube(&self) -> &Client {
+        &self.client
+    }
+
+    fn kubeconfig_path(&self) -> std::path::PathBuf {
+        self.kubeconfig()
+    }
+}
+
 pub async fn wait_for<F, Fut>(what: &str, limit: Duration, check: F)
 where
     F: FnMut() -> Fut,

@@ -106,7 +106,12 @@ impl Writer {
         table: &str,
         timeout: Duration,
     ) -> Self {
-        let conninfo = world.conninfo(service, cluster).await;
+        Self::start_at(world.conninfo(service, cluster).await, table, timeout)
+    }
+
+    /// As [`Writer::start_with_timeout`], at the libpq connection string
+    /// `conninfo` (a Service of a cluster outside the sandbox's world).
+    pub fn start_at(conninfo: String, table: &str, timeout: Duration) -> Self {
         let insert = format!("insert into {table} (id) values ($1)");
         let (stop, stopped) = watch::channel(false);
         let acknowledged = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
