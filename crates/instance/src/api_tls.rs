@@ -11,13 +11,21 @@
 //! each ([`serve`]), so a client that opens a connection and sends nothing
 //! holds nobody else's request, and a handshake that does not finish within
 //! [`HANDSHAKE_TIMEOUT`] is dropped.
+//!
+//! Port 8000 is open to the pod network (the kubelet's probes, the
+//! operator, Prometheus), so what a connection may hold is bounded: at
+//! most [`MAX_CONNECTIONS`] at once (a new one closes the oldest, so a
+//! flood of idle connections can neither exhaust the manager's descriptors,
+//! which its lease renewals and PostgreSQL connections need, nor lock the
+//! probes out), request headers within [`HEADER_READ_TIMEOUT`], and no
+//! connection silent for longer than [`IDLE_TIMEOUT`].
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use axum::Router;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use tokio_rustls::TlsAcceptor;
@@ -29,6 +37,16 @@ use crate::tls::{Mounted, TlsError};
 pub const RELOAD_CHECK: Duration = Duration::from_secs(5);
 /// How long a client may take to finish its TLS handshake.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+/// How many connections are served at once; the oldest is closed for a
+/// new one beyond it. The operator, `tusk plan`, the kubelet and a
+/// Prometheus scrape need a handful.
+pub const MAX_CONNECTIONS: usize = 128;
+/// How long a client may take to send a request's headers.
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a connection may stay silent (nothing read or written)
+/// before it is closed: a kept-alive connection between two polls, or one
+/// that never sends a request.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Why the API cannot serve over HTTPS, or refused a token.
 #[derive(Debug, thiserror::Error)]
@@ -158,6 +176,7 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) {
     let mut connections = tokio::task::JoinSet::new();
+    let mut live = std::collections::VecDeque::new();
     tokio::pin!(shutdown);
     loop {
         let accepted = tokio::select! {
@@ -181,23 +200,133 @@ pub async fn serve(
                 continue;
             }
         };
-        let app = app.clone();
-        connections.spawn(async move {
-            let stream = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
-                Ok(Ok(stream)) => stream,
-                Ok(Err(error)) => {
-                    tracing::debug!(%error, "TLS handshake failed");
-                    return;
-                }
-                Err(_) => return,
-            };
-            let served = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
-                .serve_connection(TokioIo::new(stream), TowerToHyperService::new(app))
-                .await;
+        make_room(&mut live);
+        live.push_back(connections.spawn(connection(tcp, acceptor, app.clone())));
+    }
+}
+
+/// Closes the oldest connections while [`MAX_CONNECTIONS`] are open.
+fn make_room(live: &mut std::collections::VecDeque<tokio::task::AbortHandle>) {
+    live.retain(|task| !task.is_finished());
+    while live.len() >= MAX_CONNECTIONS {
+        if let Some(oldest) = live.pop_front() {
+            oldest.abort();
+        }
+    }
+}
+
+/// One connection: its handshake, then its requests, until it closes or
+/// stays silent for [`IDLE_TIMEOUT`].
+async fn connection(tcp: tokio::net::TcpStream, acceptor: TlsAcceptor, app: Router) {
+    let stream = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+        Ok(Ok(stream)) => stream,
+        Ok(Err(error)) => {
+            tracing::debug!(%error, "TLS handshake failed");
+            return;
+        }
+        Err(_) => return,
+    };
+    let (stream, activity) = Watched::new(stream);
+    let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEADER_READ_TIMEOUT);
+    let served = builder.serve_connection(TokioIo::new(stream), TowerToHyperService::new(app));
+    tokio::select! {
+        served = served => {
             if let Err(error) = served {
                 tracing::debug!(%error, "HTTP API connection ended with an error");
             }
-        });
+        }
+        () = activity.silent_for(IDLE_TIMEOUT) => {
+            tracing::debug!("HTTP API connection closed after staying silent");
+        }
+    }
+}
+
+/// When a connection last read or wrote anything.
+#[derive(Clone)]
+struct Activity(Arc<Mutex<Instant>>);
+
+impl Activity {
+    fn touch(&self) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
+    }
+
+    fn last(&self) -> Instant {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Resolves once nothing was read or written for `limit`.
+    async fn silent_for(&self, limit: Duration) {
+        loop {
+            let due = self.last() + limit;
+            if Instant::now() >= due {
+                return;
+            }
+            tokio::time::sleep_until(due.into()).await;
+        }
+    }
+}
+
+/// A stream that records its activity.
+struct Watched<S> {
+    inner: S,
+    activity: Activity,
+}
+
+impl<S> Watched<S> {
+    fn new(inner: S) -> (Self, Activity) {
+        let activity = Activity(Arc::new(Mutex::new(Instant::now())));
+        let watched = Watched {
+            inner,
+            activity: activity.clone(),
+        };
+        (watched, activity)
+    }
+}
+
+impl<S: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for Watched<S> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = std::pin::Pin::new(&mut self.inner).poll_read(cx, buf);
+        if buf.filled().len() > before {
+            self.activity.touch();
+        }
+        polled
+    }
+}
+
+impl<S: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for Watched<S> {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        let polled = std::pin::Pin::new(&mut self.inner).poll_write(cx, buf);
+        if matches!(polled, std::task::Poll::Ready(Ok(n)) if n > 0) {
+            self.activity.touch();
+        }
+        polled
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 }
 
