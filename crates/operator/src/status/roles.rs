@@ -64,7 +64,7 @@ mod tests {
             ..PostgresClusterStatus::default()
         };
         set_roles(&mut status, &input);
-        assert_eq!(status.roles, [failed.clone()]);
+        assert_eq!(status.roles, std::slice::from_ref(&failed));
         status.current_primary = None;
         set_roles(&mut status, &input);
         assert_eq!(status.roles, [failed], "kept while no primary reports");
