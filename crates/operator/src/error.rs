@@ -1,7 +1,7 @@
-//! Error categories (STYLE: one enum per module, a stable `category()` on
-//! the top-level error). The category decides retry behaviour, the Event
-//! and condition reason, and the metric label; it is a property of the
-//! error, not a guess by the caller.
+//! Error categories (`CONTRIBUTING.md`, 5: one enum per module, a stable
+//! `category()` on the top-level error). The category decides retry
+//! behaviour, the Event and condition reason, and the metric label; it is
+//! a property of the error, not a guess by the caller.
 
 /// Why a reconcile did not converge.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -1,6 +1,6 @@
 //! The PostgresCluster controller.
 //!
-//! Reconcile is a pipeline (see `STYLE.md` and [`reconcile`]): fetch the
+//! Reconcile is a pipeline (see `CONTRIBUTING.md` and [`reconcile`]): fetch the
 //! children and instance reports, [`validate`] the spec once into a
 //! [`validate::ValidatedCluster`] and check it against what was observed,
 //! [`reconcile::Plan`] every decision purely ([`plan`], [`failover`],

@@ -1,5 +1,6 @@
-//! Reading each instance manager's `/status` (DESIGN: instance status comes
-//! from the instance managers, polled concurrently with timeouts).
+//! Reading each instance manager's `/status` (`CONTRIBUTING.md`, 8:
+//! instance status comes from the instance managers, polled concurrently
+//! with timeouts).
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

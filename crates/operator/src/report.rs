@@ -1,4 +1,4 @@
-//! Writing status, last (STYLE 7): composes it from a pass's
+//! Writing status, last (`CONTRIBUTING.md`, 7): composes it from a pass's
 //! [`StatusInput`] and outcome, writes it when it changed (R9), and
 //! publishes an Event for each phase transition and failure (R22).
 

@@ -1,5 +1,6 @@
-//! Status is computed last, from observations (STYLE 7), and written only
-//! when it changed (R9): a converged reconcile makes no status write.
+//! Status is computed last, from observations (`CONTRIBUTING.md`, 7), and
+//! written only when it changed (R9): a converged reconcile makes no
+//! status write.
 
 use std::collections::BTreeMap;
 

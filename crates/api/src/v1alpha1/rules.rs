@@ -173,7 +173,8 @@ pub fn lsn() -> Rule {
         .message("must be a WAL position such as 0/3000060")
 }
 
-/// Parameters the operator owns cannot be set by users (DESIGN: Configuration).
+/// Parameters the operator owns cannot be set by users (docs/api.md,
+/// *Parameters the operator owns*).
 /// PostgreSQL parameter names are case-insensitive, so the check is too.
 pub fn no_operator_owned_parameters() -> Rule {
     let owned = format!(

@@ -1,7 +1,7 @@
 //! Fetch: what the cluster looks like now. Its children come from the
 //! watch caches (no API reads, see [`crate::children`]); each instance
-//! manager is asked for its report (DESIGN: the instance reports, the
-//! operator decides).
+//! manager is asked for its report (`CONTRIBUTING.md`, 8: the instance
+//! reports, the operator decides).
 
 use std::collections::BTreeMap;
 use std::time::Instant;

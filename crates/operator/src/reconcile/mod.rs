@@ -1,4 +1,4 @@
-//! One reconcile of one PostgresCluster, as a pipeline (STYLE.md):
+//! One reconcile of one PostgresCluster, as a pipeline (`CONTRIBUTING.md`, 1):
 //!
 //! [`fetch`] (children and instance reports) -> [`validate`] (the spec and
 //! what was observed, together) -> [`plan`] (pure: every decision of the
