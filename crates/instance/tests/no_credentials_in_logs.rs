@@ -3,7 +3,8 @@
 //! endpoints is captured and searched for the passwords. PostgreSQL runs
 //! with every statement logged, with its parameters, as a user may set it
 //! (`log_statement: all`, `log_min_duration_statement: 0`), and its log
-//! lines are part of the capture.
+//! lines are part of the capture. Declared roles (`spec.roles`) are kept
+//! on both primaries, one with a password and one whose membership fails.
 
 mod common;
 
@@ -13,6 +14,31 @@ use std::time::Duration;
 
 use common::{TestCluster, desired};
 use tusk_api::instance::InstanceRole;
+use tusk_api::v1alpha1::{RoleSpec, RoleState};
+use tusk_instance::declared_roles::{DeclaredRole, RolePassword};
+use tusk_instance::settings::Password;
+
+/// A declared role's password, with quotes and a dollar.
+const ROLE_PASSWORD: &str = "Role-'Pass'-\"7\"$x";
+
+fn declared_roles() -> Vec<DeclaredRole> {
+    vec![
+        DeclaredRole {
+            spec: RoleSpec {
+                login: true,
+                ..RoleSpec::named("web")
+            },
+            password: RolePassword::Known(Password::new(ROLE_PASSWORD)),
+        },
+        DeclaredRole {
+            spec: RoleSpec {
+                in_roles: vec!["missing".into()],
+                ..RoleSpec::named("broken")
+            },
+            password: RolePassword::None,
+        },
+    ]
+}
 
 #[derive(Clone, Default)]
 struct Captured(Arc<Mutex<Vec<u8>>>);
@@ -52,6 +78,7 @@ async fn logs_never_contain_credentials() {
         ] {
             desired.parameters.insert(name.into(), value.into());
         }
+        desired.roles = declared_roles();
         desired
     };
     let on_a = logging_everything("db-1", a.address);
@@ -61,6 +88,29 @@ async fn logs_never_contain_credentials() {
     b.start(on_a);
     b.wait_status("a streaming replica", Duration::from_secs(60), |r| r.ready)
         .await;
+    // Declared roles: one with a password, one whose membership fails.
+    let roles_converged = |r: &tusk_api::instance::InstanceReport| {
+        let states: Vec<(String, RoleState)> = r
+            .roles
+            .iter()
+            .flatten()
+            .map(|s| (s.name.clone(), s.state))
+            .collect();
+        states
+            == [
+                ("web".to_owned(), RoleState::Reconciled),
+                ("broken".to_owned(), RoleState::Failed),
+            ]
+    };
+    a.wait_status(
+        "declared roles converged",
+        Duration::from_secs(30),
+        roles_converged,
+    )
+    .await;
+    a.connect("web", ROLE_PASSWORD, "app")
+        .await
+        .expect("the declared role logs in with its password");
     // A failed login is logged by PostgreSQL; the attempted password is not.
     assert!(a.connect("app", "wrong-Password-9", "app").await.is_err());
     for path in ["/status", "/metrics", "/readyz", "/healthz"] {
@@ -71,6 +121,12 @@ async fn logs_never_contain_credentials() {
     b.wait_status("db-2 promoted", Duration::from_secs(30), |r| {
         r.role == InstanceRole::Primary
     })
+    .await;
+    b.wait_status(
+        "declared roles converged on the new primary",
+        Duration::from_secs(30),
+        roles_converged,
+    )
     .await;
     a.set_desired(on_b);
     a.wait_status("db-1 rejoined", Duration::from_secs(60), |r| {
@@ -89,11 +145,16 @@ async fn logs_never_contain_credentials() {
         logs.contains("tusk_set_password"),
         "PostgreSQL logged statements, among them the password function's creation"
     );
+    assert!(
+        logs.contains("CREATE ROLE \\\"web\\\""),
+        "PostgreSQL logged the declared role's statements"
+    );
     for secret in [
         common::SUPERUSER_PASSWORD,
         common::APP_PASSWORD,
         common::REPLICATION_PASSWORD,
         "wrong-Password-9",
+        ROLE_PASSWORD,
         "SCRAM-SHA-256$",
     ] {
         if let Some(line) = logs.lines().find(|line| line.contains(secret)) {
