@@ -70,6 +70,10 @@ pub struct ValidatedCluster {
     pub pod_template: PodTemplate,
     /// `spec.networkPolicy`: make the cluster's NetworkPolicy.
     pub network_policy: Option<tusk_api::v1alpha1::NetworkPolicySpec>,
+    /// `spec.services`, checked ([`exposure`]).
+    pub services: tusk_api::v1alpha1::ServicesSpec,
+    /// `spec.serviceAccount.annotations`.
+    pub service_account_annotations: BTreeMap<String, String>,
     /// `spec.certificates.serverSecret`: PostgreSQL serves the owner's
     /// certificate.
     pub server_secret: Option<String>,
@@ -138,6 +142,8 @@ pub fn validate(
     if let Some(resources) = &spec.resources {
         resources::check(resources)?;
     }
+    let services = spec.services.clone().unwrap_or_default();
+    exposure::check(&services)?;
     let synchronous = spec
         .synchronous()
         .map_err(|error| spec_error("spec.replication.synchronous.number", error.to_string()))?;
@@ -181,6 +187,12 @@ pub fn validate(
         deletion_policy: spec.deletion_policy,
         pod_template: spec.pod_template.clone().unwrap_or_default(),
         network_policy: spec.network_policy.clone(),
+        services,
+        service_account_annotations: spec
+            .service_account
+            .as_ref()
+            .map(|s| s.annotations.clone())
+            .unwrap_or_default(),
         server_secret: spec.certificates.as_ref().map(|c| c.server_secret.clone()),
         paused: spec.paused,
         roles: spec.roles.clone(),
@@ -440,6 +452,7 @@ pub fn quantity_bytes(quantity: &Quantity) -> Option<u128> {
     tusk_api::quantity::bytes(quantity)
 }
 
+mod exposure;
 mod resources;
 mod roles;
 #[cfg(test)]

@@ -10,7 +10,9 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Affinity, ResourceRequirements, Toleration};
+use k8s_openapi::api::core::v1::{
+    Affinity, LocalObjectReference, ResourceRequirements, Toleration, TopologySpreadConstraint,
+};
 use k8s_openapi::api::networking::v1::NetworkPolicyPeer;
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
@@ -112,6 +114,16 @@ pub struct PostgresClusterSpec {
     /// everyone would undo a narrower one of your own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network_policy: Option<NetworkPolicySpec>,
+
+    /// The type, annotations and labels of the `-rw`, `-ro` and `-r`
+    /// Services (a load balancer, say). Absent: `ClusterIP`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub services: Option<super::ServicesSpec>,
+
+    /// Annotations on the ServiceAccount the instance pods run under
+    /// (workload identity for object stores).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_account: Option<super::ServiceAccountSpec>,
 
     /// Certificates of your own issuer (cert-manager, say) in place of the
     /// cluster's own authority's, where clients see them.
@@ -586,6 +598,19 @@ pub struct PodTemplate {
     /// PriorityClass of the instance pods.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority_class_name: Option<String>,
+
+    /// How instances spread over topology domains (zones, say). When
+    /// empty, the only spreading is the default affinity's preference for
+    /// different nodes. Changing it replaces the pods, one at a time.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("maxItems" = 8))]
+    pub topology_spread_constraints: Vec<TopologySpreadConstraint>,
+
+    /// Secrets holding the credentials of a private registry, for pulling
+    /// the PostgreSQL and operator images.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("maxItems" = 8))]
+    pub image_pull_secrets: Vec<LocalObjectReference>,
 }
 
 fn one() -> i32 {

@@ -2,6 +2,7 @@
 
 mod backup;
 mod cluster;
+mod exposure;
 mod readings;
 mod roles;
 pub mod rules;
@@ -9,5 +10,6 @@ mod status;
 
 pub use backup::*;
 pub use cluster::*;
+pub use exposure::*;
 pub use roles::*;
 pub use status::*;

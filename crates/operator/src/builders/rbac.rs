@@ -11,8 +11,12 @@ use super::child_meta;
 use crate::validate::ValidatedCluster;
 
 pub fn instance_service_account(cluster: &ValidatedCluster) -> ServiceAccount {
+    let mut metadata = child_meta(cluster, &cluster.name.instance_account());
+    if !cluster.service_account_annotations.is_empty() {
+        metadata.annotations = Some(cluster.service_account_annotations.clone());
+    }
     ServiceAccount {
-        metadata: child_meta(cluster, &cluster.name.instance_account()),
+        metadata,
         ..ServiceAccount::default()
     }
 }
@@ -119,6 +123,28 @@ pub fn instance_role_binding(cluster: &ValidatedCluster) -> RoleBinding {
 mod tests {
     use super::*;
     use crate::builders::validated;
+
+    #[test]
+    fn the_service_account_carries_the_declared_workload_identity() {
+        let plain = validated(
+            serde_json::json!({"instances": 1, "postgres": {"version": 15}, "storage": {"size": "1Gi"}}),
+        );
+        assert_eq!(instance_service_account(&plain).metadata.annotations, None);
+        let cluster = validated(serde_json::json!({
+            "instances": 1, "postgres": {"version": 15}, "storage": {"size": "1Gi"},
+            "serviceAccount": {"annotations": {"iam.gke.io/gcp-service-account": "backups@p.iam.gserviceaccount.com"}}
+        }));
+        let account = instance_service_account(&cluster);
+        assert_eq!(account.metadata.name.as_deref(), Some("orders-instance"));
+        assert_eq!(
+            account
+                .metadata
+                .annotations
+                .and_then(|a| a.get("iam.gke.io/gcp-service-account").cloned())
+                .as_deref(),
+            Some("backups@p.iam.gserviceaccount.com")
+        );
+    }
 
     #[test]
     fn instance_managers_may_only_read_their_cluster_get_pods_hold_their_lease_and_report_events() {

@@ -112,6 +112,10 @@ pub(super) fn template_pod(
             tolerations: (!template.tolerations.is_empty()).then(|| template.tolerations.clone()),
             affinity: Some(template.affinity.clone().unwrap_or_else(|| spread(cluster))),
             priority_class_name: template.priority_class_name.clone(),
+            topology_spread_constraints: (!template.topology_spread_constraints.is_empty())
+                .then(|| template.topology_spread_constraints.clone()),
+            image_pull_secrets: (!template.image_pull_secrets.is_empty())
+                .then(|| template.image_pull_secrets.clone()),
             ..PodSpec::default()
         }),
         status: None,

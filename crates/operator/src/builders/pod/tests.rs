@@ -495,6 +495,31 @@ fn pod_template_extensions_are_applied_and_defaults_spread_instances() {
 }
 
 #[test]
+fn declared_spread_and_pull_secrets_reach_the_pod_and_nothing_by_default() {
+    let plain = pod(small(), None).spec.expect("spec");
+    assert_eq!(plain.topology_spread_constraints, None);
+    assert_eq!(plain.image_pull_secrets, None);
+    let mut spec = small();
+    spec["podTemplate"] = serde_json::json!({
+        "topologySpreadConstraints": [{
+            "maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+            "whenUnsatisfiable": "ScheduleAnyway",
+            "labelSelector": {"matchLabels": {"tusk.dev/cluster": "orders"}}}],
+        "imagePullSecrets": [{"name": "registry"}]
+    });
+    let spec = pod(spec, None).spec.expect("spec");
+    let spread = spec
+        .topology_spread_constraints
+        .expect("the declared spread");
+    assert_eq!(spread[0].topology_key, "topology.kubernetes.io/zone");
+    assert_eq!(spread[0].when_unsatisfiable, "ScheduleAnyway");
+    assert_eq!(
+        spec.image_pull_secrets.expect("pull secrets")[0].name,
+        "registry"
+    );
+}
+
+#[test]
 fn resources_come_from_the_spec() {
     let mut spec = small();
     spec["resources"] =
