@@ -148,7 +148,12 @@ impl Children {
             .await
             .map_err(|kind| Error::CacheNotReady(kind.to_owned()))?;
         Ok(Self {
-            pods: select(&stores.pods, namespace, cluster)?,
+            // Pods with the cluster's labels that it does not own (a debug
+            // pod with copied labels) are no instances of it.
+            pods: select(&stores.pods, namespace, cluster)?
+                .into_iter()
+                .filter(|pod| pod_belongs(pod, &uid))
+                .collect(),
             // Claims with the cluster's name label that were not made for
             // it are never used nor changed.
             volumes: select(&stores.volumes, namespace, cluster)?
@@ -185,6 +190,12 @@ pub fn volume_belongs(volume: &PersistentVolumeClaim, uid: &str) -> bool {
         None => volume.owner_references().iter().any(|o| o.uid == uid),
     };
     !uid.is_empty() && made_for && !retained
+}
+
+/// Whether `pod` is one the cluster with `uid` made: it names the cluster
+/// as its owner. Labels alone are anyone's to copy.
+pub fn pod_belongs(pod: &Pod, uid: &str) -> bool {
+    !uid.is_empty() && pod.owner_references().iter().any(|o| o.uid == uid)
 }
 
 fn select<K>(store: &Store<Packed<K>>, namespace: &str, cluster: &str) -> Result<Vec<K>, Error>
@@ -229,7 +240,10 @@ impl Trim for Pod {
         // Until the pod is on a node, its age says whether a scheduler
         // should have looked at it by now.
         let created = self.metadata.creation_timestamp.take();
+        // Its uid makes a deletion a precondition on this very pod.
+        let uid = self.metadata.uid.take();
         trim_meta(&mut self.metadata);
+        self.metadata.uid = uid;
         if !crate::scheduling::placed(self) {
             self.metadata.creation_timestamp = created;
         }
@@ -321,7 +335,10 @@ fn trim_containers(statuses: Vec<ContainerStatus>) -> Vec<ContainerStatus> {
 /// Of a claim, only the requested size (storage growth compares it).
 impl Trim for PersistentVolumeClaim {
     fn trim(&mut self) {
+        // Its uid makes a deletion a precondition on this very claim.
+        let uid = self.metadata.uid.take();
         trim_meta(&mut self.metadata);
+        self.metadata.uid = uid;
         self.status = None;
         self.spec = self.spec.take().map(|spec| PersistentVolumeClaimSpec {
             resources: spec.resources.map(|r| VolumeResourceRequirements {

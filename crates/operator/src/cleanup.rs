@@ -33,8 +33,9 @@ pub async fn run(cluster: &PostgresCluster, ctx: &Context) -> Result<Action, Err
         if cluster.spec.deletion_policy == DeletionPolicy::Retain {
             let children = Children::fetch(&ctx.stores, cluster).await?;
             let api: Api<PersistentVolumeClaim> = Api::namespaced(ctx.client.clone(), &namespace);
+            let uid = cluster.uid().unwrap_or_default();
             for volume in &children.volumes {
-                retain_volume(&api, &volume.name_any()).await?;
+                retain_volume(&api, volume, &uid).await?;
             }
         }
         Ok::<(), Error>(())
@@ -88,30 +89,86 @@ fn forced(cluster: &PostgresCluster) -> bool {
         .is_some_and(|v| v == "true")
 }
 
-/// Detaches a volume from its cluster and marks it as retained.
-pub async fn retain_volume(api: &Api<PersistentVolumeClaim>, name: &str) -> Result<(), Error> {
-    let patch = json!({
-        "metadata": {
-            "ownerReferences": null,
-            "labels": {labels::RETAINED: "true"},
-        }
-    });
-    match api
-        .patch(
-            name,
-            &PatchParams {
-                field_manager: Some(FIELD_MANAGER.to_owned()),
-                ..PatchParams::default()
-            },
-            &Patch::Merge(&patch),
-        )
-        .await
-    {
+/// Detaches `volume` from the cluster with `cluster_uid` and marks it as
+/// retained. Only the cluster's owner reference is removed: a JSON patch
+/// tests that the reference at that index is still the cluster's, so
+/// another owner's (added by hand, or by a backup tool) stays, and a list
+/// changed meanwhile fails the patch (retried on the next pass) instead of
+/// removing the wrong one.
+pub async fn retain_volume(
+    api: &Api<PersistentVolumeClaim>,
+    volume: &PersistentVolumeClaim,
+    cluster_uid: &str,
+) -> Result<(), Error> {
+    let name = volume.name_any();
+    let patch = json_patch::Patch(retain_operations(volume, cluster_uid));
+    let params = PatchParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..PatchParams::default()
+    };
+    match api.patch(&name, &params, &Patch::<()>::Json(patch)).await {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
         Err(source) => Err(Error::Kube {
             action: format!("retain volume {name}"),
             source,
         }),
+    }
+}
+
+/// The JSON patch operations that retain `volume`: the retained label, and
+/// the removal of the owner references naming `cluster_uid` (from the last,
+/// so the indices stay right), each after a test that it is there.
+fn retain_operations(
+    volume: &PersistentVolumeClaim,
+    cluster_uid: &str,
+) -> Vec<json_patch::PatchOperation> {
+    let escaped = labels::RETAINED.replace('~', "~0").replace('/', "~1");
+    let mut operations = vec![serde_json::json!(
+        {"op": "add", "path": format!("/metadata/labels/{escaped}"), "value": "true"}
+    )];
+    if volume.labels().is_empty() {
+        operations.insert(
+            0,
+            serde_json::json!({"op": "add", "path": "/metadata/labels", "value": {}}),
+        );
+    }
+    let owners = volume.owner_references();
+    for (index, owner) in owners.iter().enumerate().rev() {
+        if owner.uid == cluster_uid {
+            let path = format!("/metadata/ownerReferences/{index}/uid");
+            operations.push(json!({"op": "test", "path": path, "value": cluster_uid}));
+            operations.push(
+                json!({"op": "remove", "path": format!("/metadata/ownerReferences/{index}")}),
+            );
+        }
+    }
+    operations
+        .into_iter()
+        .filter_map(|op| serde_json::from_value(op).ok())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Only the cluster's reference goes, each removal tested first.
+    #[test]
+    fn retaining_removes_the_clusters_owner_reference_alone() {
+        let volume: PersistentVolumeClaim = serde_json::from_value(json!({"metadata": {
+            "name": "db-1", "labels": {"tusk.dev/cluster": "db"},
+            "ownerReferences": [
+                {"apiVersion": "v1", "kind": "ConfigMap", "name": "holder", "uid": "other"},
+                {"apiVersion": "postgres.tusk.dev/v1alpha1", "kind": "PostgresCluster",
+                 "name": "db", "uid": "u1"}]}}))
+        .expect("a claim");
+        let mut document = serde_json::to_value(&volume).expect("json");
+        json_patch::patch(&mut document, &retain_operations(&volume, "u1")).expect("applies");
+        assert_eq!(
+            document["metadata"]["ownerReferences"],
+            json!([{"apiVersion": "v1", "kind": "ConfigMap", "name": "holder", "uid": "other"}])
+        );
+        assert_eq!(document["metadata"]["labels"][labels::RETAINED], "true");
     }
 }

@@ -8,7 +8,7 @@ use serde::de::DeserializeOwned;
 use tusk_api::labels;
 use tusk_api::v1alpha1::PostgresCluster;
 
-use super::{Children, Trim, volume_belongs};
+use super::{Children, Trim, pod_belongs, volume_belongs};
 use crate::error::Error;
 
 impl Children {
@@ -23,7 +23,12 @@ impl Children {
             params: kube::api::ListParams::default().labels(&selector),
         };
         Ok(Self {
-            pods: list.of().await?,
+            pods: list
+                .of()
+                .await?
+                .into_iter()
+                .filter(|pod| pod_belongs(pod, &uid))
+                .collect(),
             volumes: list
                 .of()
                 .await?

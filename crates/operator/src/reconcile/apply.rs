@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret, Service, Se
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
-use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 use kube::{Resource, ResourceExt};
 use rand::distr::{Alphanumeric, SampleString};
 use serde_json::json;
@@ -194,15 +194,51 @@ async fn instance_step(
             apply_one(&pods, None, &pod).await?;
             Ok(())
         }
-        InstanceStep::ReplacePod(instance) => delete(&pods, instance.as_str()).await,
+        InstanceStep::ReplacePod(instance) => {
+            delete_own(&pods, &children.pods, instance.as_str()).await
+        }
         InstanceStep::Remove(instance) => {
-            delete(&pods, instance.as_str()).await?;
+            delete_own(&pods, &children.pods, instance.as_str()).await?;
+            // The cluster's own claim only (made for its uid, not retained):
+            // a claim of that name that is not is left alone.
+            let Some(claim) = named(&children.volumes, instance.as_str()) else {
+                return Ok(());
+            };
             if valid.deletion_policy == DeletionPolicy::Delete {
-                delete(&volumes, instance.as_str()).await
+                delete_own(&volumes, &children.volumes, instance.as_str()).await
             } else {
-                cleanup::retain_volume(&volumes, instance.as_str()).await
+                cleanup::retain_volume(&volumes, claim, &valid.owner.uid).await
             }
         }
+    }
+}
+
+/// Deletes `name` if it is among `own` (the cluster's children as
+/// fetched), on the precondition that it is still that very object (its
+/// uid): an object made again under that name meanwhile is not deleted.
+async fn delete_own<K>(api: &Api<K>, own: &[K], name: &str) -> Result<(), Error>
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    K::DynamicType: Default,
+{
+    let Some(object) = named(own, name) else {
+        return Ok(());
+    };
+    let params = DeleteParams {
+        preconditions: object.meta().uid.clone().map(|uid| Preconditions {
+            uid: Some(uid),
+            resource_version: None,
+        }),
+        ..DeleteParams::default()
+    };
+    match api.delete(name, &params).await {
+        Ok(_) => Ok(()),
+        // Gone, or another object now has the name.
+        Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => Ok(()),
+        Err(source) => Err(Error::Kube {
+            action: format!("delete {} {name}", K::kind(&K::DynamicType::default())),
+            source,
+        }),
     }
 }
 

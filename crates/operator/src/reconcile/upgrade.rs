@@ -225,7 +225,7 @@ async fn remove_replica_volumes(
                 format!("delete the old major's volume {name}")
             })?;
         } else {
-            crate::cleanup::retain_volume(&volumes, &name).await?;
+            crate::cleanup::retain_volume(&volumes, volume, &valid.owner.uid).await?;
         }
     }
     Ok(())

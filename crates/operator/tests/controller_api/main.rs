@@ -6,6 +6,7 @@
 mod children;
 mod failover;
 mod instances;
+mod ownership;
 mod permissions;
 mod resilience;
 mod rollout;
