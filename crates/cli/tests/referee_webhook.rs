@@ -14,18 +14,18 @@
 //! Where the shared folder is absent the test says so and returns.
 
 // Shared with other test binaries, which use the rest of it.
+#[path = "parity/webhook.rs"]
+mod loopback;
 #[allow(dead_code)]
 mod process;
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
 use process::run_within;
 use serde_json::{Value, json};
-use tusk_operator::config::OperatorConfig;
 use tusk_operator::webhook::certificate;
-use tusk_operator::webhook::serve::{self, Served};
+use tusk_operator::webhook::serve;
 use tusk_sandbox::testing::TestSandbox;
 use tusk_sandbox::testing::kube_up::{Components, KubeUp};
 
@@ -93,24 +93,9 @@ fn with(mut object: Value, pointer: &str, value: Value) -> Value {
     object
 }
 
-/// The configuration under test: the operator's rules and selector, a
-/// `url` client on loopback.
+/// The operator's configuration calling `url`; `exempt` is left out.
 fn configuration(url: &str, bundle: &str, policy: &str, timeout: u32) -> Value {
-    let mut configuration =
-        serde_json::to_value(tusk_operator::install::validating_webhook_configuration())
-            .expect("the configuration serialises");
-    let webhook = &mut configuration["webhooks"][0];
-    webhook["clientConfig"] = json!({
-        "url": url,
-        "caBundle": serde_json::to_value(k8s_openapi::ByteString(bundle.as_bytes().to_vec()))
-            .expect("base64"),
-    });
-    webhook["failurePolicy"] = json!(policy);
-    webhook["timeoutSeconds"] = json!(timeout);
-    webhook["namespaceSelector"]["matchExpressions"][0]["values"] = json!(["exempt"]);
-    configuration["apiVersion"] = json!("admissionregistration.k8s.io/v1");
-    configuration["kind"] = json!("ValidatingWebhookConfiguration");
-    configuration
+    loopback::configuration(url, bundle, policy, timeout, "exempt")
 }
 
 /// What the two servers said of one case.
@@ -187,30 +172,9 @@ async fn the_sandbox_calls_webhooks_as_kube_apiserver_does() {
     }
 
     // The operator's webhook, with a certificate for 127.0.0.1.
-    let issued = certificate::issue(
-        &["127.0.0.1".to_owned()],
-        k8s_openapi::jiff::Timestamp::now(),
-        None,
-    )
-    .expect("a certificate");
-    let served = Arc::new(Served::default());
-    served
-        .load(&issued.cert_pem, &issued.key_pem)
-        .expect("loaded");
-    let listener = serve::bind("127.0.0.1:0".parse().expect("an address"))
-        .await
-        .expect("bound");
-    let port = listener.local_addr().expect("an address").port();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let webhook = tokio::spawn(serve::serve(
-        listener,
-        served,
-        OperatorConfig::default(),
-        async {
-            let _ = stopped.await;
-        },
-    ));
-    let url = format!("https://127.0.0.1:{port}{}", serve::PATH);
+    let webhook = loopback::LoopbackWebhook::start().await;
+    let url = webhook.url.clone();
+    let issued_bundle = webhook.bundle.clone();
     // Ports where nothing listens and where nothing answers.
     let dead = {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bound");
@@ -234,7 +198,7 @@ async fn the_sandbox_calls_webhooks_as_kube_apiserver_does() {
             server.apply("configuration.json", &configuration);
         }
     };
-    use_configuration(configuration(&url, &issued.bundle_pem, "Fail", 5));
+    use_configuration(configuration(&url, &issued_bundle, "Fail", 5));
     // kube-apiserver reads webhook configurations from its informer.
     tokio::time::sleep(Duration::from_secs(3)).await;
 
@@ -302,7 +266,7 @@ async fn the_sandbox_calls_webhooks_as_kube_apiserver_does() {
 
     use_configuration(configuration(
         &format!("https://127.0.0.1:{dead}{}", serve::PATH),
-        &issued.bundle_pem,
+        &issued_bundle,
         "Fail",
         5,
     ));
@@ -314,7 +278,7 @@ async fn the_sandbox_calls_webhooks_as_kube_apiserver_does() {
     ));
     use_configuration(configuration(
         &format!("https://127.0.0.1:{dead}{}", serve::PATH),
-        &issued.bundle_pem,
+        &issued_bundle,
         "Ignore",
         5,
     ));
@@ -334,7 +298,7 @@ async fn the_sandbox_calls_webhooks_as_kube_apiserver_does() {
     ));
     use_configuration(configuration(
         &format!("https://127.0.0.1:{silent_port}{}", serve::PATH),
-        &issued.bundle_pem,
+        &issued_bundle,
         "Fail",
         1,
     ));
@@ -372,8 +336,7 @@ async fn the_sandbox_calls_webhooks_as_kube_apiserver_does() {
             );
         }
     }
-    let _ = stop.send(());
-    let _ = webhook.await;
+    drop(webhook);
     assert!(
         waited < Duration::from_secs(20),
         "the timeout bounds the wait: {waited:?}"

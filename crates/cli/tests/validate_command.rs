@@ -49,12 +49,14 @@ fn every_invalid_fixture_is_refused_with_its_message() {
     refuses_every_fixture_in("crates/cli/tests/fixtures/invalid", 20);
 }
 
-/// What the API server accepts but the operator refuses (a parameter's
-/// value under its major's rules) is refused by `tusk validate` too, so
-/// no one learns it from a cluster's `InvalidSpec` condition after apply.
+/// What the CRD's rules accept but the operator refuses (a parameter's
+/// value under its major's rules, a parameter of another major, resource
+/// quantities), which its admission webhook refuses, is refused by `tusk
+/// validate` too, so no one learns it from a cluster's `InvalidSpec`
+/// condition after apply.
 #[test]
 fn what_only_the_operator_refuses_is_refused_with_its_message() {
-    refuses_every_fixture_in("crates/cli/tests/fixtures/operator-refuses", 1);
+    refuses_every_fixture_in("crates/cli/tests/fixtures/operator-refuses", 4);
 }
 
 /// Each fixture in `dir` (at least `at_least`) is refused with exit 1 and

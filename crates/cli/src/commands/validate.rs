@@ -1,10 +1,11 @@
-//! `tusk validate`: the API server's admission checks, run locally, then
-//! the controller's own for a PostgresCluster the API server would accept:
-//! what admission cannot judge (a parameter's value under the rules of the
-//! declared major, which its table of settings decides) the controller
-//! refuses with an `InvalidSpec` condition (keeping a running cluster as
-//! its last valid spec declares it), and `tusk validate` says so before
-//! the cluster is applied.
+//! `tusk validate`: the API server's admission checks, run locally: the
+//! CRD's schema and CEL rules, then, for a PostgresCluster they accept,
+//! the controller's own checks, which the operator's admission webhook
+//! runs too (a parameter's value under the rules of the declared major, a
+//! parameter that major lacks, resource quantities). Where the webhook is
+//! not installed the controller refuses such a spec with an `InvalidSpec`
+//! condition (keeping a running cluster as its last valid spec declares
+//! it); either way `tusk validate` says so before the cluster is applied.
 //!
 //! Manifests are read as kubectl reads them, with YAML 1.1's booleans and
 //! numbers: an unquoted `off` is `false`, which a string field refuses, and
@@ -20,7 +21,6 @@ use std::process::ExitCode;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use tusk_api::admission::Violation;
-use tusk_api::v1alpha1::PostgresCluster;
 use tusk_operator::config::OperatorConfig;
 
 use super::CommandError;
@@ -67,7 +67,7 @@ pub fn run(args: &Args) -> Result<ExitCode, CommandError> {
                     .map(|v| explain_yaml_1_1(&crds, manifest, previous, v)),
             );
             if violations.is_empty() {
-                violations.extend(controller_refusal(&manifest.value));
+                violations.extend(controller_refusal(&manifest.value, previous));
             }
             let object = manifest.describe();
             if violations.is_empty() {
@@ -122,27 +122,61 @@ fn explain_yaml_1_1(
     Violation { field, message }
 }
 
-/// What the controller refuses in a PostgresCluster that admission
-/// accepts, as the `InvalidSpec` condition would say it. The identity the
-/// API server gives an object (namespace, uid) is filled in when the file
-/// leaves it out.
-fn controller_refusal(value: &serde_json::Value) -> Option<Violation> {
+/// What the controller (and so the operator's webhook) refuses in a
+/// PostgresCluster the CRD's rules accept, as the webhook says it: the
+/// webhook's own decision, on the object as a create (or, with `previous`,
+/// as an update of it). The identity the API server gives an object
+/// (namespace, uid) is filled in when the file leaves it out.
+fn controller_refusal(
+    value: &serde_json::Value,
+    previous: Option<&serde_json::Value>,
+) -> Option<Violation> {
+    use tusk_api::admission_review::{AdmissionRequest, GroupVersionKind};
     if value.get("kind").and_then(serde_json::Value::as_str) != Some("PostgresCluster") {
         return None;
     }
-    let mut cluster: PostgresCluster = serde_json::from_value(value.clone()).ok()?;
-    let meta = &mut cluster.metadata;
-    meta.namespace.get_or_insert_with(|| "default".to_owned());
-    meta.uid
-        .get_or_insert_with(|| "00000000-0000-0000-0000-000000000000".to_owned());
-    let error = tusk_operator::validate::validate(&cluster, &OperatorConfig::default()).err()?;
+    let text = |pointer: &str| {
+        value
+            .pointer(pointer)
+            .and_then(serde_json::Value::as_str)
+            .map(str::to_owned)
+    };
+    let request = AdmissionRequest {
+        kind: GroupVersionKind {
+            group: tusk_api::GROUP.to_owned(),
+            version: "v1alpha1".to_owned(),
+            kind: "PostgresCluster".to_owned(),
+        },
+        operation: if previous.is_some() {
+            "UPDATE"
+        } else {
+            "CREATE"
+        }
+        .to_owned(),
+        name: text("/metadata/name"),
+        namespace: text("/metadata/namespace").or_else(|| Some("default".to_owned())),
+        object: Some(value.clone()),
+        old_object: previous.cloned(),
+        ..AdmissionRequest::default()
+    };
+    let response = tusk_operator::webhook::review::decide(&request, &OperatorConfig::default());
+    if response.allowed {
+        return None;
+    }
+    let status = response.status.unwrap_or_default();
+    let cause = &status["details"]["causes"][0];
+    let said = |value: &serde_json::Value| value.as_str().unwrap_or_default().to_owned();
+    let (field, rule) = match cause.get("field") {
+        Some(field) => (said(field), said(&cause["message"])),
+        None => (String::new(), said(&status["message"])),
+    };
     Some(Violation {
-        field: error.field,
+        field,
         message: format!(
-            "{} (the API server accepts it; the operator refuses the cluster with condition \
-             InvalidSpec and applies none of it: a running cluster is kept as its last valid \
-             spec declares it)",
-            error.rule
+            "{rule} (refused at admission by the operator's webhook; where the webhook is not \
+             installed, the API server accepts it and the operator refuses the cluster with \
+             condition InvalidSpec and applies none of it: a running cluster is kept as its \
+             last valid spec declares it)"
         ),
     })
 }

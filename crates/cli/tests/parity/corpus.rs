@@ -1,13 +1,16 @@
 //! The parity corpus: manifests for which kube-apiserver, the sandbox's API
 //! server and `tusk validate` must give the same verdict.
 //!
-//! Four sources: the shipped examples and the invalid fixtures (with their
-//! earlier versions, as updates); one mutation per field of the
+//! Five sources: the shipped examples and the invalid fixtures, those only
+//! the controller's rules (the operator's webhook) refuse included (with
+//! their earlier versions, as updates); one mutation per field of the
 //! PostgresCluster and PostgresBackup schemas and per bound they declare (wrong types, values
 //! past a minimum, maximum, length or property count, unknown enum values
 //! and unknown fields), generated from the CRD itself so that a new field
 //! is covered the day it is declared; YAML 1.1 scalars that kubectl reads
-//! as booleans or numbers; and updates that the transition rules judge.
+//! as booleans or numbers; updates that the transition rules judge; and
+//! what only the controller's rules judge (parameter values and names per
+//! major, resource quantities).
 
 use std::path::Path;
 
@@ -315,7 +318,11 @@ fn updates() -> Vec<Case> {
 fn shipped(repo: &Path) -> Vec<Case> {
     let mut cases = Vec::new();
     let read = |path: &Path| std::fs::read_to_string(path).expect("a shipped manifest reads");
-    for dir in ["deploy/examples", "crates/cli/tests/fixtures/invalid"] {
+    for dir in [
+        "deploy/examples",
+        "crates/cli/tests/fixtures/invalid",
+        "crates/cli/tests/fixtures/operator-refuses",
+    ] {
         let mut entries: Vec<_> = std::fs::read_dir(repo.join(dir))
             .expect("a fixture directory")
             .map(|e| e.expect("a directory entry").path())
@@ -341,11 +348,87 @@ fn shipped(repo: &Path) -> Vec<Case> {
     cases
 }
 
+/// What only the controller's rules (and so the operator's webhook)
+/// refuse: parameter values under the declared major's rules, parameters
+/// of another major, resource quantities; and what they accept.
+fn controller_rules() -> Vec<Case> {
+    let case = |name: &str, path: &[&str], value: Value| {
+        let path: Vec<String> = path.iter().map(|s| (*s).to_owned()).collect();
+        Case {
+            name: format!("controller: {name}"),
+            text: yaml(&set(base(), &path, value)),
+            old: None,
+        }
+    };
+    let parameters = ["spec", "postgres", "parameters"];
+    let mut cases = vec![
+        case(
+            "shared_buffers Retain",
+            &parameters,
+            json!({"shared_buffers": "Retain"}),
+        ),
+        case(
+            "transaction_timeout on 15",
+            &parameters,
+            json!({"transaction_timeout": "5s"}),
+        ),
+        case("jit maybe", &parameters, json!({"jit": "maybe"})),
+        case("work_mem in GB", &parameters, json!({"work_mem": "1GB"})),
+        case(
+            "requests.memory -1Gi",
+            &["spec", "resources", "requests", "memory"],
+            json!("-1Gi"),
+        ),
+        case(
+            "limits.cpu s3://",
+            &["spec", "resources", "limits"],
+            json!({"cpu": "s3://"}),
+        ),
+        case(
+            "request above its limit",
+            &["spec", "resources", "limits"],
+            json!({"memory": "512Mi"}),
+        ),
+        case(
+            "limits.cpu 500m",
+            &["spec", "resources", "limits"],
+            json!({"cpu": "500m"}),
+        ),
+    ];
+    let on_17 = set(
+        set(
+            base(),
+            &["spec".into(), "postgres".into(), "version".into()],
+            json!(17),
+        ),
+        &["spec".into(), "postgres".into(), "parameters".into()],
+        json!({"transaction_timeout": "5s"}),
+    );
+    cases.push(Case {
+        name: "controller: transaction_timeout on 17".into(),
+        text: yaml(&on_17),
+        old: None,
+    });
+    // An update to a value the controller refuses, and one that leaves
+    // the spec alone.
+    cases.push(Case {
+        name: "controller: update to shared_buffers Retain".into(),
+        text: yaml(&set(
+            base(),
+            &["spec".into(), "postgres".into(), "parameters".into()],
+            json!({"shared_buffers": "Retain"}),
+        )),
+        old: Some(yaml(&base())),
+    });
+    cases
+}
+
 /// Every case, shipped ones first.
 pub fn all(repo: &Path) -> Vec<Case> {
     let mut cases = shipped(repo);
     cases.extend(generated());
     cases.extend(yaml_1_1());
     cases.extend(updates());
+    cases.extend(controller_rules());
     cases
 }

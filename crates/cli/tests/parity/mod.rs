@@ -2,3 +2,4 @@
 
 pub mod corpus;
 pub mod judge;
+pub mod webhook;
