@@ -28,12 +28,17 @@ pub fn scram_verifier(password: &str) -> String {
 
 /// A session-local function that sets a role's password from parameters;
 /// the `ALTER ROLE` it runs is not a top-level statement, so
-/// `log_statement` does not log it.
+/// `log_statement` does not log it. When it fails, PostgreSQL would name
+/// it, verifier included, in the error's CONTEXT (logged, and sent to the
+/// client): the error is raised again with its code and message alone,
+/// whose context names the function, not the statement.
 const SET_PASSWORD_FUNCTION: &str = "
 CREATE OR REPLACE FUNCTION pg_temp.tusk_set_password(role_name text, verifier text)
 RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
     EXECUTE format('ALTER ROLE %I PASSWORD %L', role_name, verifier);
+EXCEPTION WHEN OTHERS THEN
+    RAISE EXCEPTION USING ERRCODE = SQLSTATE, MESSAGE = SQLERRM;
 END
 $$";
 
@@ -68,7 +73,9 @@ impl ToSql for Redacted<'_> {
 /// parameter, whatever the server's logging parameters say: statement and
 /// duration logging off, and parameters left out of any line still logged
 /// (a transaction sampled by `log_transaction_sample_rate` at its start
-/// is logged in full). `auto_explain`, if loaded, logs nothing either.
+/// is logged in full), and an error's CONTEXT left out of the log
+/// (`log_error_verbosity = terse`). `auto_explain`, if loaded, logs
+/// nothing either.
 /// These are superuser settings; the manager is the superuser. The commit
 /// waits for no synchronous standby: under a synchronous setting no
 /// standby can meet yet (`ANY 2` while the second standby is still being
@@ -83,6 +90,7 @@ SET LOCAL log_min_duration_statement = -1;
 SET LOCAL log_min_duration_sample = -1;
 SET LOCAL log_parameter_max_length = 0;
 SET LOCAL log_parameter_max_length_on_error = 0;
+SET LOCAL log_error_verbosity = terse;
 SET LOCAL auto_explain.log_min_duration = -1";
 
 /// Sets the password of `role` to `password`.
