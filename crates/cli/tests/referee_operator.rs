@@ -4,8 +4,8 @@
 //! authenticated with a token of its own ServiceAccount, so the installed
 //! RBAC is what kube-apiserver enforces. A cluster is declared; with no
 //! node to run its pod, the operator must still create every child, write
-//! status and events, report the scheduler's refusal, and never be denied
-//! a request. Its requests are counted from kube-apiserver's audit log, not
+//! status and events, report the scheduler's refusal, expose `-rw` as a
+//! declared load balancer, and never be denied a request. Its requests are counted from kube-apiserver's audit log, not
 //! from the operator's own figures: once converged it writes nothing.
 //!
 //! Where the shared folder is absent the test says so and returns.
@@ -102,6 +102,15 @@ async fn the_installed_operator_runs_a_cluster_on_kube_apiserver_under_its_own_r
     };
     let scratch = tempfile::tempdir().expect("a scratch directory");
     referee::install(&up, LIMIT);
+    // The operator runs here as a process, not as the Deployment's pods
+    // (no node runs them), so nothing serves the admission webhook's
+    // Service and every PostgresCluster write would be refused
+    // (failurePolicy: Fail). The webhook on kube-apiserver is
+    // referee_webhook's and referee_parity's to check.
+    kubectl(
+        &up,
+        &["delete", "validatingwebhookconfiguration", "tusk-operator"],
+    );
     let _operator = start_operator(&up, scratch.path());
     kubectl(
         &up,
@@ -136,6 +145,70 @@ async fn the_installed_operator_runs_a_cluster_on_kube_apiserver_under_its_own_r
             .await
             .unwrap_or_else(|e| panic!("Service {name}: {e}"));
     }
+    // Exposure as declared: kube-apiserver takes the -rw Service as a load
+    // balancer (allocating its node port) with the declared annotation and
+    // source range, and the instances' ServiceAccount carries the
+    // workload identity's annotation.
+    let patch = serde_json::json!({"spec": {
+        "services": {"rw": {
+            "type": "LoadBalancer",
+            "annotations": {"example.com/load-balancer": "internal"},
+            "loadBalancerSourceRanges": ["10.0.0.0/8"]}},
+        "serviceAccount": {"annotations": {"iam.gke.io/gcp-service-account": "backup@p.iam.gserviceaccount.com"}}
+    }});
+    clusters
+        .patch(
+            "small",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(patch),
+        )
+        .await
+        .expect("kube-apiserver accepts the declared exposure");
+    let exposed = eventually("small-rw as a load balancer", LIMIT, || {
+        let services = services.clone();
+        async move {
+            let service = services.get("small-rw").await.ok()?;
+            let spec = service.spec.clone()?;
+            (spec.type_.as_deref() == Some("LoadBalancer")).then_some(service)
+        }
+    })
+    .await;
+    let spec = exposed.spec.clone().expect("a spec");
+    assert_eq!(
+        spec.load_balancer_source_ranges,
+        Some(vec!["10.0.0.0/8".to_owned()])
+    );
+    assert!(
+        spec.ports
+            .unwrap_or_default()
+            .iter()
+            .all(|p| p.node_port.is_some()),
+        "kube-apiserver allocated a node port"
+    );
+    assert_eq!(
+        exposed
+            .metadata
+            .annotations
+            .unwrap_or_default()
+            .get("example.com/load-balancer")
+            .map(String::as_str),
+        Some("internal")
+    );
+    let accounts: Api<k8s_openapi::api::core::v1::ServiceAccount> =
+        Api::namespaced(client.clone(), "default");
+    eventually("the workload identity on small-instance", LIMIT, || {
+        let accounts = accounts.clone();
+        async move {
+            let account = accounts.get("small-instance").await.ok()?;
+            account
+                .metadata
+                .annotations?
+                .contains_key("iam.gke.io/gcp-service-account")
+                .then_some(())
+        }
+    })
+    .await;
+
     let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");
     for name in [
         "small-superuser",

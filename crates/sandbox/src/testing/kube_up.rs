@@ -152,8 +152,11 @@ impl KubeUp {
             "apiserver-kubelet-client",
             "/O=system:masters/CN=kube-apiserver-kubelet-client",
         );
+        // No kube-proxy runs on this control plane, so Service addresses
+        // route nowhere: kube-apiserver reaches a Service (the operator's
+        // admission webhook) at its endpoints, as the sandbox does.
         let mut apiserver_args = format!(
-            "--kubelet-client-certificate={} --kubelet-client-key={}",
+            "--kubelet-client-certificate={} --kubelet-client-key={} --enable-aggregator-routing=true",
             cert.display(),
             key.display()
         );
