@@ -5,8 +5,9 @@
 //! RBAC is what kube-apiserver enforces. A cluster is declared; with no
 //! node to run its pod, the operator must still create every child, write
 //! status and events, report the scheduler's refusal, expose `-rw` as a
-//! declared load balancer, and never be denied a request. Its requests are counted from kube-apiserver's audit log, not
-//! from the operator's own figures: once converged it writes nothing.
+//! declared load balancer, and never be denied a request. Its requests
+//! are counted from kube-apiserver's audit log, not from the operator's
+//! own figures: once converged it writes nothing.
 //!
 //! Where the shared folder is absent the test says so and returns.
 
