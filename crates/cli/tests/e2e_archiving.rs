@@ -1,5 +1,5 @@
 //! End to end on the full sandbox with real PostgreSQL, pgBackRest and an
-//! S3-compatible server over HTTPS with a private CA (issue 16): a cluster
+//! S3-compatible server over HTTPS with a private CA: a cluster
 //! declaring `spec.backup` archives its WAL, says so with the
 //! `ContinuousArchiving` condition, and records the newest archived
 //! segment in `status.backup`; a backup asked for with `tusk backup` and

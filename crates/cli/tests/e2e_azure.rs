@@ -1,4 +1,4 @@
-//! End to end with an Azure Blob Storage destination (issue 16), on the
+//! End to end with an Azure Blob Storage destination, on the
 //! full sandbox with real PostgreSQL, pgBackRest and a server speaking
 //! Azure's Blob REST API over HTTPS with a private CA, checking every
 //! request's Shared Key signature (`scripts/azure-test-server`): the

@@ -1,4 +1,4 @@
-//! Fencing that does not depend on the instance manager (issue 41's first
+//! Fencing that does not depend on the instance manager (the first
 //! case of the failure matrix), on the full sandbox with real PostgreSQL
 //! and asynchronous replication (`dataDurability: preferred`), where no
 //! standby withholds a confirmation: only fencing stops the old primary.

@@ -1,4 +1,4 @@
-//! A frozen primary (R25, issue 14's failure matrix), on the full sandbox
+//! A frozen primary (R25, a case of the failure matrix), on the full sandbox
 //! with real PostgreSQL, a writer running through `-rw` throughout.
 //!
 //! 1. Every process of the primary's pod stopped (SIGSTOP), as a hung

@@ -1,4 +1,4 @@
-//! End to end with a Google Cloud Storage destination (issue 16), on the
+//! End to end with a Google Cloud Storage destination, on the
 //! full sandbox with real PostgreSQL, pgBackRest and a server speaking
 //! GCS's JSON API over HTTPS with a private CA (`scripts/gcs-test-server`):
 //! the credentials Secret holds a service account's JSON key, which the

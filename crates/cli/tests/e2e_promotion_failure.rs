@@ -1,4 +1,4 @@
-//! The chosen standby dying during its promotion (R25, issue 14's failure
+//! The chosen standby dying during its promotion (R25, a case of the failure
 //! matrix), on the full sandbox with real PostgreSQL, a writer running
 //! through `-rw` throughout.
 //!

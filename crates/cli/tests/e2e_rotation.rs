@@ -1,4 +1,4 @@
-//! Password rotation (R30, issue 15), on the full sandbox with real
+//! Password rotation (R30), on the full sandbox with real
 //! PostgreSQL: a password changed in any of a cluster's credentials
 //! Secrets reaches PostgreSQL within about a minute (the kubelet rewrites
 //! the Secret volume at its sync period, the instance manager reads the

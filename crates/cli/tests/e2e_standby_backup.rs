@@ -1,4 +1,4 @@
-//! Backups from a standby end to end (issue 16), on the full sandbox with
+//! Backups from a standby end to end, on the full sandbox with
 //! real PostgreSQL, pgBackRest and the tests' S3-compatible server: in a
 //! cluster of two archiving to S3, the primary's pgBackRest TLS server
 //! listens once the cluster's server certificate names its pod's address;

@@ -157,7 +157,7 @@ async fn kube_apiserver_the_sandbox_and_tusk_validate_agree_on_the_corpus() {
             ));
         }
     }
-    // The cases issue 42 measured are refused by kube-apiserver itself
+    // The cases the webhook exists for are refused by kube-apiserver itself
     // (through the webhook), the field named.
     for (index, (referee, _, _)) in &judged {
         let case = &cases[*index];

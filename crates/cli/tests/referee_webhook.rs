@@ -4,7 +4,7 @@
 //! applied to a real kube-apiserver (v1.36, from the shared Kubernetes
 //! folder) and to the sandbox's API server. The same manifests are then
 //! applied to both with kubectl: both must admit or refuse alike, with the
-//! same message, for the webhook's refusals (the cases issue 42 measured:
+//! same message, for the webhook's refusals (the cases it exists for:
 //! `shared_buffers: Retain`, `transaction_timeout` on PostgreSQL 15, bad
 //! resource quantities), for a namespace the selector leaves out, for
 //! updates, and for the failure policy when the webhook cannot be called

@@ -1,6 +1,5 @@
 //! Backup, restore, restore rehearsal and upgrade pre-check of a database
-//! of about 1 GiB (issue 16's benchmark, and the cost of issue 17's
-//! pre-check), printed as figures beside a plain copy of the same data
+//! of about 1 GiB (with the cost of a major upgrade's pre-check), printed as figures beside a plain copy of the same data
 //! directory in the same run (not a timed test):
 //!
 //! ```sh

@@ -1,5 +1,5 @@
-//! The downtime of a major upgrade with `pg_upgrade --link` (issue 17's
-//! benchmark), printed as figures (not a timed test): a PostgreSQL 15
+//! The downtime of a major upgrade with `pg_upgrade --link`, printed as
+//! figures (not a timed test): a PostgreSQL 15
 //! database of about 1 GiB (`pgbench -i`, scale 68 by default) is upgraded
 //! to 17 with `tusk_instance::major_upgrade`, the steps the operator's
 //! upgrade drives.

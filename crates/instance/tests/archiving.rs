@@ -1,5 +1,5 @@
 //! Continuous WAL archiving with real parts: PostgreSQL, pgBackRest and an
-//! S3-compatible server over HTTPS (issue 16). A finished segment reaches
+//! S3-compatible server over HTTPS. A finished segment reaches
 //! the repository; a wrong credential is reported, with pgBackRest's
 //! message, and the WAL it could not archive is kept and counted, never
 //! silently dropped or left to fill the disk unseen; an object store that

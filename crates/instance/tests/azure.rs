@@ -1,6 +1,6 @@
 //! Azure Blob Storage repositories with real PostgreSQL and pgBackRest,
 //! against a server speaking Azure's Blob REST API over HTTPS with a
-//! private CA (`scripts/azure-test-server`, issue 16), which checks every
+//! private CA (`scripts/azure-test-server`), which checks every
 //! request's Shared Key signature as Azure does. Signed in with the
 //! storage account's key (in pgBackRest's environment, never its file), a
 //! primary archives and backs up to a container and a new cluster

@@ -1,6 +1,6 @@
 //! Google Cloud Storage repositories with real parts: PostgreSQL,
 //! pgBackRest and a server speaking GCS's JSON API over HTTPS with a
-//! private CA (`scripts/gcs-test-server`, issue 16). Signed in as a
+//! private CA (`scripts/gcs-test-server`). Signed in as a
 //! service account (pgBackRest signs a token request with the account's
 //! key, the server checks the signature), a primary archives and backs up
 //! to a bucket and a new cluster restored from it has every row; a key

@@ -1,4 +1,4 @@
-//! Major-version upgrades with `pg_upgrade --link` (issue 17's engine)
+//! Major-version upgrades with `pg_upgrade --link` (the upgrade's engine)
 //! against real servers: a PostgreSQL 15 primary set up by the instance
 //! manager (Tusk's own configuration and access rules), with rows, an
 //! index, an extension and a view, upgraded to 17 and to 18 with every one

@@ -412,7 +412,7 @@ async fn child_sizes(client: &kube::Client, clusters: usize) -> String {
     )
 }
 
-/// Targets for 1,000 converged clusters (issue 11).
+/// Targets for 1,000 converged clusters.
 const RSS_TARGET_MIB: u64 = 40;
 const OBSERVED_TARGET_SECONDS: f64 = 1.0;
 /// Spec changes are spread out rather than sent at once: the figure is

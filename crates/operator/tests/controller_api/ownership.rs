@@ -1,4 +1,4 @@
-//! What the operator deletes or releases is what it made (issue 43): a pod
+//! What the operator deletes or releases is what it made: a pod
 //! counts as an instance only when the cluster owns it, not because it
 //! carries the cluster's labels, so a labelled debug pod never gets a
 //! retained claim of its name deleted by a scale-down; and a claim

@@ -1,5 +1,5 @@
 //! Volumes hold the data, so no path through the operator or garbage
-//! collection takes them by accident (R13, R15, issue 15): a claim made
+//! collection takes them by accident (R13, R15): a claim made
 //! before claims recorded their cluster's uid stays the cluster's, and a
 //! deletion that skips the operator's cleanup leaves a `Retain` cluster's
 //! data.
