@@ -76,9 +76,10 @@ pub struct RoleSpec {
     pub valid_until: Option<String>,
 
     /// The roles this role is a member of, and no others: a membership
-    /// not listed here is revoked. Neither the cluster's own roles nor
+    /// not listed here is revoked. Not `postgres`, `streaming_replica`,
     /// `pg_execute_server_program`, `pg_read_server_files` or
-    /// `pg_write_server_files` (each as good as a superuser).
+    /// `pg_write_server_files` (each as good as a superuser); the
+    /// `initdb` owner is allowed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 32))]
     pub in_roles: Vec<String>,
@@ -238,7 +239,7 @@ pub fn role_problems(roles: &[RoleSpec], own: &[&str]) -> Vec<RoleProblem> {
             );
         }
         for (i, member_of) in role.in_roles.iter().enumerate() {
-            if let Some(rule) = membership_rule(member_of, &role.name, own) {
+            if let Some(rule) = membership_rule(member_of, &role.name) {
                 problem(&format!("inRoles[{i}]"), rule);
             }
         }
@@ -269,15 +270,21 @@ fn name_rule(name: &str, own: &[&str]) -> Option<String> {
     None
 }
 
-/// Why `role` cannot be a member of `member_of`, if it cannot.
-fn membership_rule(member_of: &str, role: &str, own: &[&str]) -> Option<String> {
+/// Why `role` cannot be a member of `member_of`, if it cannot. Membership
+/// in the application owner is allowed (it acts on the application's
+/// objects); in the superuser or the replication role it is not.
+fn membership_rule(member_of: &str, role: &str) -> Option<String> {
     if member_of.is_empty() || member_of.len() > 63 || member_of.contains('\0') {
         return Some("must be the name of a role: 1 to 63 bytes".into());
     }
     if member_of == role {
         return Some("a role cannot be a member of itself".into());
     }
-    if own.contains(&member_of) || PRIVILEGED_MEMBERSHIPS.contains(&member_of) {
+    let operator_s = [
+        tusk_postgres::roles::SUPERUSER,
+        tusk_postgres::roles::REPLICATION,
+    ];
+    if operator_s.contains(&member_of) || PRIVILEGED_MEMBERSHIPS.contains(&member_of) {
         return Some(format!(
             "membership in {member_of:?} is not granted: it would give the role the operator's or the server's own powers"
         ));
@@ -374,7 +381,7 @@ mod tests {
         );
         let fine = RoleSpec {
             valid_until: Some("2027-01-01T00:00:00Z".into()),
-            in_roles: vec!["pg_read_all_data".into()],
+            in_roles: vec!["pg_read_all_data".into(), "app".into()],
             ..RoleSpec::named("reader")
         };
         assert!(fields(&[fine]).is_empty());
