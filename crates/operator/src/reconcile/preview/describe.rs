@@ -153,6 +153,13 @@ fn children(
             None => steps.push(step("create", object, "a generated password")),
         }
     }
+    for role in builders::generated_roles(valid) {
+        let name = tusk_api::v1alpha1::generated_secret_name(valid.name.as_str(), &role.name);
+        if named(&children.secrets, &name).is_none() {
+            let why = format!("a generated password for declared role {}", role.name);
+            steps.push(step("create", object::<Secret>(&name), why));
+        }
+    }
     steps.extend(certificates(valid, certificate_needs));
     let account = valid.name.instance_account();
     steps.extend(compared(

@@ -132,3 +132,18 @@ fn only_the_status_fields_that_change_are_listed() {
     assert_eq!(first[0].field, "phase");
     assert_eq!(first[0].from, "none");
 }
+
+#[test]
+fn a_declared_login_role_s_secret_is_in_the_plan_until_it_exists() {
+    let mut spec = three_instances();
+    spec["roles"] = json!([{"name": "web_app", "login": true}, {"name": "readers"}]);
+    let valid =
+        crate::validate::validate(&cluster(spec), &OperatorConfig::default()).expect("valid");
+    let steps = children(&valid, &Children::default(), &[]);
+    let roles: Vec<(&str, &str)> = steps
+        .iter()
+        .filter(|s| s.why.contains("declared role"))
+        .map(|s| (s.action, s.object.as_str()))
+        .collect();
+    assert_eq!(roles, [("create", "Secret/orders-role-web-app")]);
+}
