@@ -98,11 +98,13 @@ fn configuration(url: &str, bundle: &str, policy: &str, timeout: u32) -> Value {
     loopback::configuration(url, bundle, policy, timeout, "exempt")
 }
 
-/// What the two servers said of one case.
+/// What the two servers said of one case, and how long kubectl took
+/// against each.
 struct Judged {
     case: String,
     real: (bool, String),
     ours: (bool, String),
+    took: [Duration; 2],
 }
 
 /// Applies `manifest` to both; `exact` compares the messages whole,
@@ -114,10 +116,18 @@ fn judge(servers: &[Server; 2], case: &str, args: &[&str], manifest: &Value) -> 
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
         .collect();
     let file = format!("{file}.json");
+    let timed = |server: &Server| {
+        let started = std::time::Instant::now();
+        let said = server.kubectl(args, &file, manifest);
+        (said, started.elapsed())
+    };
+    let (real, real_took) = timed(&servers[0]);
+    let (ours, ours_took) = timed(&servers[1]);
     Judged {
         case: case.to_owned(),
-        real: servers[0].kubectl(args, &file, manifest),
-        ours: servers[1].kubectl(args, &file, manifest),
+        real,
+        ours,
+        took: [real_took, ours_took],
     }
 }
 
@@ -316,8 +326,14 @@ async fn the_sandbox_calls_webhooks_as_kube_apiserver_does() {
     for (exact, expected, judged) in &judged {
         let (real, ours) = (&judged.real, &judged.ours);
         eprintln!(
-            "{}:\n  kube-apiserver: {} {}\n  sandbox:        {} {}",
-            judged.case, real.0, real.1, ours.0, ours.1
+            "{} ({} ms, {} ms):\n  kube-apiserver: {} {}\n  sandbox:        {} {}",
+            judged.case,
+            judged.took[0].as_millis(),
+            judged.took[1].as_millis(),
+            real.0,
+            real.1,
+            ours.0,
+            ours.1
         );
         let same_text = if *exact {
             real.1 == ours.1

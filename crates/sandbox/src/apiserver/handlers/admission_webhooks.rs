@@ -3,7 +3,8 @@
 //! applied, schema and rules passed, metadata set), then reviewed
 //! ([`crate::apiserver::webhooks`]); only an admitted write runs for real.
 //! A write the schema refuses is refused before any webhook is called, as
-//! kube-apiserver calls validating webhooks last.
+//! kube-apiserver calls validating webhooks last. Deletes are not
+//! reviewed: one a webhook asks to review is refused, saying so.
 
 use std::collections::HashMap;
 
@@ -33,6 +34,9 @@ pub async fn review(
     verb: &str,
     status: bool,
 ) -> Result<(), ApiError> {
+    if matches!(verb, "delete" | "deletecollection") {
+        return refuse_delete_reviews(api, resource, path);
+    }
     if !matches!(verb, "create" | "update" | "patch") {
         return Ok(());
     }
@@ -93,6 +97,26 @@ pub async fn review(
         },
     )
     .await
+}
+
+/// Webhooks that ask to review deletes are not called here: a delete one
+/// of them covers is refused, saying so, rather than let through
+/// unreviewed.
+fn refuse_delete_reviews(
+    api: &Api,
+    resource: &Resource,
+    path: &ResourcePath,
+) -> Result<(), ApiError> {
+    let subresource = path.subresource.as_deref();
+    if webhooks::covered(api, resource, &path.version, subresource, "DELETE") {
+        return Err(ApiError::Internal {
+            message: format!(
+                "a webhook asks to review deletes of {}, which the sandbox's API server does not implement",
+                resource.qualified_plural()
+            ),
+        });
+    }
+    Ok(())
 }
 
 /// The object the write would store.
