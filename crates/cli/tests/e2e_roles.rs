@@ -65,7 +65,17 @@ async fn connect_as(
     user: &str,
     password: &str,
 ) -> Result<tokio_postgres::Client, tokio_postgres::Error> {
-    let host = world.service_ip(&format!("{CLUSTER}-rw")).await;
+    connect_to(world, CLUSTER, user, password).await
+}
+
+/// Connects as `user` with `password` through `cluster`'s -rw Service.
+async fn connect_to(
+    world: &World,
+    cluster: &str,
+    user: &str,
+    password: &str,
+) -> Result<tokio_postgres::Client, tokio_postgres::Error> {
+    let host = world.service_ip(&format!("{cluster}-rw")).await;
     let mut config = tokio_postgres::Config::new();
     config
         .host(&host)
@@ -269,5 +279,65 @@ async fn declared_roles_are_kept_as_declared_and_others_left_alone() {
     for secret in [BATCH_PASSWORD, "second-password", password.as_str()] {
         assert!(!status.contains(secret), "a password in status");
     }
+    world.shutdown().await;
+}
+
+/// After a failover the new primary's manager keeps the declared roles:
+/// it reads the password Secret (its Role allows it as the old
+/// primary's did) and takes a password changed after the failover.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_primary_keeps_the_declared_roles() {
+    const HA: &str = "roles-ha";
+    let world = World::start().await;
+    put_secret(&world, "ha-pw", "before-failover").await;
+    let mut spec = common::durable_cluster(1);
+    spec["instances"] = json!(2);
+    spec["roles"] = json!([{"name": "app_user", "login": true,
+                            "passwordSecret": {"name": "ha-pw"}}]);
+    world.create_cluster(HA, spec).await;
+    world.wait_replicating(HA, 2).await;
+    connect_to(&world, HA, "app_user", "before-failover")
+        .await
+        .expect("app_user logs in");
+
+    let old = world.status(HA).await.current_primary.expect("a primary");
+    let faults = world.node.as_ref().expect("node").faults();
+    let started = tokio::time::Instant::now();
+    loop {
+        // Not running between restarts: nothing to kill then.
+        let _ = faults.kill(NS, &old, "postgres");
+        let s = world.status(HA).await;
+        if s.target_primary.as_ref().is_some_and(|t| *t != old) {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(90),
+            "no failover from {old}"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    wait_for(
+        "the new primary serves",
+        Duration::from_secs(90),
+        || async {
+            let s = world.status(HA).await;
+            s.current_primary.is_some() && s.current_primary == s.target_primary
+        },
+    )
+    .await;
+    let new = world.status(HA).await.current_primary.expect("a primary");
+    println!("failover {old} -> {new}");
+
+    put_secret(&world, "ha-pw", "after-failover").await;
+    wait_for(
+        "app_user logs in with the password set by the new primary",
+        Duration::from_secs(90),
+        || async {
+            connect_to(&world, HA, "app_user", "after-failover")
+                .await
+                .is_ok()
+        },
+    )
+    .await;
     world.shutdown().await;
 }
