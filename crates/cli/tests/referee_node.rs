@@ -157,6 +157,46 @@ async fn a_cluster_runs_on_the_sandbox_node_joined_to_kube_up() {
         .get(0);
     assert_eq!(note, "on kube-apiserver");
 
+    // kubectl exec and cp through kube-apiserver, which sends the
+    // WebSocket on to the kubelet (the node declares
+    // ExtendWebSocketsToKubelet): a command's output, and a file copied in
+    // with tar over the session's stdin and read back.
+    let said = kubectl(
+        up,
+        &[
+            "exec",
+            "small-1",
+            "-c",
+            "postgres",
+            "--",
+            "sh",
+            "-c",
+            "echo exec-$((6*7))",
+        ],
+    );
+    assert_eq!(said.trim(), "exec-42", "kubectl exec runs in the container");
+    let scratch = tempfile::tempdir().expect("a scratch directory");
+    let local = scratch.path().join("note.txt");
+    std::fs::write(&local, "copied through kube-apiserver\n").expect("a file to copy");
+    let local = local.to_string_lossy().into_owned();
+    kubectl(
+        up,
+        &["cp", &local, "small-1:/tmp/note.txt", "-c", "postgres"],
+    );
+    let copied = kubectl(
+        up,
+        &[
+            "exec",
+            "small-1",
+            "-c",
+            "postgres",
+            "--",
+            "cat",
+            "/tmp/note.txt",
+        ],
+    );
+    assert_eq!(copied, "copied through kube-apiserver\n", "kubectl cp");
+
     // kube-apiserver relays pods/log to the kubelet over HTTPS with its
     // client certificate.
     let logs = kubectl(up, &["logs", "small-1", "-c", "postgres", "--tail=20"]);

@@ -76,6 +76,11 @@ async fn register(
     write_status(client, name, port, conditions).await
 }
 
+/// The node-declared feature under which kube-apiserver (1.36 and
+/// later, `ExtendWebSocketsToKubelet`) sends exec, attach and
+/// port-forward to the kubelet as WebSockets instead of SPDY.
+pub const EXTEND_WEBSOCKETS_TO_KUBELET: &str = "ExtendWebSocketsToKubelet";
+
 /// The architecture as Kubernetes names it.
 fn arch() -> &'static str {
     match std::env::consts::ARCH {
@@ -108,6 +113,10 @@ async fn write_status(
         // kubelet, and the node's name resolves to nothing.
         "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}],
         "daemonEndpoints": {"kubeletEndpoint": {"Port": port}},
+        // kube-apiserver 1.36 proxies exec, attach and port-forward
+        // WebSockets straight to a kubelet that declares it serves them
+        // (the kubelet's endpoint speaks WebSocket only, not SPDY).
+        "declaredFeatures": [EXTEND_WEBSOCKETS_TO_KUBELET],
         "conditions": conditions.report(&now()),
         "nodeInfo": {
             "architecture": arch(),

@@ -79,10 +79,13 @@ pub async fn exec(
     if command.is_empty() {
         return bad_request("you must specify at least one command for the container");
     }
+    // The kubelet's own names (`input`, `output`, `error`), which
+    // kube-apiserver sends, or the pod API's, which the sandbox's API
+    // server passes on.
     let streams = Streams {
-        stdin: flag(&query, "stdin"),
-        stdout: flag(&query, "stdout"),
-        stderr: flag(&query, "stderr"),
+        stdin: flag(&query, "input") || flag(&query, "stdin"),
+        stdout: flag(&query, "output") || flag(&query, "stdout"),
+        stderr: flag(&query, "error") || flag(&query, "stderr"),
         tty: flag(&query, "tty"),
     };
     if !(streams.stdin || streams.stdout || streams.stderr) {
