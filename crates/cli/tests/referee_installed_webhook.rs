@@ -4,8 +4,10 @@
 //! (Docker runtime), keep their certificate and inject its authority into
 //! the ValidatingWebhookConfiguration, and kube-apiserver calls them
 //! through the webhook's Service (at its endpoints: kube-up runs no
-//! kube-proxy). `kubectl create` of the cases issue 42 measured is then
-//! refused, naming the field; a valid cluster is admitted.
+//! kube-proxy). `kubectl create` of values the CRD admits and the
+//! controller refuses (a parameter value or name wrong for the major, bad
+//! resource quantities) is then refused, naming the field; a valid
+//! cluster is admitted.
 //!
 //! Where the shared folder is absent the test says so and returns.
 
