@@ -14,8 +14,8 @@ use kube::ResourceExt;
 use serde::Serialize;
 use tusk_api::fencing::Fencing;
 use tusk_api::v1alpha1::{
-    BackupStatus, PostgresCluster, RestoreVerification, SchedulingReason, Unscheduled,
-    UpgradeStatus,
+    BackupStatus, PostgresCluster, RestoreVerification, RoleState, RoleStatus, SchedulingReason,
+    Unscheduled, UpgradeStatus,
 };
 
 use super::CommandError;
@@ -75,6 +75,9 @@ pub struct Report {
     /// The declared spec is refused and the operator keeps the cluster as
     /// an earlier, valid one declares it: which generations.
     pub kept_spec: Option<KeptSpec>,
+    /// The declared roles as the primary last reported them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub roles: Vec<RoleStatus>,
 }
 
 /// A refused generation of the spec, and the valid one kept instead.
@@ -222,6 +225,7 @@ pub fn report(cluster: &PostgresCluster, pods: &[Pod]) -> Report {
         backup: status.backup.clone(),
         last_restore_verification: status.last_restore_verification.clone(),
         kept_spec: kept_spec(cluster),
+        roles: status.roles.clone(),
     }
 }
 
@@ -370,6 +374,9 @@ fn render_history(report: &Report) -> String {
                 .unwrap_or_default()
         ));
     }
+    if !report.roles.is_empty() {
+        out.push_str(&roles_line(&report.roles));
+    }
     if let Some(rehearsal) = &report.last_restore_verification {
         out.push_str(&format!(
             "Rehearsal      {} of {} at {}{}\n",
@@ -392,6 +399,29 @@ fn render_history(report: &Report) -> String {
         ));
     }
     out
+}
+
+/// `Roles` with how many are as declared, and each failed one with why.
+fn roles_line(roles: &[RoleStatus]) -> String {
+    let failed: Vec<String> = roles
+        .iter()
+        .filter(|r| r.state == RoleState::Failed)
+        .map(|r| {
+            format!(
+                "{} FAILED: {}",
+                r.name,
+                r.reason.as_deref().unwrap_or("(no reason reported)")
+            )
+        })
+        .collect();
+    let reconciled = roles.len() - failed.len();
+    let mut line = format!("Roles          {reconciled}/{} as declared", roles.len());
+    for failure in failed {
+        line.push_str("; ");
+        line.push_str(&failure);
+    }
+    line.push('\n');
+    line
 }
 
 #[cfg(test)]

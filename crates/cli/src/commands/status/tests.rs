@@ -169,3 +169,21 @@ fn a_refused_spec_says_which_generation_is_kept() {
         "the declared spec is the valid one"
     );
 }
+
+#[test]
+fn declared_roles_are_counted_and_a_failed_one_named_with_its_reason() {
+    let mut c = cluster();
+    c.status.as_mut().expect("status").roles = serde_json::from_value(serde_json::json!([
+        {"name": "web", "state": "Reconciled"},
+        {"name": "batch", "state": "Failed", "reason": "Secret batch-pw does not exist"}
+    ]))
+    .expect("roles");
+    let text = render(&report(&c, &[]));
+    assert!(
+        text.contains(
+            "Roles          1/2 as declared; batch FAILED: Secret batch-pw does not exist\n"
+        ),
+        "{text}"
+    );
+    assert!(!render(&report(&cluster(), &[])).contains("Roles"));
+}
