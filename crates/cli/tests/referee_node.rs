@@ -197,6 +197,39 @@ async fn a_cluster_runs_on_the_sandbox_node_joined_to_kube_up() {
     );
     assert_eq!(copied, "copied through kube-apiserver\n", "kubectl cp");
 
+    // The kubelet's endpoint authorizes each caller with a
+    // SubjectAccessReview: another certificate of kube-up's CA, whose user
+    // RBAC grants nothing, is refused the instance's log (kube-apiserver's
+    // own client certificate reads it below).
+    let port = kubectl(
+        up,
+        &[
+            "get",
+            "node",
+            NODE,
+            "-o",
+            "jsonpath={.status.daemonEndpoints.kubeletEndpoint.Port}",
+        ],
+    );
+    let (cert, key) = up.client_certificate("intruder", "/CN=intruder");
+    let refused = run_within(
+        Command::new("curl")
+            .args(["-sk", "--max-time", "10", "--cert"])
+            .arg(&cert)
+            .arg("--key")
+            .arg(&key)
+            .arg(format!(
+                "https://127.0.0.1:{}/containerLogs/default/small-1/postgres",
+                port.trim()
+            )),
+        KUBECTL,
+    );
+    let said = String::from_utf8_lossy(&refused.stdout);
+    assert!(
+        said.contains("\"code\":403") && said.contains("user=intruder"),
+        "the kubelet refuses a user RBAC does not allow: {said}"
+    );
+
     // kube-apiserver relays pods/log to the kubelet over HTTPS with its
     // client certificate.
     let logs = kubectl(up, &["logs", "small-1", "-c", "postgres", "--tail=20"]);

@@ -230,6 +230,13 @@ impl KubeUp {
         kubeconfig
     }
 
+    /// A client certificate and key for `subject` (`/O=group/CN=user`),
+    /// signed by kube-up's CA: an identity the API server and kubelets
+    /// authenticate, with no rights unless RBAC grants them.
+    pub fn client_certificate(&self, name: &str, subject: &str) -> (PathBuf, PathBuf) {
+        sign_client_certificate(&self.pki(), name, subject)
+    }
+
     /// kube-up's CA certificate, which kubelets trust for kube-apiserver's
     /// client certificate.
     pub fn ca_file(&self) -> PathBuf {

@@ -314,7 +314,7 @@ pub fn start_with_provisioner(
             gateway: runtime.gateway(),
         }),
     };
-    let (endpoint, port, served) = start_endpoint(&config, &faults)?;
+    let (endpoint, port, served) = start_endpoint(&client, &config, &faults)?;
     let heartbeat = tokio::spawn(node::heartbeat(
         client.clone(),
         config.node_name.clone(),
@@ -360,6 +360,7 @@ pub fn start_with_provisioner(
 /// Starts the endpoint the API server proxies `pods/log` and `pods/exec`
 /// to (see `server`); its port goes into the Node's status.
 fn start_endpoint(
+    client: &Client,
     config: &KubeletConfig,
     faults: &KubeletFaults,
 ) -> Result<(JoinHandle<()>, u16, served::ServedPods), KubeletError> {
@@ -368,7 +369,13 @@ fn start_endpoint(
     let port = listener.local_addr().map_err(error)?.port();
     let served = served::ServedPods::default();
     let auth = match &config.client_ca {
-        Some(ca) => server::EndpointAuth::ClientCertificate(server::tls::server_config(ca)?),
+        Some(ca) => server::EndpointAuth::ClientCertificate {
+            tls: server::tls::server_config(ca)?,
+            authorizer: server::authorize::Authorizer::new(
+                client.clone(),
+                config.node_name.clone(),
+            ),
+        },
         None => server::EndpointAuth::BearerToken(api_access::api_token(&config.kubeconfig)),
     };
     let state = Arc::new(server::ServerState {

@@ -13,6 +13,7 @@
 use std::process::Stdio;
 use std::sync::Arc;
 
+use axum::Extension;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, close_code};
 use axum::extract::{Path, Query, State};
 use axum::http::HeaderMap;
@@ -23,8 +24,10 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::Child;
 use tokio::sync::mpsc;
 
+use super::authorize::Action;
 use super::channel::{self, Incoming};
-use super::{ServerState, authenticated, bad_request, pod_not_found, unauthorized};
+use super::{ServerState, admit, bad_request, pod_not_found};
+use crate::https::PeerIdentity;
 use crate::node::kubelet::process::{ProcessSpec, container_command, signal_group};
 use crate::node::kubelet::status::State as ContainerState;
 
@@ -66,10 +69,12 @@ pub async fn exec(
     Path((namespace, pod_name, container)): Path<(String, String, String)>,
     Query(query): Query<Vec<(String, String)>>,
     headers: HeaderMap,
+    peer: Option<Extension<PeerIdentity>>,
     upgrade: WebSocketUpgrade,
 ) -> Response {
-    if !authenticated(&state, &headers) {
-        return unauthorized();
+    let peer = peer.map(|Extension(peer)| peer);
+    if let Err(refused) = admit(&state, &headers, peer.as_ref(), Action::Run).await {
+        return refused;
     }
     let command: Vec<String> = query
         .iter()

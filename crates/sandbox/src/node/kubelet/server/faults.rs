@@ -6,12 +6,15 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use axum::Extension;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
-use super::{ServerState, authenticated, bad_request, status, unauthorized};
+use super::authorize::Action;
+use super::{ServerState, admit, bad_request, status};
+use crate::https::PeerIdentity;
 use crate::node::kubelet::Processes;
 use crate::node::proxy::cuts::Direction;
 
@@ -49,9 +52,11 @@ pub async fn inject(
     Path(fault): Path<String>,
     Query(query): Query<HashMap<String, String>>,
     headers: HeaderMap,
+    peer: Option<Extension<PeerIdentity>>,
 ) -> Response {
-    if !authenticated(&state, &headers) {
-        return unauthorized();
+    let peer = peer.map(|Extension(peer)| peer);
+    if let Err(refused) = admit(&state, &headers, peer.as_ref(), Action::Run).await {
+        return refused;
     }
     match apply(&state, &fault, &query) {
         Ok(message) => done(message),

@@ -7,13 +7,16 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::Extension;
 use axum::body::Body;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use tokio::io::{AsyncReadExt, AsyncSeekExt};
 
-use super::{ServerState, authenticated, bad_request, pod_not_found, unauthorized};
+use super::authorize::Action;
+use super::{ServerState, admit, bad_request, pod_not_found};
+use crate::https::PeerIdentity;
 use crate::node::kubelet::logs::read::{LogOptions, Renderer, parse_entries, tail};
 use crate::node::kubelet::served::ServedPod;
 use crate::node::kubelet::status::{ContainerReport, State as ContainerState};
@@ -64,9 +67,11 @@ pub async fn container_logs(
     Path((namespace, pod_name, container)): Path<(String, String, String)>,
     Query(query): Query<HashMap<String, String>>,
     headers: HeaderMap,
+    peer: Option<Extension<PeerIdentity>>,
 ) -> Response {
-    if !authenticated(&state, &headers) {
-        return unauthorized();
+    let peer = peer.map(|Extension(peer)| peer);
+    if let Err(refused) = admit(&state, &headers, peer.as_ref(), Action::ReadLogs).await {
+        return refused;
     }
     let options = match LogOptions::from_query(&query) {
         Ok(options) => options,

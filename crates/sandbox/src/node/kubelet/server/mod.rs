@@ -14,15 +14,17 @@
 //! requests carrying the bearer token of the kubeconfig the kubelet was
 //! given (the API server's own token), so other local users cannot run
 //! commands in pods through it. Joined to a real control plane with a
-//! client CA (`tls`), it serves HTTPS and lets in only callers with a
-//! client certificate that CA signed, as kube-apiserver presents with
-//! `--kubelet-client-certificate`.
+//! client CA (`tls`), it serves HTTPS to callers with a client certificate
+//! that CA signed, as kube-apiserver presents with
+//! `--kubelet-client-certificate`, and lets each do only what the API
+//! server allows its user (`authorize`).
 //!
 //! Paths follow the kubelet's: `/containerLogs/{namespace}/{pod}/{container}`
 //! (`logs`) and `/exec/{namespace}/{pod}/{container}` (`exec`, over
 //! WebSocket with the `channel` framing); `/faults/{fault}` (`faults`) is
 //! the sandbox's own, for fault injection the API server relays.
 
+pub mod authorize;
 mod channel;
 mod exec;
 mod faults;
@@ -39,6 +41,7 @@ use serde_json::json;
 
 use super::faults::KubeletFaults;
 use super::served::ServedPods;
+use crate::https::PeerIdentity;
 
 /// What the endpoint's handlers share.
 pub struct ServerState {
@@ -51,8 +54,12 @@ pub struct ServerState {
 pub enum EndpointAuth {
     /// Plain HTTP; a request must carry this bearer token.
     BearerToken(String),
-    /// HTTPS with a client certificate the TLS handshake verified.
-    ClientCertificate(Arc<rustls::ServerConfig>),
+    /// HTTPS with a client certificate the TLS handshake verified, whose
+    /// user the API server must allow what the request does.
+    ClientCertificate {
+        tls: Arc<rustls::ServerConfig>,
+        authorizer: authorize::Authorizer,
+    },
 }
 
 /// Listens on a free loopback port.
@@ -65,7 +72,7 @@ pub fn bind() -> std::io::Result<std::net::TcpListener> {
 /// Serves until the task is aborted.
 pub async fn serve(listener: std::net::TcpListener, state: Arc<ServerState>) {
     let tls = match &state.auth {
-        EndpointAuth::ClientCertificate(config) => Some(config.clone()),
+        EndpointAuth::ClientCertificate { tls, .. } => Some(tls.clone()),
         EndpointAuth::BearerToken(_) => None,
     };
     let router = Router::new()
@@ -94,18 +101,46 @@ pub async fn serve(listener: std::net::TcpListener, state: Arc<ServerState>) {
     }
 }
 
-/// Whether the request carries the expected bearer token, or came over
-/// TLS with a verified client certificate.
-fn authenticated(state: &ServerState, headers: &HeaderMap) -> bool {
+/// Lets the request do `action`, or answers why not: over plain HTTP it
+/// must carry the expected bearer token (401 otherwise); over TLS its
+/// verified client certificate's user must be allowed `action` by the
+/// API server ([`authorize::Authorizer`]; 403 otherwise, as a kubelet
+/// answers).
+async fn admit(
+    state: &ServerState,
+    headers: &HeaderMap,
+    peer: Option<&PeerIdentity>,
+    action: authorize::Action,
+) -> Result<(), Response> {
     let token = match &state.auth {
-        EndpointAuth::ClientCertificate(_) => return true,
+        EndpointAuth::ClientCertificate { authorizer, .. } => {
+            let Some(peer) = peer else {
+                return Err(unauthorized());
+            };
+            if authorizer.allows(peer, action).await {
+                return Ok(());
+            }
+            return Err(status(
+                StatusCode::FORBIDDEN,
+                "Forbidden",
+                format!(
+                    "Forbidden (user={}, verb={}, resource=nodes, subresource=proxy)",
+                    peer.user,
+                    action.verb()
+                ),
+            ));
+        }
         EndpointAuth::BearerToken(token) => token,
     };
     let given = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "));
-    !token.is_empty() && given == Some(token.as_str())
+    if !token.is_empty() && given == Some(token.as_str()) {
+        Ok(())
+    } else {
+        Err(unauthorized())
+    }
 }
 
 /// A v1 Status answer, as the API server relays it to the client.
