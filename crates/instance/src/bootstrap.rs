@@ -101,7 +101,7 @@ pub async fn restore(
         .await
         .map_err(BootstrapError::Restore)?;
     ctx.write_config(&staging, desired, ReplicationRole::Primary)?;
-    recover(ctx, &staging, &invocation.env).await?;
+    recover(ctx, &staging, &invocation.env, &source.target).await?;
     let _ = std::fs::remove_file(&config);
     datadir::promote_staging(&staging, &ctx.settings.pgdata)?;
     tracing::info!(source = %source.cluster, target = ?source.target, "restored");
@@ -115,12 +115,29 @@ async fn recover(
     ctx: &InstanceContext,
     staging: &std::path::Path,
     env: &[(&'static str, &str)],
+    target: &pgbackrest::RecoveryTarget,
 ) -> Result<(), BootstrapError> {
     let postmaster = start_private(ctx, staging, env)?;
     let result = async {
-        let client = wait_promoted(ctx, postmaster.pid())
-            .await
-            .map_err(BootstrapError::Restore)?;
+        // Recovery that ran out of WAL ends PostgreSQL: seen in its log
+        // at once, whether or not the exit is noticed yet.
+        let ran_out = async {
+            while !postmaster.recovery_log().target_unreached {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        };
+        let promoted = tokio::select! {
+            promoted = wait_promoted(ctx, postmaster.pid()) => promoted,
+            () = ran_out => Err("PostgreSQL stopped during recovery".to_owned()),
+        };
+        let client = promoted.map_err(|error| {
+            // A target past the archive is the owner's to fix: say so,
+            // with the newest time the archive reaches.
+            let told = postmaster
+                .recovery_log()
+                .target_past_archive(&target.to_string());
+            BootstrapError::Restore(told.unwrap_or(error))
+        })?;
         let resets: Vec<String> = pgbackrest::RECOVERY_SETTINGS
             .iter()
             .map(|setting| format!("ALTER SYSTEM RESET {setting}"))

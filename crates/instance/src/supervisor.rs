@@ -4,12 +4,15 @@
 
 use std::path::Path;
 use std::process::{ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::process::Child;
+
+use tusk_postgres::recovery_log::RecoveryLog;
 
 use crate::process_user::ProcessUser;
 use crate::state::SharedState;
@@ -48,6 +51,8 @@ pub struct Postmaster {
     pid: Pid,
     /// Its data directory, where its children work too.
     pgdata: std::path::PathBuf,
+    /// How an archive recovery ended, as its log says.
+    recovery: Arc<Mutex<RecoveryLog>>,
 }
 
 impl Postmaster {
@@ -78,18 +83,28 @@ impl Postmaster {
         })?;
         let raw_pid = child.id().ok_or(SupervisorError::NoPid)?;
         let pid = Pid::from_raw(i32::try_from(raw_pid).map_err(|_| SupervisorError::NoPid)?);
+        let recovery = Arc::new(Mutex::new(RecoveryLog::default()));
         if let Some(stderr) = child.stderr.take() {
-            tokio::spawn(forward_log(stderr, state.clone()));
+            tokio::spawn(forward_log(stderr, state.clone(), recovery.clone()));
         }
         if let Some(stdout) = child.stdout.take() {
-            tokio::spawn(forward_log(stdout, state));
+            tokio::spawn(forward_log(stdout, state, recovery.clone()));
         }
         tracing::info!(pid = pid.as_raw(), pgdata = %pgdata.display(), "postgres started");
         Ok(Postmaster {
             child,
             pid,
             pgdata: pgdata.to_owned(),
+            recovery,
         })
+    }
+
+    /// What its log said so far about how an archive recovery ended.
+    pub fn recovery_log(&self) -> RecoveryLog {
+        self.recovery
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     pub fn pid(&self) -> i32 {
@@ -220,7 +235,11 @@ pub fn parse_log_line(line: &str) -> LogLine<'_> {
 
 /// Turns PostgreSQL's output into log events; an error pgBackRest printed
 /// there (its `archive_command` failing) is also kept in `state`.
-async fn forward_log(stream: impl AsyncRead + Unpin, state: Option<SharedState>) {
+async fn forward_log(
+    stream: impl AsyncRead + Unpin,
+    state: Option<SharedState>,
+    recovery: Arc<Mutex<RecoveryLog>>,
+) {
     let mut lines = BufReader::new(stream).lines();
     while let Ok(Some(line)) = lines.next_line().await {
         if let Some(state) = &state
@@ -229,6 +248,10 @@ async fn forward_log(stream: impl AsyncRead + Unpin, state: Option<SharedState>)
             state.lock().archive_push_error = Some(error);
         }
         let parsed = parse_log_line(&line);
+        recovery
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .observe(parsed.message);
         let time = parsed.time.unwrap_or_default();
         let pid = parsed.pid.unwrap_or_default();
         let level = parsed.level.unwrap_or_default();

@@ -221,6 +221,65 @@ async fn a_restore_to_a_time_has_every_row_committed_before_it_and_none_after() 
     db.stop(Duration::from_secs(30)).await;
 }
 
+/// A restore to a time later than anything archived cannot end: the new
+/// instance says so, with the newest time the archive reaches, instead of
+/// only that PostgreSQL stopped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restore_to_a_time_past_the_archive_names_the_newest_archived_time() {
+    let Archiving {
+        server,
+        _cluster: mut cluster,
+        mut db,
+        on_db,
+        client,
+    } = archiving_primary("CREATE TABLE t (v int); INSERT INTO t SELECT generate_series(1, 100)")
+        .await;
+    let base = take(&mut db, &on_db, "base", BackupType::Full).await;
+    assert_eq!(base.status.phase, Some(BackupPhase::Completed), "{base:?}");
+    client
+        .batch_execute("INSERT INTO t SELECT generate_series(101, 200)")
+        .await
+        .expect("after the backup");
+    db.switch_wal_until_archived(&client, WAIT).await;
+
+    // An hour ahead: past every archived transaction.
+    let target = jiff::Timestamp::now()
+        .checked_add(jiff::SignedDuration::from_hours(1))
+        .expect("an hour ahead")
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string();
+    let target = target.as_str();
+    let mut copy = cluster.instance("copy-1");
+    copy.settings.cluster_name = "copy".into();
+    copy.settings.source_keys = Some(server.keys());
+    copy.settings.repository_keys = Some(server.keys());
+    copy.start(DesiredState {
+        archiving: Some(server.repository(BUCKET, "tusk")),
+        restore: Some(RestoreSource {
+            repository: server.repository(BUCKET, "tusk"),
+            namespace: "default".into(),
+            cluster: "db".into(),
+            target: pgbackrest::RecoveryTarget::Time(target.into()),
+        }),
+        ..desired("copy-1", copy.address)
+    });
+    let report = copy
+        .wait_status("the restore's failure explained", WAIT, |r| {
+            r.last_error
+                .as_deref()
+                .is_some_and(|e| e.contains(tusk_postgres::recovery_log::TARGET_PAST_ARCHIVE))
+        })
+        .await;
+    let told = report.last_error.unwrap_or_default();
+    println!("{told}");
+    assert!(told.contains(target), "{told}");
+    // The newest archived transaction's time, today's date.
+    let today = jiff::Timestamp::now().strftime("%Y-%m-%d").to_string();
+    assert!(told.contains(&format!("committed at {today}")), "{told}");
+    copy.stop(Duration::from_secs(30)).await;
+    db.stop(Duration::from_secs(30)).await;
+}
+
 /// The same cycle on a directory of a volume (pgBackRest's posix
 /// repository) instead of an object store: a primary archives and backs
 /// up there, and a new cluster restored from it has every row, then

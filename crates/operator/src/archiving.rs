@@ -12,6 +12,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use tusk_api::conditions::{self, ConditionStatus, DesiredCondition, set_condition};
 use tusk_api::instance::{ArchivingReport, InstanceReport, InstanceRole};
 use tusk_api::v1alpha1::{BackupStatus, PostgresClusterStatus};
+use tusk_postgres::recovery_log::TARGET_PAST_ARCHIVE;
 
 use crate::note::Note;
 
@@ -154,6 +155,36 @@ pub fn notes(previous: Option<&PostgresClusterStatus>, new: &PostgresClusterStat
         Some((now, message)) if now == "True" && before.as_deref() == Some("False") => {
             vec![Note::normal("ArchivingRecovered", message)]
         }
+        _ => Vec::new(),
+    }
+}
+
+/// A Warning when an instance first says that the recovery target of
+/// `spec.bootstrap.recovery` lies past the archived WAL (its words, with
+/// the newest archived time and what to do, are in the Ready condition's
+/// message; see `tusk_postgres::recovery_log`).
+pub fn recovery_notes(
+    previous: Option<&PostgresClusterStatus>,
+    new: &PostgresClusterStatus,
+) -> Vec<Note> {
+    let told = |status: Option<&PostgresClusterStatus>| {
+        status?
+            .conditions
+            .iter()
+            .find(|c| c.type_ == conditions::READY)
+            .and_then(|c| {
+                let at = c.message.find(TARGET_PAST_ARCHIVE)?;
+                Some(
+                    c.message[at..]
+                        .split("; ")
+                        .next()
+                        .unwrap_or_default()
+                        .to_owned(),
+                )
+            })
+    };
+    match (told(previous), told(Some(new))) {
+        (None, Some(message)) => vec![Note::warning("RecoveryTargetUnreached", message)],
         _ => Vec::new(),
     }
 }
@@ -317,5 +348,36 @@ mod tests {
                 .iter()
                 .any(|c| c.type_ == conditions::CONTINUOUS_ARCHIVING)
         );
+    }
+
+    /// An instance's word that the recovery target lies past the archive
+    /// becomes one Warning, when it first appears.
+    #[test]
+    fn a_recovery_target_past_the_archive_is_one_warning() {
+        let ready = |message: &str| -> PostgresClusterStatus {
+            serde_json::from_value(serde_json::json!({"conditions": [{
+                "type": "Ready", "status": "False", "reason": "Provisioning",
+                "message": message, "lastTransitionTime": "2026-12-07T10:00:00Z"}]}))
+            .expect("a status")
+        };
+        let before = ready("0 of 1 instances ready");
+        let mut log = tusk_postgres::recovery_log::RecoveryLog::default();
+        log.observe("last completed transaction was at log time 2026-12-07 10:00:00+00");
+        log.observe("recovery ended before configured recovery target was reached");
+        let why = log
+            .target_past_archive("time 2026-12-07T11:00:00Z")
+            .expect("told");
+        let told = format!(
+            "0 of 1 instances ready; copy-1: bootstrap failed: restore failed: {why}; db-2: other"
+        );
+        let after = ready(&told);
+        let notes = recovery_notes(Some(&before), &after);
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        let text = format!("{notes:?}");
+        assert!(
+            text.contains("RecoveryTargetUnreached") && text.contains("2026-12-07 10:00:00+00"),
+            "{text}"
+        );
+        assert!(recovery_notes(Some(&after), &after).is_empty());
     }
 }

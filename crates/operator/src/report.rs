@@ -56,6 +56,7 @@ pub async fn write(
     let version = patch_status(cluster, ctx, &to_write).await?;
     let mut notes = notes(previous.and_then(|s| s.phase), new.phase, failure.as_ref());
     notes.extend(crate::archiving::notes(previous, &new));
+    notes.extend(crate::archiving::recovery_notes(previous, &new));
     notes.extend(crate::scheduling::notes(previous, &new));
     publish_all(cluster, ctx, &notes).await;
     if previous.and_then(|s| s.observed_generation) != new.observed_generation

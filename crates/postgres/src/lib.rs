@@ -13,7 +13,8 @@
 //! - [`config`]: rendering `postgresql.conf`, `pg_hba.conf`, `pg_ident.conf`
 //!   and the password file;
 //! - [`pgbackrest`]: pgBackRest's configuration for a stanza, the
-//!   `archive_command` and the reading of its status files.
+//!   `archive_command` and the reading of its status files;
+//! - [`recovery_log`]: how an archive recovery ended, from the log.
 //!
 //! A crate rather than a module of `tusk-api` so that the dependency list
 //! keeps it free of Kubernetes types: `tusk-api` turns the custom resource
@@ -24,6 +25,7 @@ pub mod config;
 pub mod lsn;
 pub mod parameters;
 pub mod pgbackrest;
+pub mod recovery_log;
 pub mod roles;
 pub mod synchronous;
 pub mod upgrade;

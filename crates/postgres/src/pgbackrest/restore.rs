@@ -17,6 +17,17 @@ pub enum RecoveryTarget {
     Name(String),
 }
 
+impl std::fmt::Display for RecoveryTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RecoveryTarget::Latest => f.write_str("the end of the archived WAL"),
+            RecoveryTarget::Time(time) => write!(f, "time {time}"),
+            RecoveryTarget::Lsn(lsn) => write!(f, "LSN {lsn}"),
+            RecoveryTarget::Name(name) => write!(f, "restore point {name}"),
+        }
+    }
+}
+
 /// A restore's source: another cluster's repository, and where to
 /// recover to.
 #[derive(Clone, Debug, PartialEq, Eq)]
