@@ -196,6 +196,7 @@ async fn keep_discarded_wal(
     ctx: &InstanceContext,
     args: &[&std::ffi::OsStr],
 ) -> Result<(), RewindError> {
+    finish_crash_recovery(ctx).await?;
     let dry_run = args
         .iter()
         .copied()
@@ -211,6 +212,37 @@ async fn keep_discarded_wal(
         .map_err(|source| RewindError::KeepWal(source.to_string()))?;
     tracing::warn!(folder = %folder.display(), segments, "the WAL this rewind discards is kept; it may hold writes the new primary never received");
     Ok(())
+}
+
+/// Brings data that was not shut down cleanly (a crashed primary) to a
+/// clean shutdown, as pg_rewind itself does before it rewinds: PostgreSQL
+/// in single-user mode replays its WAL and stops. Its dry run does not,
+/// and refuses such data.
+async fn finish_crash_recovery(ctx: &InstanceContext) -> Result<(), RewindError> {
+    let pgdata = ctx.settings.pgdata.as_os_str();
+    let control = tools::run(ctx, "pg_controldata", [pgdata]).await?;
+    if shut_down_cleanly(&control) {
+        return Ok(());
+    }
+    tracing::info!("the data was not shut down cleanly: replaying its WAL before the rewind");
+    let single = [
+        "--single".as_ref(),
+        "-F".as_ref(),
+        "-D".as_ref(),
+        pgdata,
+        "template1".as_ref(),
+    ];
+    tools::run(ctx, "postgres", single).await?;
+    Ok(())
+}
+
+/// Whether `pg_controldata` says the data was shut down cleanly (as a
+/// primary or as a standby), which pg_rewind requires.
+pub fn shut_down_cleanly(control_data: &str) -> bool {
+    control_data
+        .lines()
+        .find_map(|line| line.strip_prefix("Database cluster state:"))
+        .is_some_and(|state| matches!(state.trim(), "shut down" | "shut down in recovery"))
 }
 
 /// Rewinds, retrying with back-off, and falls back to a fresh clone (the
@@ -313,6 +345,26 @@ pub async fn reclone(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_clean_shutdown_is_clean() {
+        let state = |s: &str| {
+            format!(
+                "pg_control version number:            1300\nDatabase cluster state:               {s}\n"
+            )
+        };
+        assert!(shut_down_cleanly(&state("shut down")));
+        assert!(shut_down_cleanly(&state("shut down in recovery")));
+        assert!(
+            !shut_down_cleanly(&state("in production")),
+            "a crashed primary"
+        );
+        assert!(
+            !shut_down_cleanly(&state("in archive recovery")),
+            "a crashed standby"
+        );
+        assert!(!shut_down_cleanly(""));
+    }
 
     #[test]
     fn the_system_identifier_is_read_from_pg_controldata() {

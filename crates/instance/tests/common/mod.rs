@@ -259,6 +259,40 @@ impl TestInstance {
         started.elapsed()
     }
 
+    /// Crashes the instance as a lost node would: the manager's task is
+    /// dropped mid-work, its postmaster and every backend killed
+    /// (SIGKILL), and the data directory left as it was, not shut down
+    /// cleanly.
+    pub async fn crash(&mut self) {
+        let pid = self.postmaster_pid();
+        if let Some(task) = self.task.take() {
+            task.abort();
+            let _ = task.await;
+        }
+        self.shutdown = None;
+        let pgdata = self.settings.pgdata.clone();
+        let killed = tusk_instance::fence::processes::sweep(
+            &pgdata,
+            None,
+            &std::collections::BTreeSet::new(),
+        );
+        let gone = |pid: i32| {
+            nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                None::<nix::sys::signal::Signal>,
+            )
+            .is_err()
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while pid.is_some_and(|pid| !gone(pid)) && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(
+            pid.is_none_or(gone),
+            "the postmaster {pid:?} is gone (killed {killed:?})"
+        );
+    }
+
     pub fn postmaster_pid(&self) -> Option<i32> {
         self.state.snapshot().postmaster_pid
     }
