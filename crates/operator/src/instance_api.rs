@@ -204,6 +204,10 @@ pub fn https_client(authority_pem: &str, name: &str) -> Result<reqwest::Client, 
         .with_no_client_auth();
     reqwest::Client::builder()
         .use_preconfigured_tls(config)
+        // Drop a pooled connection before the instance closes it for
+        // silence (`tusk_instance::api_tls::IDLE_TIMEOUT`, 10 s), so a
+        // poll never goes out on a connection being closed.
+        .pool_idle_timeout(std::time::Duration::from_secs(5))
         .build()
         .map_err(|e| e.to_string())
 }
