@@ -31,9 +31,10 @@ pub const STANDBY_MINIMUMS: [&str; 5] = [
 
 /// The header carrying the token `/status` requires when the API is served
 /// over HTTPS ([`crate::contract::InstanceEnv::API_TLS`]): a JWT (ES256)
-/// signed with the key of the cluster's certificate authority, which the
-/// operator alone holds (`<cluster>-ca-key`), and checked against the
-/// authority's certificate every instance mounts. Not `Authorization`:
+/// signed with the cluster's token key (`<cluster>-api-token-key`, see
+/// [`crate::contract::TlsSecret::TokenKey`]), not the certificate
+/// authority's, and checked against the token key's public half every
+/// instance mounts. Not `Authorization`:
 /// kube-apiserver removes that header from a request it authenticated, and
 /// `tusk plan` reaches `/status` through the API server's pod proxy.
 pub const TOKEN_HEADER: &str = "x-tusk-token";
