@@ -12,82 +12,17 @@
 //! server. Once it serves the cluster's name, the certificate login
 //! succeeds.
 
+#[path = "../../postgres/tests/common/authority.rs"]
+mod authority;
 mod common;
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::Path;
 use std::process::Command;
 
+use authority::{authority, issue, set_private};
 use tusk_instance::postgres::config::{ClientTls, RemoteLogin, conninfo};
 use tusk_instance::process_user::ProcessUser;
-
-fn openssl(dir: &Path, args: &[&str]) {
-    let output = Command::new("openssl")
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .expect("openssl runs (scripts/setup installs it)");
-    assert!(
-        output.status.success(),
-        "openssl {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-}
-
-/// A certificate `name` for `common_name` with `sans`, signed by the
-/// authority in `dir`.
-fn issue(dir: &Path, name: &str, common_name: &str, sans: &str) {
-    let (key, csr, crt) = (
-        format!("{name}.key"),
-        format!("{name}.csr"),
-        format!("{name}.crt"),
-    );
-    openssl(
-        dir,
-        &[
-            "req",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-            "-nodes",
-            "-keyout",
-            &key,
-            "-out",
-            &csr,
-            "-subj",
-            &format!("/CN={common_name}"),
-        ],
-    );
-    let ext = format!("{name}.ext");
-    std::fs::write(dir.join(&ext), format!("subjectAltName={sans}\n")).expect("ext file");
-    openssl(
-        dir,
-        &[
-            "x509",
-            "-req",
-            "-in",
-            &csr,
-            "-CA",
-            "ca.crt",
-            "-CAkey",
-            "ca.key",
-            "-CAcreateserial",
-            "-out",
-            &crt,
-            "-days",
-            "2",
-            "-extfile",
-            &ext,
-        ],
-    );
-    set_private(&dir.join(&key));
-}
-
-fn set_private(path: &Path) {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).expect("chmod");
-}
 
 /// Runs a PostgreSQL program as the PostgreSQL user; its output.
 async fn as_postgres(user: &ProcessUser, program: &Path, args: &[&str]) -> String {
@@ -154,26 +89,7 @@ async fn a_certificate_of_the_same_issuer_for_another_name_is_not_taken_for_the_
     }
     let certs = temp.path().join("certs");
     std::fs::create_dir_all(&certs).expect("dir");
-    openssl(
-        &certs,
-        &[
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-            "-nodes",
-            "-keyout",
-            "ca.key",
-            "-out",
-            "ca.crt",
-            "-subj",
-            "/CN=orders authority",
-            "-days",
-            "2",
-        ],
-    );
+    authority(&certs, "orders authority");
     // Same issuer: one for another cluster's name, one for this cluster's.
     issue(&certs, "impostor", "other-rw", "DNS:other-rw,IP:127.0.0.1");
     issue(&certs, "genuine", "orders-rw", "DNS:orders-rw");

@@ -13,70 +13,15 @@ use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+#[path = "common/authority.rs"]
+mod authority;
+
+use authority::{authority, issue};
 use tusk_postgres::pgbackrest::{BACKUP_CLIENT, PROGRAM, TlsFiles, server_args};
 
 const STANZA: &str = "orders";
-
-fn openssl(dir: &Path, args: &[&str]) {
-    let output = Command::new("openssl")
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .expect("openssl runs (scripts/setup installs it)");
-    assert!(
-        output.status.success(),
-        "openssl {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-}
-
-/// A certificate `name` for `common_name` signed by the authority in
-/// `dir`, naming 127.0.0.1.
-fn issue(dir: &Path, name: &str, common_name: &str) {
-    let (key, csr, crt) = (
-        format!("{name}.key"),
-        format!("{name}.csr"),
-        format!("{name}.crt"),
-    );
-    openssl(
-        dir,
-        &[
-            "req",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-            "-nodes",
-            "-keyout",
-            &key,
-            "-out",
-            &csr,
-            "-subj",
-            &format!("/CN={common_name}"),
-        ],
-    );
-    std::fs::write(dir.join("ext"), "subjectAltName=IP:127.0.0.1\n").expect("ext file");
-    openssl(
-        dir,
-        &[
-            "x509",
-            "-req",
-            "-in",
-            &csr,
-            "-CA",
-            "ca.crt",
-            "-CAkey",
-            "ca.key",
-            "-CAcreateserial",
-            "-out",
-            &crt,
-            "-days",
-            "2",
-            "-extfile",
-            "ext",
-        ],
-    );
-}
+/// Every certificate names the loopback address the server listens on.
+const SANS: &str = "IP:127.0.0.1";
 
 fn files(dir: &Path, name: &str) -> TlsFiles {
     let path = |file: String| dir.join(file).display().to_string();
@@ -139,29 +84,10 @@ fn check_through(dir: &Path, port: u16, client: &TlsFiles) -> String {
 fn the_backup_server_refuses_the_replication_certificate_and_admits_the_backup_client() {
     let dir = tempfile::tempdir().expect("temp dir");
     let dir = dir.path();
-    openssl(
-        dir,
-        &[
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-            "-nodes",
-            "-keyout",
-            "ca.key",
-            "-out",
-            "ca.crt",
-            "-subj",
-            "/CN=orders authority",
-            "-days",
-            "2",
-        ],
-    );
-    issue(dir, "server", "orders-rw");
-    issue(dir, "replication", tusk_postgres::roles::REPLICATION);
-    issue(dir, "backup", BACKUP_CLIENT);
+    authority(dir, "orders authority");
+    issue(dir, "server", "orders-rw", SANS);
+    issue(dir, "replication", tusk_postgres::roles::REPLICATION, SANS);
+    issue(dir, "backup", BACKUP_CLIENT, SANS);
     std::fs::write(dir.join("empty.conf"), "").expect("config");
     std::fs::write(
         dir.join("server.conf"),
