@@ -8,40 +8,15 @@
 
 mod common;
 
-use std::io::Write;
-use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use common::{TestCluster, desired};
+use common::{CapturedLogs, TestCluster, desired};
 
 const PASSWORD: &str = "Refused-Password-4";
 
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_password_change_logs_no_verifier() {
-    let captured = Captured::default();
-    let writer = captured.clone();
-    tracing_subscriber::fmt()
-        .json()
-        .with_env_filter(tracing_subscriber::EnvFilter::new("debug"))
-        .with_writer(move || writer.clone())
-        .try_init()
-        .expect("the only subscriber of this test binary");
+    let captured = CapturedLogs::install();
 
     let mut cluster = TestCluster::new();
     let mut db = cluster.instance("db-1");
@@ -67,8 +42,7 @@ async fn a_refused_password_change_logs_no_verifier() {
     assert_eq!(one, 1);
     db.stop(Duration::from_secs(30)).await;
 
-    let logs = String::from_utf8_lossy(&captured.0.lock().unwrap_or_else(PoisonError::into_inner))
-        .into_owned();
+    let logs = captured.text();
     assert!(
         logs.contains("no_such_role"),
         "PostgreSQL logged the failure"

@@ -8,11 +8,9 @@
 
 mod common;
 
-use std::io::Write;
-use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use common::{TestCluster, desired};
+use common::{CapturedLogs, TestCluster, desired};
 use tusk_api::instance::InstanceRole;
 use tusk_api::v1alpha1::{RoleSpec, RoleState};
 use tusk_instance::declared_roles::{DeclaredRole, RolePassword};
@@ -40,32 +38,9 @@ fn declared_roles() -> Vec<DeclaredRole> {
     ]
 }
 
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn logs_never_contain_credentials() {
-    let captured = Captured::default();
-    let writer = captured.clone();
-    tracing_subscriber::fmt()
-        .json()
-        .with_env_filter(tracing_subscriber::EnvFilter::new("debug"))
-        .with_writer(move || writer.clone())
-        .try_init()
-        .expect("the only subscriber of this test binary");
+    let captured = CapturedLogs::install();
 
     let mut cluster = TestCluster::new();
     let mut a = cluster.instance("db-1");
@@ -136,8 +111,7 @@ async fn logs_never_contain_credentials() {
     a.stop(Duration::from_secs(30)).await;
     b.stop(Duration::from_secs(30)).await;
 
-    let logs = String::from_utf8_lossy(&captured.0.lock().unwrap_or_else(PoisonError::into_inner))
-        .into_owned();
+    let logs = captured.text();
     let lines = logs.lines().count();
     assert!(lines > 50, "the logs were captured ({lines} lines)");
     assert!(logs.contains("pg_rewind"), "the switchover was logged");

@@ -527,6 +527,48 @@ pub fn postgres_user() -> tusk_instance::process_user::ProcessUser {
         .expect("the postgres user (scripts/setup)")
 }
 
+/// Every log line of this test binary, as JSON at debug level, kept in
+/// memory for the test to search (for credentials that must not be
+/// there). The binary's only subscriber.
+#[derive(Clone, Default)]
+pub struct CapturedLogs(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl CapturedLogs {
+    pub fn install() -> Self {
+        let captured = CapturedLogs::default();
+        let writer = captured.clone();
+        tracing_subscriber::fmt()
+            .json()
+            .with_env_filter(tracing_subscriber::EnvFilter::new("debug"))
+            .with_writer(move || writer.clone())
+            .try_init()
+            .expect("the only subscriber of this test binary");
+        captured
+    }
+
+    /// What was logged so far.
+    pub fn text(&self) -> String {
+        let bytes = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+}
+
+impl std::io::Write for CapturedLogs {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 pub fn init_logs() {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(
