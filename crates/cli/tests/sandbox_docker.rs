@@ -1,7 +1,8 @@
 //! End to end on the Docker runtime: `tusk sandbox up --runtime docker`
-//! installs the operator exactly as `deploy/install.yaml` has it, as a
-//! container of the operator image, and a three-instance PostgresCluster
-//! becomes containers of the PostgreSQL image that replicate: a row
+//! installs the operator exactly as `deploy/install.yaml` has it, as
+//! containers of the operator image (its two replicas), and a
+//! three-instance PostgresCluster becomes containers of the PostgreSQL
+//! image that replicate: a row
 //! written on the primary is read on a replica. The images are built from
 //! this binary with scripts/build-images (kept when unchanged); the test
 //! fails, never skips, without a Docker engine.
@@ -231,7 +232,9 @@ fn a_three_instance_cluster_replicates_on_the_docker_runtime() {
 
     let containers = sandbox_containers(data_dir);
     let running = |image: &str| containers.iter().filter(|c| c.starts_with(image)).count();
-    assert_eq!(running("ghcr.io/tusk-dev/tusk:"), 1, "{containers:#?}");
+    // deploy/install.yaml runs two operator replicas (one leads, both
+    // serve the admission webhook).
+    assert_eq!(running("ghcr.io/tusk-dev/tusk:"), 2, "{containers:#?}");
     assert_eq!(
         running("ghcr.io/tusk-dev/postgres:15"),
         3,
