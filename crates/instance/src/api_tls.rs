@@ -360,13 +360,8 @@ mod tests {
             .pem();
         let token_key = rcgen::KeyPair::generate().expect("key");
         let dir = tempfile::tempdir().expect("temp dir");
-        let write = |sub: &str, files: &[(&str, &str)]| {
-            let path = dir.path().join(sub);
-            std::fs::create_dir_all(&path).expect("dir");
-            for (name, text) in files {
-                std::fs::write(path.join(name), text).expect("write");
-            }
-        };
+        let write =
+            |sub: &str, files: &[(&str, &str)]| crate::tls::write_mounted(dir.path(), sub, files);
         let key_pem = authority.serialize_pem();
         let tls = [
             (TLS_CERT_KEY, ca.as_str()),

@@ -356,6 +356,17 @@ fn pem_error(message: &str, what: &str) -> TlsError {
     }
 }
 
+/// Writes `files` (name, text) into the mount `sub` under `dir`, as the
+/// kubelet lays out a pod's Secret volumes: for tests.
+#[cfg(test)]
+pub(crate) fn write_mounted(dir: &std::path::Path, sub: &str, files: &[(&str, &str)]) {
+    let path = dir.join(sub);
+    std::fs::create_dir_all(&path).expect("dir");
+    for (name, text) in files {
+        std::fs::write(path.join(name), text).expect("write");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -386,26 +397,20 @@ mod tests {
     #[test]
     fn the_owners_certificate_replaces_the_servers_alone() {
         let dir = tempfile::tempdir().expect("temp dir");
-        let write = |sub: &str, files: [(&str, &str); 3]| {
-            let path = dir.path().join(sub);
-            std::fs::create_dir_all(&path).expect("dir");
-            for (name, text) in files {
-                std::fs::write(path.join(name), text).expect("write");
-            }
-        };
+        let write = |sub: &str, files: &[(&str, &str)]| write_mounted(dir.path(), sub, files);
         write(
             "server-tls",
-            [(TLS_CERT_KEY, "S"), (TLS_KEY_KEY, "SK"), (CA_KEY, "C")],
+            &[(TLS_CERT_KEY, "S"), (TLS_KEY_KEY, "SK"), (CA_KEY, "C")],
         );
         write(
             "replication-tls",
-            [(TLS_CERT_KEY, "R"), (TLS_KEY_KEY, "RK"), (CA_KEY, "C")],
+            &[(TLS_CERT_KEY, "R"), (TLS_KEY_KEY, "RK"), (CA_KEY, "C")],
         );
         let mounted = Mounted::read(dir.path()).expect("read").expect("mounted");
         assert_eq!(mounted.postgres(), ["S", "SK", "C"]);
         write(
             POSTGRES_TLS_MOUNT,
-            [(TLS_CERT_KEY, "O"), (TLS_KEY_KEY, "OK"), (CA_KEY, "OC")],
+            &[(TLS_CERT_KEY, "O"), (TLS_KEY_KEY, "OK"), (CA_KEY, "OC")],
         );
         let own = Mounted::read(dir.path()).expect("read").expect("mounted");
         assert_eq!(own.postgres(), ["O", "OK", "OC"]);
@@ -419,13 +424,7 @@ mod tests {
     #[test]
     fn the_token_key_and_the_backup_client_are_their_own() {
         let dir = tempfile::tempdir().expect("temp dir");
-        let write = |sub: &str, files: &[(&str, &str)]| {
-            let path = dir.path().join(sub);
-            std::fs::create_dir_all(&path).expect("dir");
-            for (name, text) in files {
-                std::fs::write(path.join(name), text).expect("write");
-            }
-        };
+        let write = |sub: &str, files: &[(&str, &str)]| write_mounted(dir.path(), sub, files);
         write(
             "server-tls",
             &[(TLS_CERT_KEY, "S"), (TLS_KEY_KEY, "SK"), (CA_KEY, "C")],
@@ -481,11 +480,7 @@ mod tests {
                 [(TLS_CERT_KEY, "R"), (TLS_KEY_KEY, "RK"), (CA_KEY, "C")],
             ),
         ] {
-            let path = dir.path().join(sub);
-            std::fs::create_dir_all(&path).expect("dir");
-            for (name, text) in files {
-                std::fs::write(path.join(name), text).expect("write");
-            }
+            write_mounted(dir.path(), sub, &files);
         }
         let mounted = Mounted::read(dir.path()).expect("read").expect("mounted");
         assert!(mounted.server_names("10.1.0.7".parse().expect("ip")));
