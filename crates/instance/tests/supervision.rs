@@ -109,16 +109,14 @@ async fn shutdown_escalates_when_postgres_does_not_answer() {
     // A stopped process handles neither fast nor immediate shutdown.
     signal(pid, Signal::SIGSTOP);
 
+    // stop timeout (1 s) + immediate-shutdown wait (5 s), then SIGKILL;
+    // `stop` fails the test if the manager is not gone within 15 s (a
+    // loaded machine delays the timers, never skips them).
     let took = primary.stop(Duration::from_secs(15)).await;
     println!("escalated shutdown took {took:?}");
-    // stop timeout (1 s) + immediate-shutdown wait (5 s), then SIGKILL.
     assert!(
         took >= Duration::from_secs(6),
         "escalation skipped: {took:?}"
-    );
-    assert!(
-        took < Duration::from_secs(8),
-        "shutdown overran its bound: {took:?}"
     );
     assert!(!alive(pid));
     // Its children (sessions of their own) are killed with it, not left
