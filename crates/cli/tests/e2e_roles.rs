@@ -107,11 +107,18 @@ async fn roles_status(world: &World) -> Vec<RoleStatus> {
 }
 
 async fn wait_reconciled(world: &World, names: &[&str]) {
+    wait_reconciled_in(world, CLUSTER, names).await;
+}
+
+/// Waits until `cluster`'s status reports every role of `names`
+/// Reconciled: the primary's manager converges roles after the cluster
+/// is ready, not before.
+async fn wait_reconciled_in(world: &World, cluster: &str, names: &[&str]) {
     wait_for(
-        &format!("roles {names:?} Reconciled"),
+        &format!("{cluster}'s roles {names:?} Reconciled"),
         Duration::from_secs(90),
         || async {
-            let roles = roles_status(world).await;
+            let roles = world.status(cluster).await.roles;
             names.iter().all(|name| {
                 roles
                     .iter()
@@ -296,6 +303,7 @@ async fn a_new_primary_keeps_the_declared_roles() {
                             "passwordSecret": {"name": "ha-pw"}}]);
     world.create_cluster(HA, spec).await;
     world.wait_replicating(HA, 2).await;
+    wait_reconciled_in(&world, HA, &["app_user"]).await;
     connect_to(&world, HA, "app_user", "before-failover")
         .await
         .expect("app_user logs in");
