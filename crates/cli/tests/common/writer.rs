@@ -12,13 +12,28 @@ use super::{World, durable_cluster, tls, wait_for};
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 
 impl World {
-    /// Creates the `ledger` table a [`Writer`] fills, through `-rw`.
+    /// Creates the `ledger` table a [`Writer`] fills, through `-rw`. A
+    /// session closed under it (the primary restarting as the last
+    /// instance joins, on a loaded machine) is printed and tried again,
+    /// for at most a minute.
     pub async fn create_ledger(&self, cluster: &str) {
-        self.connect(&format!("{cluster}-rw"), cluster)
-            .await
-            .batch_execute("create table ledger (id bigint primary key)")
-            .await
-            .expect("table");
+        let service = format!("{cluster}-rw");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let created = self
+                .connect(&service, cluster)
+                .await
+                .batch_execute("create table if not exists ledger (id bigint primary key)")
+                .await;
+            match created {
+                Ok(()) => return,
+                Err(error) if Instant::now() < deadline => {
+                    println!("creating the ledger through {service} failed, tried again: {error}");
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+                Err(error) => panic!("the ledger through {service}: {error}"),
+            }
+        }
     }
 
     /// Creates the ledger and starts a [`Writer`] filling it through
