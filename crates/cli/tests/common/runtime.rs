@@ -32,13 +32,15 @@ impl Runtime {
 }
 
 /// The test's sandbox directory: the Docker engine must reach it, and
-/// PostgreSQL's socket path in an emptyDir must fit 107 bytes.
+/// PostgreSQL's socket path in an emptyDir must fit 107 bytes. Both
+/// runtimes honour `TMPDIR` (scripts/test points it at a tmpfs); without
+/// it the Docker runtime's is in /var/tmp, which the engine always sees.
 pub fn test_dir(runtime: Runtime) -> tempfile::TempDir {
     match runtime {
         Runtime::Process => tempfile::tempdir(),
-        Runtime::Docker => tempfile::Builder::new()
-            .prefix("tusk-e2e")
-            .tempdir_in("/var/tmp"),
+        Runtime::Docker => tempfile::Builder::new().prefix("tusk-e2e").tempdir_in(
+            std::env::var_os("TMPDIR").map_or_else(|| "/var/tmp".into(), std::path::PathBuf::from),
+        ),
     }
     .expect("temp dir")
 }
