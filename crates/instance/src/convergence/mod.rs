@@ -434,6 +434,14 @@ impl<S: DesiredStateSource> Manager<S> {
         {
             return Ok(());
         }
+        if !crate::datadir::is_standby(&pgdata) && !self.primacy.held() {
+            // Without standby.signal PostgreSQL starts writable: never
+            // without the lease (say, a promotion that finished after the
+            // lease lapsed and another instance took over).
+            tracing::warn!("not starting a writable PostgreSQL without the primary lease");
+            self.state.set_phase(InstancePhase::WaitingForLease);
+            return Ok(());
+        }
         self.start()?;
         self.state.set_phase(InstancePhase::Running);
         Ok(())

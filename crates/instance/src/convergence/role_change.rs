@@ -42,6 +42,11 @@ impl<S: DesiredStateSource> Manager<S> {
             self.state.set_phase(InstancePhase::WaitingForLease);
             return Ok(());
         }
+        // Guarded as a primary from the request on: should the lease lapse
+        // while PostgreSQL promotes (or the whole pod be frozen and thawed
+        // after another took over), the lease task and the watchdog fence
+        // it, rather than take it for a standby.
+        self.state.lock().primary_pid = self.postmaster.as_ref().map(Postmaster::pid);
         let started = Instant::now();
         let promoted: bool = client
             .query_one("SELECT pg_promote(true, 60)", &[])
@@ -56,7 +61,6 @@ impl<S: DesiredStateSource> Manager<S> {
             seconds = started.elapsed().as_secs_f64(),
             "promoted to primary"
         );
-        self.state.lock().primary_pid = self.postmaster.as_ref().map(Postmaster::pid);
         // Until a checkpoint records the new timeline in pg_control,
         // pg_rewind against this server sees the old timeline and decides
         // that the former primary needs no rewind.

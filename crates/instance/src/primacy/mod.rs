@@ -56,6 +56,9 @@ pub struct Primacy {
     follow: watch::Receiver<Follow>,
     /// Keeps an unconditional handle's channels open.
     _always: Option<(watch::Sender<bool>, watch::Sender<Follow>)>,
+    /// Where the lease task records the fence deadline (`None` without a
+    /// lease): [`Primacy::held`] never says held past it.
+    state: Option<SharedState>,
 }
 
 impl Primacy {
@@ -70,6 +73,7 @@ impl Primacy {
             held,
             follow,
             _always: Some((always, any)),
+            state: None,
         }
     }
 
@@ -96,12 +100,13 @@ impl Primacy {
         };
         tokio::spawn(view.run());
         let client = LeaseClient::new(api, cluster, me.to_owned());
-        tokio::spawn(hold(client, intent_rx, held_tx, state, guard));
+        tokio::spawn(hold(client, intent_rx, held_tx, state.clone(), guard));
         Primacy {
             intent,
             held,
             follow,
             _always: None,
+            state: Some(state),
         }
     }
 
@@ -115,9 +120,19 @@ impl Primacy {
         });
     }
 
-    /// True while the lease is held.
+    /// True while the lease is held: as the lease task last said, and
+    /// never past the fence deadline it armed. A manager thawed after a
+    /// freeze (SIGSTOP, a paused VM) may run its convergence loop before
+    /// its lease task, which would still say held: the deadline, on the
+    /// monotonic clock, has passed all the same.
     pub fn held(&self) -> bool {
-        *self.held.borrow()
+        let lapsed = self.state.as_ref().is_some_and(|state| {
+            state
+                .lock()
+                .lease_deadline
+                .is_some_and(|deadline| std::time::Instant::now() >= deadline)
+        });
+        *self.held.borrow() && !lapsed
     }
 
     /// A receiver that sees every change of [`Primacy::held`].
@@ -340,6 +355,33 @@ mod tests {
         }
 
         fn forget(&mut self) {}
+    }
+
+    /// A manager thawed after a freeze runs its convergence loop while its
+    /// lease task may still be asleep, the last word on the channel still
+    /// "held": past the fence deadline the lease task armed, `held` says
+    /// no, so nothing is promoted or started writable on a lapsed lease.
+    #[test]
+    fn held_is_never_said_past_the_armed_fence_deadline() {
+        let state = SharedState::default();
+        let (held_tx, held) = watch::channel(true);
+        let (follow_tx, follow) = watch::channel(Follow::Any);
+        let (intent, _) = watch::channel(Intent::release(LeaseTiming::for_delay(0)));
+        let primacy = Primacy {
+            intent,
+            held,
+            follow,
+            _always: Some((held_tx, follow_tx)),
+            state: Some(state.clone()),
+        };
+        let now = std::time::Instant::now();
+        state.lock().lease_deadline = Some(now + Duration::from_secs(60));
+        assert!(primacy.held(), "held before the deadline");
+        state.lock().lease_deadline = now.checked_sub(Duration::from_millis(1));
+        assert!(!primacy.held(), "held past the fence deadline");
+        // Not guarding (a standby holding nothing to fence): the channel's word.
+        state.lock().lease_deadline = None;
+        assert!(primacy.held());
     }
 
     #[tokio::test]
