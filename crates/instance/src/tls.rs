@@ -259,7 +259,7 @@ impl Mounted {
             }
             _ => None,
         };
-        let token_key = match TlsSecret::TokenKey.mounted_dir(secrets_dir) {
+        let token_key = match TlsSecret::TokenPublicKey.mounted_dir(secrets_dir) {
             Some(dir) if dir.join(TOKEN_PUBLIC_KEY).exists() => {
                 Some(read(dir.join(TOKEN_PUBLIC_KEY))?)
             }

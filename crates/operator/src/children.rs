@@ -251,7 +251,7 @@ impl Trim for Pod {
         // probes' scheme, see `instance_api::served_over_https`) and which
         // key its tokens are checked against (the token key's volume, by
         // name, see `instance_api::mounts_token_key`).
-        let token_volume = tusk_api::contract::TlsSecret::TokenKey.mount_name();
+        let token_volume = tusk_api::contract::TlsSecret::TokenPublicKey.mount_name();
         self.spec = self.spec.take().map(|spec| PodSpec {
             volumes: spec.volumes.map(|volumes| {
                 volumes
@@ -355,8 +355,9 @@ impl Trim for PersistentVolumeClaim {
 /// it is due) is all a reconcile needs, and the passwords stay out of the
 /// operator's memory. The exceptions are the cluster's certificate
 /// authority (`<cluster>-ca-key`), whose key issues and renews the
-/// cluster's certificates, and the key that signs the instance API's
-/// tokens (`<cluster>-api-token-key`).
+/// cluster's certificates, the key that signs the instance API's tokens
+/// (`<cluster>-api-token-key`), and its public half's copy
+/// (`<cluster>-api-token-pub`, compared with it).
 impl Trim for Secret {
     fn trim(&mut self) {
         use tusk_api::contract::TlsSecret;
@@ -366,7 +367,13 @@ impl Trim for Secret {
             .as_ref()
             .and_then(|labels| labels.get(labels::CLUSTER))
             .is_some_and(|cluster| {
-                [TlsSecret::CaKey, TlsSecret::TokenKey].iter().any(|which| {
+                [
+                    TlsSecret::CaKey,
+                    TlsSecret::TokenKey,
+                    TlsSecret::TokenPublicKey,
+                ]
+                .iter()
+                .any(|which| {
                     self.metadata.name.as_deref()
                         == Some(which.secret_name(cluster.as_str()).as_str())
                 })
@@ -521,7 +528,7 @@ mod tests {
                 "readinessProbe": {"periodSeconds": 1, "httpGet": {
                     "path": "/readyz", "port": "http", "scheme": "HTTPS"}}}],
                 "volumes": [{"name": "pgdata", "persistentVolumeClaim": {"claimName": "db-1"}},
-                            {"name": "api-token", "secret": {"secretName": "db-api-token-key"}}]},
+                            {"name": "api-token", "secret": {"secretName": "db-api-token-pub"}}]},
             "status": {
                 "podIP": "10.0.0.7",
                 "conditions": [

@@ -47,7 +47,7 @@ pub fn served_over_https(pod: &Pod) -> bool {
 /// Whether `pod` mounts the token key's public half, and so checks tokens
 /// against it rather than against the authority.
 pub fn mounts_token_key(pod: &Pod) -> bool {
-    let Some(name) = tusk_api::contract::TlsSecret::TokenKey.mount_name() else {
+    let Some(name) = tusk_api::contract::TlsSecret::TokenPublicKey.mount_name() else {
         return false;
     };
     pod.spec

@@ -156,13 +156,17 @@ pub enum TlsSecret {
     /// ([`crate::instance::TOKEN_HEADER`]): its private key
     /// ([`TLS_KEY_KEY`]) and public key ([`TOKEN_PUBLIC_KEY`]), apart from
     /// the authority's, so that whoever may read instance reports (`tusk
-    /// plan`) needs no key that issues certificates. Instances mount the
-    /// public key alone.
+    /// plan`) needs no key that issues certificates. No pod mounts it.
     TokenKey,
+    /// The token key's public half ([`TOKEN_PUBLIC_KEY`]) alone, copied
+    /// from [`TlsSecret::TokenKey`]'s Secret: what instances check tokens
+    /// against. A Secret of its own because a node may read every Secret
+    /// its pods mount, whatever keys a volume selects.
+    TokenPublicKey,
 }
 
-/// Key of the public key in [`TlsSecret::TokenKey`]'s Secret (and file
-/// name in an instance).
+/// Key of the public key in [`TlsSecret::TokenKey`]'s and
+/// [`TlsSecret::TokenPublicKey`]'s Secrets (and file name in an instance).
 pub const TOKEN_PUBLIC_KEY: &str = "token.pub";
 
 /// Key of a certificate in a `kubernetes.io/tls` Secret (and file name).
@@ -175,13 +179,15 @@ pub const CA_KEY: &str = "ca.crt";
 
 impl TlsSecret {
     /// The authority first: the others are issued from it.
-    pub const ALL: [TlsSecret; 6] = [
+    /// The token key before its public half, which is copied from it.
+    pub const ALL: [TlsSecret; 7] = [
         Self::CaKey,
         Self::Ca,
         Self::Server,
         Self::Replication,
         Self::BackupClient,
         Self::TokenKey,
+        Self::TokenPublicKey,
     ];
 
     /// The suffix of the Secret's name.
@@ -193,6 +199,7 @@ impl TlsSecret {
             Self::Replication => "replication-cert",
             Self::BackupClient => "backup-client-cert",
             Self::TokenKey => "api-token-key",
+            Self::TokenPublicKey => "api-token-pub",
         }
     }
 
@@ -202,23 +209,15 @@ impl TlsSecret {
     }
 
     /// Directory under [`SECRETS_DIR`] where an instance finds it; `None`
-    /// for the two no instance mounts.
+    /// for the three no instance mounts (the authority's key and the
+    /// token key stay with the operator).
     pub fn mount_name(self) -> Option<&'static str> {
         match self {
             Self::Server => Some("server-tls"),
             Self::Replication => Some("replication-tls"),
             Self::BackupClient => Some("backup-client-tls"),
-            Self::TokenKey => Some("api-token"),
-            Self::Ca | Self::CaKey => None,
-        }
-    }
-
-    /// The keys an instance is given when not all of them: the token
-    /// key's public half alone.
-    pub fn mounted_keys(self) -> Option<&'static [&'static str]> {
-        match self {
-            Self::TokenKey => Some(&[TOKEN_PUBLIC_KEY]),
-            _ => None,
+            Self::TokenPublicKey => Some("api-token"),
+            Self::Ca | Self::CaKey | Self::TokenKey => None,
         }
     }
 
@@ -569,7 +568,8 @@ mod tests {
                 "orders-server",
                 "orders-replication-cert",
                 "orders-backup-client-cert",
-                "orders-api-token-key"
+                "orders-api-token-key",
+                "orders-api-token-pub"
             ]
         );
         for credential in Credential::ALL {
@@ -591,10 +591,9 @@ mod tests {
         for credential in Credential::ALL {
             assert!(!mounted.contains(&credential.mount_name()));
         }
-        // The token key's private half stays with the operator.
-        assert_eq!(
-            TlsSecret::TokenKey.mounted_keys(),
-            Some(&[TOKEN_PUBLIC_KEY][..])
-        );
+        // The token key's private half stays with the operator: the
+        // instances mount the Secret of its public half.
+        assert_eq!(TlsSecret::TokenKey.mount_name(), None);
+        assert_eq!(TlsSecret::TokenPublicKey.mount_name(), Some("api-token"));
     }
 }

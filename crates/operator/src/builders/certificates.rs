@@ -57,6 +57,12 @@ pub enum CertificateError {
     #[error("Secret {0} holds no token key ({TLS_KEY_KEY}): delete it and Tusk makes a new one")]
     NoTokenKey(String),
     #[error(
+        "Secret {0} holds no public key ({TOKEN_PUBLIC_KEY}): delete it and Tusk makes a new token key"
+    )]
+    NoTokenPublicKey(String),
+    #[error("Secret {0} is copied from the token key's Secret, not issued")]
+    CopiedFromTokenKey(String),
+    #[error(
         "Secret {0} does not hold this cluster's certificate authority (its {TLS_CERT_KEY}, its {TLS_KEY_KEY} and the annotation {AUTHORITY_ANNOTATION}): it was edited; restore it, or delete it and Tusk makes a new authority and issues every certificate again"
     )]
     Unreadable(String),
@@ -359,6 +365,11 @@ pub fn certificate_secret(
                 ]),
             )
         }
+        TlsSecret::TokenPublicKey => {
+            return Err(CertificateError::CopiedFromTokenKey(
+                which.secret_name(cluster),
+            ));
+        }
         TlsSecret::Server | TlsSecret::Replication | TlsSecret::BackupClient => {
             let (cert, key) = authority.issue(cluster, which, now, addresses)?;
             if which == TlsSecret::Server {
@@ -388,6 +399,33 @@ pub fn certificate_secret(
                 .map(|(key, value)| (key.to_owned(), value))
                 .collect(),
         ),
+        ..Secret::default()
+    })
+}
+
+/// The public half a token key Secret (or its copy) holds.
+pub fn public_half(secret: &Secret) -> Option<&ByteString> {
+    secret.data.as_ref()?.get(TOKEN_PUBLIC_KEY)
+}
+
+/// `<cluster>-api-token-pub`: the public half of the token key in
+/// `token_key`, alone, under the same authority's annotation. Instances
+/// mount it (a node may read every Secret its pods mount, so none mounts
+/// the private half's).
+pub fn token_public_secret(
+    cluster: &ValidatedCluster,
+    token_key: &Secret,
+) -> Result<Secret, CertificateError> {
+    let public = public_half(token_key).cloned().ok_or_else(|| {
+        CertificateError::NoTokenPublicKey(token_key.metadata.name.clone().unwrap_or_default())
+    })?;
+    let mut metadata = child_meta(cluster, &TlsSecret::TokenPublicKey.secret_name(cluster));
+    metadata.annotations = authority_of(token_key)
+        .map(|id| BTreeMap::from([(AUTHORITY_ANNOTATION.to_owned(), id.to_owned())]));
+    Ok(Secret {
+        metadata,
+        type_: Some("Opaque".to_owned()),
+        data: Some(BTreeMap::from([(TOKEN_PUBLIC_KEY.to_owned(), public)])),
         ..Secret::default()
     })
 }
@@ -588,5 +626,18 @@ mod identity_tests {
         check(&public).expect("the public half checks it");
         assert!(check(&authority.cert_pem).is_err());
         assert!(!public.contains("PRIVATE"));
+
+        // What instances mount is a Secret of the public half alone.
+        let copy = token_public_secret(&cluster, &secret).expect("copied");
+        assert_eq!(copy.metadata.name.as_deref(), Some("orders-api-token-pub"));
+        let keys: Vec<&String> = copy.data.as_ref().expect("data").keys().collect();
+        assert_eq!(keys, [TOKEN_PUBLIC_KEY]);
+        let copied = public_half(&copy).expect("the public half").0.clone();
+        check(&String::from_utf8(copied).expect("PEM")).expect("the copy checks it");
+        assert_eq!(authority_of(&copy), Some(authority.id.as_str()));
+        assert!(matches!(
+            certificate_secret(&cluster, TlsSecret::TokenPublicKey, &authority, now, &[]),
+            Err(CertificateError::CopiedFromTokenKey(_))
+        ));
     }
 }

@@ -21,6 +21,7 @@ use super::secrets::{cached_soon, foreign_secret, made_for};
 use crate::apply::{Applied, apply as apply_one, create_once};
 use crate::builders::certificates::{
     Authority, address_list, addresses_of, authority_of, certificate_secret, is_current,
+    public_half, token_public_secret,
 };
 use crate::children::{Children, named};
 use crate::context::Context;
@@ -72,12 +73,21 @@ pub fn needs(
         .filter(|live| made_for(live, valid))
         .and_then(authority_of);
     let addresses = instance_addresses(children);
-    TlsSecret::ALL
+    let token_key = named(&children.secrets, &TlsSecret::TokenKey.secret_name(valid));
+    let mut needs: Vec<(TlsSecret, Need)> = TlsSecret::ALL
         .iter()
         .map(|&which| {
-            let need = match (named(&children.secrets, &which.secret_name(valid)), kept) {
+            let live = named(&children.secrets, &which.secret_name(valid));
+            let need = match (live, kept) {
                 (None, _) => Need::Create,
                 (Some(live), _) if !made_for(live, valid) => Need::Foreign,
+                // A copy of the token key's public half: current while it
+                // is the same as the token key's (as far as the Secrets'
+                // data is at hand: `tusk plan` reads none).
+                (Some(live), _) if which == TlsSecret::TokenPublicKey => match token_key {
+                    Some(key) if public_half(live) == public_half(key) => Need::Current,
+                    _ => Need::Renew,
+                },
                 (Some(live), Some(authority)) if is_current(live, authority, now) => {
                     if which == TlsSecret::Server && addresses_of(live) != address_list(&addresses)
                     {
@@ -90,7 +100,17 @@ pub fn needs(
             };
             (which, need)
         })
-        .collect()
+        .collect();
+    // A token key made anew takes its public half's copy with it.
+    let key_made = needs.iter().any(|&(which, need)| {
+        which == TlsSecret::TokenKey && matches!(need, Need::Create | Need::Renew)
+    });
+    for (which, need) in &mut needs {
+        if key_made && *which == TlsSecret::TokenPublicKey && *need == Need::Current {
+            *need = Need::Renew;
+        }
+    }
+    needs
 }
 
 /// The addresses of the cluster's instance pods that have one.
@@ -140,37 +160,51 @@ pub async fn ensure(
     };
     let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &valid.namespace);
     let addresses = instance_addresses(children);
+    // The token key as it will be after this pass, which its public half's
+    // copy is made from; `None` when it is not known yet (made by an
+    // earlier pass and not cached): the next pass copies it.
+    let mut token_key = named(&children.secrets, &TlsSecret::TokenKey.secret_name(valid)).cloned();
     for &(which, need) in needs {
         let name = which.secret_name(valid);
-        let desired = || {
-            certificate_secret(valid, which, &authority, now, &addresses)
-                .map_err(|error| Error::Refused(error.to_string()))
+        if need == Need::Foreign {
+            return Err(foreign_secret(valid, &name, "carries the cluster's label"));
+        }
+        if need == Need::Current {
+            continue;
+        }
+        let made = match which {
+            TlsSecret::TokenPublicKey => match &token_key {
+                Some(key) => token_public_secret(valid, key),
+                None => continue,
+            },
+            _ => certificate_secret(valid, which, &authority, now, &addresses),
         };
-        match need {
-            Need::Current => {}
-            Need::Foreign => {
-                return Err(foreign_secret(valid, &name, "carries the cluster's label"));
-            }
-            Need::Create => {
-                if create_once(&secrets, None, &desired()?).await? == Applied::Existing {
-                    if !cached_soon(ctx, valid, &name).await {
-                        return Err(foreign_secret(valid, &name, "exists"));
-                    }
-                    if which == TlsSecret::CaKey {
-                        // Made by an earlier pass, not cached yet: the
-                        // next pass issues from the authority it holds.
-                        return Ok(());
-                    }
+        let desired = made.map_err(|error| Error::Refused(error.to_string()))?;
+        if need == Need::Create {
+            let created = create_once(&secrets, None, &desired).await?;
+            if created == Applied::Existing {
+                if !cached_soon(ctx, valid, &name).await {
+                    return Err(foreign_secret(valid, &name, "exists"));
+                }
+                if which == TlsSecret::CaKey {
+                    // Made by an earlier pass, not cached yet: the
+                    // next pass issues from the authority it holds.
+                    return Ok(());
                 }
             }
-            Need::Renew => {
-                apply_one(&secrets, None, &desired()?).await?;
-                tracing::info!(secret = %name, "certificate issued again");
+            if which == TlsSecret::TokenKey {
+                token_key = (created != Applied::Existing).then_some(desired);
             }
-            Need::Readdress => {
-                apply_one(&secrets, None, &desired()?).await?;
-                tracing::info!(secret = %name, addresses = %address_list(&addresses), "server certificate issued again for the instances' addresses");
-            }
+            continue;
+        }
+        apply_one(&secrets, None, &desired).await?;
+        if need == Need::Readdress {
+            tracing::info!(secret = %name, addresses = %address_list(&addresses), "server certificate issued again for the instances' addresses");
+        } else {
+            tracing::info!(secret = %name, "certificate issued again");
+        }
+        if which == TlsSecret::TokenKey {
+            token_key = Some(desired);
         }
     }
     Ok(())
@@ -196,6 +230,77 @@ mod tests {
         .expect("a pod")
     }
 
+    /// Every certificate Secret, as a first pass makes them.
+    fn issued(
+        valid: &ValidatedCluster,
+        authority: &Authority,
+        now: Timestamp,
+        addresses: &[IpAddr],
+    ) -> Vec<Secret> {
+        let mut secrets: Vec<Secret> = TlsSecret::ALL
+            .iter()
+            .filter(|&&which| which != TlsSecret::TokenPublicKey)
+            .map(|&which| {
+                certificate_secret(valid, which, authority, now, addresses).expect("issued")
+            })
+            .collect();
+        let key = named(&secrets, &TlsSecret::TokenKey.secret_name(valid)).expect("the token key");
+        secrets.push(token_public_secret(valid, key).expect("copied"));
+        secrets
+    }
+
+    fn need_of(needs: &[(TlsSecret, Need)], which: TlsSecret) -> Need {
+        needs.iter().find(|(w, _)| *w == which).expect("listed").1
+    }
+
+    /// The instances check tokens against a copy of the token key's public
+    /// half: made after the key, made again whenever the key is (a key
+    /// deleted by hand, an authority replaced), and a Secret of another's
+    /// refused, as every certificate Secret is.
+    #[test]
+    fn the_token_keys_public_copy_follows_the_token_key() {
+        let cluster = crate::validate::tests::cluster(crate::validate::tests::three_instances());
+        let valid = crate::validate::validate(&cluster, &OperatorConfig::default()).expect("valid");
+        let now: Timestamp = "2026-12-05T12:00:00Z".parse().expect("time");
+        let authority = Authority::generate(&valid, now).expect("authority");
+        let mut children = Children {
+            secrets: issued(&valid, &authority, now, &[]),
+            ..Children::default()
+        };
+        let public = TlsSecret::TokenPublicKey.secret_name(&valid);
+        let key = TlsSecret::TokenKey.secret_name(&valid);
+        assert_eq!(
+            need_of(&needs(&valid, &children, now), TlsSecret::TokenPublicKey),
+            Need::Current
+        );
+
+        // The token key deleted: both made, the copy from the new key.
+        children
+            .secrets
+            .retain(|s| s.metadata.name.as_deref() != Some(key.as_str()));
+        let now_needs = needs(&valid, &children, now);
+        assert_eq!(need_of(&now_needs, TlsSecret::TokenKey), Need::Create);
+        assert_eq!(need_of(&now_needs, TlsSecret::TokenPublicKey), Need::Renew);
+
+        // A new key in place, the copy still the old one's.
+        let new_key =
+            certificate_secret(&valid, TlsSecret::TokenKey, &authority, now, &[]).expect("made");
+        children.secrets.push(new_key);
+        assert_eq!(
+            need_of(&needs(&valid, &children, now), TlsSecret::TokenPublicKey),
+            Need::Renew
+        );
+
+        // The copy missing: made.
+        children
+            .secrets
+            .retain(|s| s.metadata.name.as_deref() != Some(public.as_str()));
+        assert_eq!(
+            need_of(&needs(&valid, &children, now), TlsSecret::TokenPublicKey),
+            Need::Create
+        );
+    }
+
     /// A standby's pgBackRest verifies its primary by the pod's address:
     /// the server certificate names every instance pod's, and is issued
     /// again when one changes (quietly: no event).
@@ -216,12 +321,7 @@ mod tests {
         };
         let addresses = instance_addresses(&children);
         assert_eq!(address_list(&addresses), "10.0.0.1,10.0.0.2");
-        children.secrets = TlsSecret::ALL
-            .iter()
-            .map(|&which| {
-                certificate_secret(&valid, which, &authority, now, &addresses).expect("issued")
-            })
-            .collect();
+        children.secrets = issued(&valid, &authority, now, &addresses);
         let needs_now = needs(&valid, &children, now);
         assert!(
             needs_now.iter().all(|(_, need)| *need == Need::Current),

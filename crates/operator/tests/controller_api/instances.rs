@@ -155,7 +155,7 @@ async fn mounted_certificates(client: &Client, cluster: &str) -> tempfile::TempD
     for which in [
         TlsSecret::Server,
         TlsSecret::Replication,
-        TlsSecret::TokenKey,
+        TlsSecret::TokenPublicKey,
     ] {
         let name = which.secret_name(cluster);
         let deadline = std::time::Instant::now() + Duration::from_secs(60);
@@ -172,13 +172,7 @@ async fn mounted_certificates(client: &Client, cluster: &str) -> tempfile::TempD
         let mounted = which.mounted_dir(dir.path()).expect("a mounted Secret");
         std::fs::create_dir_all(&mounted).expect("mount dir");
         for (key, value) in secret.data.unwrap_or_default() {
-            // As the pod mounts it: the token key's public half alone.
-            if which
-                .mounted_keys()
-                .is_none_or(|keys| keys.contains(&key.as_str()))
-            {
-                std::fs::write(mounted.join(key), value.0).expect("a mounted file");
-            }
+            std::fs::write(mounted.join(key), value.0).expect("a mounted file");
         }
     }
     dir

@@ -12,9 +12,9 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
     Affinity, Container, ContainerPort, EmptyDirVolumeSource, EnvVar, EnvVarSource, HTTPGetAction,
-    KeyToPath, PersistentVolumeClaimVolumeSource, Pod, PodAffinityTerm, PodAntiAffinity,
-    PodSecurityContext, PodSpec, Probe, SeccompProfile, SecretKeySelector, SecretVolumeSource,
-    Volume, VolumeMount, WeightedPodAffinityTerm,
+    PersistentVolumeClaimVolumeSource, Pod, PodAffinityTerm, PodAntiAffinity, PodSecurityContext,
+    PodSpec, Probe, SeccompProfile, SecretKeySelector, SecretVolumeSource, Volume, VolumeMount,
+    WeightedPodAffinityTerm,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -452,20 +452,7 @@ fn volumes(cluster: &ValidatedCluster, instance: &InstanceName) -> Vec<Volume> {
     }
     for secret in TlsSecret::ALL {
         if let Some(name) = secret.mount_name() {
-            let mut volume = secret_volume(name, &secret.secret_name(cluster), 0o440);
-            // The token key's public half alone.
-            if let (Some(keys), Some(source)) = (secret.mounted_keys(), volume.secret.as_mut()) {
-                source.items = Some(
-                    keys.iter()
-                        .map(|&key| KeyToPath {
-                            key: key.to_owned(),
-                            path: key.to_owned(),
-                            mode: None,
-                        })
-                        .collect(),
-                );
-            }
-            volumes.push(volume);
+            volumes.push(secret_volume(name, &secret.secret_name(cluster), 0o440));
         }
     }
     // The owner's server certificate (it holds a key: readable by the
