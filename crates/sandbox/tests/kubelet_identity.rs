@@ -103,8 +103,12 @@ async fn kubectl_in_a_pod_reaches_the_api_through_the_kubernetes_service() {
     };
     let node = Node::start().await;
     grant_configmap_reads(&node).await;
+    // The first tries wait (at most 10 s) for the Service's route, which
+    // the node's proxy may set up after the pod started, as kube-proxy may.
     let script = format!(
         "echo \"server: $KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT\"; \
+         for try in 1 2 3 4 5 6 7 8 9 10; do \
+           {kubectl} get configmap kube-root-ca.crt -o name >/dev/null 2>&1 && break; sleep 1; done; \
          {kubectl} get secrets -o name 2>&1 | grep -o 'system:serviceaccount:default:default\" cannot list'; \
          {kubectl} get configmap kube-root-ca.crt -o name; echo \"exit $?\"; exec sleep 600"
     );
