@@ -74,18 +74,23 @@ pub fn needs(
         .and_then(authority_of);
     let addresses = instance_addresses(children);
     let token_key = named(&children.secrets, &TlsSecret::TokenKey.secret_name(valid));
-    let mut needs: Vec<(TlsSecret, Need)> = TlsSecret::ALL
+    TlsSecret::ALL
         .iter()
         .map(|&which| {
             let live = named(&children.secrets, &which.secret_name(valid));
             let need = match (live, kept) {
                 (None, _) => Need::Create,
                 (Some(live), _) if !made_for(live, valid) => Need::Foreign,
-                // A copy of the token key's public half: current while it
-                // is the same as the token key's (as far as the Secrets'
-                // data is at hand: `tusk plan` reads none).
-                (Some(live), _) if which == TlsSecret::TokenPublicKey => match token_key {
-                    Some(key) if public_half(live) == public_half(key) => Need::Current,
+                // A copy of the token key's public half: current while the
+                // key is and the copy is the same as the key's (as far as
+                // the Secrets' data is at hand: `tusk plan` reads none).
+                (Some(live), _) if which == TlsSecret::TokenPublicKey => match (token_key, kept) {
+                    (Some(key), Some(authority))
+                        if is_current(key, authority, now)
+                            && public_half(live) == public_half(key) =>
+                    {
+                        Need::Current
+                    }
                     _ => Need::Renew,
                 },
                 (Some(live), Some(authority)) if is_current(live, authority, now) => {
@@ -100,17 +105,7 @@ pub fn needs(
             };
             (which, need)
         })
-        .collect();
-    // A token key made anew takes its public half's copy with it.
-    let key_made = needs.iter().any(|&(which, need)| {
-        which == TlsSecret::TokenKey && matches!(need, Need::Create | Need::Renew)
-    });
-    for (which, need) in &mut needs {
-        if key_made && *which == TlsSecret::TokenPublicKey && *need == Need::Current {
-            *need = Need::Renew;
-        }
-    }
-    needs
+        .collect()
 }
 
 /// The addresses of the cluster's instance pods that have one.
@@ -230,6 +225,15 @@ mod tests {
         .expect("a pod")
     }
 
+    /// A valid three-instance cluster, a moment, and an authority made then.
+    fn three_instances_and_their_authority() -> (ValidatedCluster, Timestamp, Authority) {
+        let cluster = crate::validate::tests::cluster(crate::validate::tests::three_instances());
+        let valid = crate::validate::validate(&cluster, &OperatorConfig::default()).expect("valid");
+        let now: Timestamp = "2026-12-05T12:00:00Z".parse().expect("time");
+        let authority = Authority::generate(&valid, now).expect("authority");
+        (valid, now, authority)
+    }
+
     /// Every certificate Secret, as a first pass makes them.
     fn issued(
         valid: &ValidatedCluster,
@@ -259,10 +263,7 @@ mod tests {
     /// refused, as every certificate Secret is.
     #[test]
     fn the_token_keys_public_copy_follows_the_token_key() {
-        let cluster = crate::validate::tests::cluster(crate::validate::tests::three_instances());
-        let valid = crate::validate::validate(&cluster, &OperatorConfig::default()).expect("valid");
-        let now: Timestamp = "2026-12-05T12:00:00Z".parse().expect("time");
-        let authority = Authority::generate(&valid, now).expect("authority");
+        let (valid, now, authority) = three_instances_and_their_authority();
         let mut children = Children {
             secrets: issued(&valid, &authority, now, &[]),
             ..Children::default()
@@ -306,10 +307,7 @@ mod tests {
     /// again when one changes (quietly: no event).
     #[test]
     fn the_server_certificate_is_issued_again_when_an_instance_pods_address_changes() {
-        let cluster = crate::validate::tests::cluster(crate::validate::tests::three_instances());
-        let valid = crate::validate::validate(&cluster, &OperatorConfig::default()).expect("valid");
-        let now: Timestamp = "2026-12-05T12:00:00Z".parse().expect("time");
-        let authority = Authority::generate(&valid, now).expect("authority");
+        let (valid, now, authority) = three_instances_and_their_authority();
         let mut children = Children {
             pods: vec![
                 pod("orders-2", "10.0.0.2", true),
